@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The main job: set up .venv if needed, then execute every notebook in order at one scale
+# (default classroom), saving the executed notebooks and a results summary.
+#   bash scripts/main_job.sh                 # classroom scale, notebooks executed in place
+#   bash scripts/main_job.sh --scale smoke   # any scale; see scripts/run_notebooks.py --help
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup_env.sh
+export TUTORIAL_DATA_DIR=${TUTORIAL_DATA_DIR:-$(cd .. && pwd)/shared/data}
+export MPLBACKEND=Agg TOKENIZERS_PARALLELISM=false
+.venv/bin/python scripts/run_notebooks.py "$@"

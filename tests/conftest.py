@@ -1,0 +1,33 @@
+"""Shared fixtures: the local data copy and a private cache directory for every test session."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tutorial_lib.data import DATA_ENV_VAR
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def local_data_dir() -> Path | None:
+    """The data copy from $TUTORIAL_DATA_DIR, else ../shared/data next to the checkout."""
+    env = os.environ.get(DATA_ENV_VAR)
+    path = Path(env).expanduser() if env else REPO.parent / "shared" / "data"
+    return path if path.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    path = local_data_dir()
+    if path is None:
+        pytest.skip(f"no local data copy: set {DATA_ENV_VAR}")
+    return path
+
+
+@pytest.fixture
+def with_data(monkeypatch, data_dir, tmp_path):
+    """Local data + an empty cache directory for this test."""
+    monkeypatch.setenv(DATA_ENV_VAR, str(data_dir))
+    monkeypatch.setenv("TUTORIAL_CACHE_DIR", str(tmp_path / "cache"))
+    return data_dir

@@ -1,0 +1,167 @@
+"""Tests for tutorial_lib.training: masking, the update step, schedules, checkpoints, resume."""
+
+import math
+
+import pytest
+import torch
+from ignite.engine import Events
+from torch.utils.data import DataLoader, TensorDataset
+
+from tutorial_lib.models import IGNORE_INDEX, TransformerConfig, TransformerLM
+from tutorial_lib.training import (
+    History,
+    attach_checkpointing,
+    attach_schedule,
+    create_lm_evaluator,
+    create_trainer,
+    mask_tokens,
+    pad_collate,
+    resume_if_possible,
+)
+
+SPECIAL = [0, 1, 2, 3, 4]
+MASK_ID = 4
+
+
+def test_masking_rate_and_80_10_10_split():
+    """Bug guarded: masking specials, wrong rate, or all targets replaced by [MASK]."""
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 1000, (400, 128), generator=g)
+    ids[:, 0] = 2  # a special token in every row: never a target
+    inputs, labels = mask_tokens(ids, mask_id=MASK_ID, vocab_size=1000, special_ids=SPECIAL,
+                                 probability=0.15, generator=g)
+    targets = labels != IGNORE_INDEX
+    assert not targets[:, 0].any()
+    rate = targets[:, 1:].float().mean().item()
+    assert abs(rate - 0.15) < 0.005
+    assert torch.equal(labels[targets], ids[targets])
+    masked = (inputs[targets] == MASK_ID).float().mean().item()
+    kept = (inputs[targets] == ids[targets]).float().mean().item()
+    assert abs(masked - 0.8) < 0.01
+    # "kept" = the 10% unchanged + random draws that happen to equal the original (≈0.1%)
+    assert abs(kept - 0.1) < 0.01
+    assert abs(1 - masked - kept - 0.1) < 0.01  # random replacements
+    assert torch.equal(inputs[~targets], ids[~targets])
+
+
+def test_pad_collate_right_pads_with_mask():
+    batch = pad_collate(0)([{"input_ids": [5, 6, 2], "labels": 1}, {"input_ids": [7, 2], "labels": 0}])
+    assert batch["input_ids"].tolist() == [[5, 6, 2], [7, 2, 0]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
+    assert batch["labels"].tolist() == [1, 0]
+
+
+def _tiny_lm(seed: int = 0) -> TransformerLM:
+    torch.manual_seed(seed)
+    cfg = TransformerConfig(vocab_size=40, d_model=16, n_layer=1, n_head=2, d_ff=32, max_len=8,
+                            dropout=0.0)
+    return TransformerLM(cfg)
+
+
+def _loader() -> DataLoader:
+    g = torch.Generator().manual_seed(1)
+    blocks = torch.randint(5, 40, (40, 8), generator=g)
+    return DataLoader(TensorDataset(blocks), batch_size=4, shuffle=False,
+                      collate_fn=lambda rows: {"input_ids": torch.stack([r[0] for r in rows]),
+                                               "labels": torch.stack([r[0] for r in rows])})
+
+
+def test_gradient_accumulation_steps_every_k_iterations():
+    model = _tiny_lm()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    trainer = create_trainer(model, opt, device=torch.device("cpu"), grad_accum=3)
+    snapshots = []
+    trainer.add_event_handler(Events.ITERATION_COMPLETED,
+                              lambda e: snapshots.append(model.transformer.ln_f.weight.clone()))
+    trainer.run(_loader(), max_epochs=1, epoch_length=6)
+    changed = [not torch.equal(a, b) for a, b in zip(snapshots, snapshots[1:])]
+    # iterations 2..6: only 3 -> the step at 3 and at 6 change weights
+    assert changed == [False, True, False, False, True]
+
+
+def test_warmup_cosine_schedule_values():
+    model = _tiny_lm()
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    trainer = create_trainer(model, opt, device=torch.device("cpu"))
+    attach_schedule(trainer, opt, kind="cosine", lr=1.0, warmup=4, total=20)
+    hist = History()
+    hist.attach(trainer, opt)
+    trainer.run(_loader(), max_epochs=2)  # 20 iterations
+    lrs = [r["lr"] for r in hist.train]
+    assert lrs[0] == pytest.approx(0.0)
+    assert max(lrs) == pytest.approx(1.0)
+    assert lrs.index(max(lrs)) == 4 - 1 or lrs.index(max(lrs)) == 4
+    assert lrs[-1] < 0.05 and all(a >= b - 1e-12 for a, b in zip(lrs[4:], lrs[5:]))
+
+
+def test_linear_schedule_warms_up_then_decays_to_zero():
+    model = _tiny_lm()
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    trainer = create_trainer(model, opt, device=torch.device("cpu"))
+    attach_schedule(trainer, opt, kind="linear", lr=2.0, warmup=5, total=20)
+    hist = History()
+    hist.attach(trainer, opt)
+    trainer.run(_loader(), max_epochs=2)
+    lrs = [r["lr"] for r in hist.train]
+    assert lrs[5] == pytest.approx(2.0)
+    assert lrs[2] == pytest.approx(2.0 * 2 / 5)
+    assert lrs[-1] == pytest.approx(2.0 * 1 / 15)
+
+
+def _train(directory, crash_at: int | None):
+    model = _tiny_lm()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    trainer = create_trainer(model, opt, device=torch.device("cpu"))
+    sched = attach_schedule(trainer, opt, kind="cosine", lr=1e-2, warmup=3, total=30)
+    to_save = {"model": model, "optimizer": opt, "trainer": trainer, "scheduler": sched}
+    attach_checkpointing(trainer, to_save, directory, every=10)
+    resumed = resume_if_possible(to_save, directory)
+    if crash_at is not None:
+        @trainer.on(Events.ITERATION_COMPLETED(once=crash_at))
+        def _crash(engine):
+            raise KeyboardInterrupt("simulated kill")
+    trainer.run(_loader(), max_epochs=3)  # 10 iterations per epoch
+    return model, trainer, resumed
+
+
+def test_checkpoint_resume_after_interruption_matches_uninterrupted(tmp_path):
+    """Kill at iteration 17, rerun: it resumes from the checkpoint at 10 and ends identical."""
+    reference, _, _ = _train(tmp_path / "ref", crash_at=None)
+    with pytest.raises(KeyboardInterrupt):
+        _train(tmp_path / "run", crash_at=17)
+    files = list((tmp_path / "run").glob("training_checkpoint_*.pt"))
+    assert [f.name for f in files] == ["training_checkpoint_10.pt"]
+    assert not list((tmp_path / "run").glob("*.tmp")), "no half-written files are left behind"
+    model, trainer, resumed = _train(tmp_path / "run", crash_at=None)
+    assert resumed is not None and resumed.name == "training_checkpoint_10.pt"
+    assert trainer.state.iteration == 30
+    for (name, a), b in zip(reference.state_dict().items(), model.state_dict().values()):
+        torch.testing.assert_close(a, b, msg=name)
+
+
+def test_lm_evaluator_perplexity_is_exp_of_token_weighted_loss():
+    model = _tiny_lm().eval()
+    loader = _loader()
+    ev = create_lm_evaluator(model, device=torch.device("cpu"), words_per_token=0.5)
+    m = ev.run(loader).metrics
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for batch in loader:
+            logits = model(batch["input_ids"]).logits[:, :-1]
+            loss = torch.nn.functional.cross_entropy(
+                logits.flatten(0, 1), batch["labels"][:, 1:].flatten(), reduction="sum")
+            total, count = total + loss.item(), count + logits.shape[0] * logits.shape[1]
+    assert m["loss"] == pytest.approx(total / count, rel=1e-5)
+    assert m["ppl"] == pytest.approx(math.exp(total / count), rel=1e-5)
+    assert m["word_ppl"] == pytest.approx(math.exp(2 * total / count), rel=1e-5)
+
+
+def test_bf16_autocast_loss_matches_fp32():
+    """bf16 autocast is our CPU speed lever: its loss must stay close to fp32's."""
+    model = _tiny_lm().eval()
+    batch = next(iter(_loader()))
+    with torch.no_grad():
+        fp32 = model(**batch).loss.item()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            bf16 = model(**batch).loss.item()
+    assert bf16 == pytest.approx(fp32, rel=0.02)

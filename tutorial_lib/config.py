@@ -1,0 +1,195 @@
+"""The one scale knob, the cache location, and the precision/device choice.
+
+Every notebook starts with ``scale = config.get_scale()``; sizes are read from the returned
+``Scale`` and never written in a cell. The scale comes from the ``TUTORIAL_SCALE`` environment
+variable (default ``classroom``):
+
+==========  ===========================================================================
+smoke       CI: each notebook in ≤ 90 s on 2 CPU cores; tiny model, data slices.
+classroom   a 2-core laptop: each notebook in ≤ 6 min, with results that mean something.
+gpu         one GPU, ≤ 20 min a notebook.
+paper       the NAACL-2019 tutorial's hyperparameters (d=410, ff=2100, 16 layers, 10 heads,
+            256 positions, ≈50M parameters, WikiText-103): a GPU cluster and internet.
+==========  ===========================================================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SCALE_ENV_VAR = "TUTORIAL_SCALE"
+CACHE_ENV_VAR = "TUTORIAL_CACHE_DIR"
+DEFAULT_SCALE = "classroom"
+
+
+class ConfigError(ValueError):
+    """A bad scale name or configuration value, with a message that says what to do."""
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    """Transformer size (see ``tutorial_lib.models.TransformerConfig`` for the meaning)."""
+
+    vocab_size: int
+    d_model: int
+    n_layer: int
+    n_head: int
+    d_ff: int
+    max_len: int
+    dropout: float = 0.1
+
+
+@dataclass(frozen=True)
+class PretrainSettings:
+    """Language-model pretraining budget and optimiser settings."""
+
+    corpus: str  # a tutorial_lib.data registry name
+    max_train_lines: int | None  # None = the whole corpus
+    max_valid_lines: int | None
+    seq_len: int
+    batch_size: int
+    steps: int  # optimiser steps for each objective
+    lr: float
+    warmup: int
+    weight_decay: float = 0.01
+    grad_accum: int = 1
+    max_norm: float = 1.0
+    eval_every: int = 200  # steps between evaluations / checkpoints
+    mlm_probability: float = 0.15
+
+
+@dataclass(frozen=True)
+class FinetuneSettings:
+    """Fine-tuning budget shared by every method notebook (equal budgets by construction)."""
+
+    epochs: int
+    batch_size: int
+    lr: float
+    warmup_frac: float
+    max_train_examples: int | None  # None = the whole train split
+    seeds: tuple[int, ...]
+    hf_epochs: int  # epochs for the (slower, larger) Hugging Face backbone
+    hf_seeds: tuple[int, ...]
+    hf_lr: float = 1e-4
+    weight_decay: float = 0.01
+    max_norm: float = 1.0
+    eval_batch_size: int = 128
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Everything that changes between smoke / classroom / gpu / paper."""
+
+    name: str
+    model: ModelSize
+    pretrain: PretrainSettings
+    finetune: FinetuneSettings
+    hf_encoder: str = "minilm"  # see tutorial_lib.models.HF_ENCODERS
+    notes: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def fingerprint(self, *parts: object) -> str:
+        """Short hash of this scale's model + pretraining settings (and any extra parts).
+
+        Used to name cache entries, so a changed recipe never loads a stale checkpoint.
+        """
+        blob = json.dumps(
+            [dataclasses.asdict(self.model), dataclasses.asdict(self.pretrain), *map(str, parts)],
+            sort_keys=True,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:10]
+
+
+_SMOKE = Scale(
+    name="smoke",
+    model=ModelSize(vocab_size=2000, d_model=64, n_layer=2, n_head=2, d_ff=128, max_len=64),
+    pretrain=PretrainSettings(
+        corpus="wikitext-2", max_train_lines=2000, max_valid_lines=200, seq_len=32,
+        batch_size=16, steps=40, lr=1e-3, warmup=10, eval_every=20,
+    ),
+    finetune=FinetuneSettings(
+        epochs=1, batch_size=32, lr=1e-3, warmup_frac=0.1, max_train_examples=512,
+        seeds=(0, 1), hf_epochs=1, hf_seeds=(0,),
+    ),
+    notes="CI: checks that every cell runs; the numbers mean nothing.",
+)
+
+_CLASSROOM = Scale(
+    name="classroom",
+    model=ModelSize(vocab_size=8000, d_model=256, n_layer=4, n_head=4, d_ff=1024, max_len=128),
+    pretrain=PretrainSettings(
+        corpus="wikitext-2", max_train_lines=None, max_valid_lines=None, seq_len=64,
+        batch_size=32, steps=1200, lr=1e-3, warmup=100, eval_every=300,
+    ),
+    finetune=FinetuneSettings(
+        epochs=3, batch_size=32, lr=2e-4, warmup_frac=0.1, max_train_examples=None,
+        seeds=(0, 1, 2), hf_epochs=2, hf_seeds=(0,),
+    ),
+    notes="A 2-core laptop: a few minutes of bf16 pretraining on WikiText-2.",
+)
+
+_GPU = Scale(
+    name="gpu",
+    model=ModelSize(vocab_size=16000, d_model=512, n_layer=8, n_head=8, d_ff=2048, max_len=256),
+    pretrain=PretrainSettings(
+        corpus="wikitext-2", max_train_lines=None, max_valid_lines=None, seq_len=256,
+        batch_size=64, steps=6000, lr=6e-4, warmup=500, eval_every=1000,
+    ),
+    finetune=FinetuneSettings(
+        epochs=4, batch_size=32, lr=1e-4, warmup_frac=0.1, max_train_examples=None,
+        seeds=(0, 1, 2, 3, 4), hf_epochs=3, hf_seeds=(0, 1, 2),
+    ),
+    notes="One GPU, bf16 autocast.",
+)
+
+_PAPER = Scale(
+    name="paper",
+    model=ModelSize(
+        vocab_size=28996, d_model=410, n_layer=16, n_head=10, d_ff=2100, max_len=256
+    ),
+    pretrain=PretrainSettings(
+        corpus="wikitext-103", max_train_lines=None, max_valid_lines=None, seq_len=256,
+        batch_size=8, steps=400_000, lr=2.5e-4, warmup=1000, weight_decay=0.0,
+        max_norm=0.25, eval_every=5000,
+    ),
+    finetune=FinetuneSettings(
+        epochs=3, batch_size=16, lr=6e-5, warmup_frac=0.1, max_train_examples=None,
+        seeds=(0, 1, 2, 3, 4), hf_epochs=3, hf_seeds=(0, 1, 2, 3, 4), max_norm=0.25,
+    ),
+    notes="The 2019 tutorial's hyperparameters (Transformer-XL WT103 base); needs a GPU cluster.",
+)
+
+SCALES: dict[str, Scale] = {s.name: s for s in (_SMOKE, _CLASSROOM, _GPU, _PAPER)}
+
+
+def get_scale(name: str | None = None) -> Scale:
+    """Return the named scale, or the one chosen by ``$TUTORIAL_SCALE`` (default classroom).
+
+    >>> get_scale("smoke").model.n_layer
+    2
+    """
+    chosen = (name or os.environ.get(SCALE_ENV_VAR) or DEFAULT_SCALE).strip().lower()
+    if chosen not in SCALES:
+        valid = ", ".join(SCALES)
+        raise ConfigError(
+            f"unknown scale {chosen!r}: choose one of {valid} "
+            f"(set the {SCALE_ENV_VAR} environment variable or pass the name)."
+        )
+    return SCALES[chosen]
+
+
+def cache_dir(*parts: str) -> Path:
+    """Directory for tokenizers, encoded corpora and checkpoints (created if missing).
+
+    ``$TUTORIAL_CACHE_DIR`` if set, else ``~/.cache/tutorial_lib``. Entries are namespaced by
+    scale name and recipe fingerprint by the callers, so scales never overwrite each other.
+    """
+    root = Path(os.environ.get(CACHE_ENV_VAR) or Path.home() / ".cache" / "tutorial_lib")
+    path = root.expanduser().joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path

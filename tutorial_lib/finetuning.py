@@ -1,0 +1,244 @@
+"""Fine-tuning a backbone on a text-classification task (notebook 02 and every method notebook).
+
+A *backbone* is one of
+
+* ``"pretrained"`` — our Transformer initialised from the causal LM of notebook 01;
+* ``"pretrained-mlm"`` — the same architecture initialised from the masked LM of notebook 01;
+* ``"scratch"`` — the same architecture, same tokenizer, random initialisation: the baseline that
+  shows what transfer buys;
+* ``"minilm"`` (or any Hub id) — a Hugging Face encoder pretrained at a far larger scale.
+
+:func:`finetune` trains one backbone with one seed under the scale's budget and returns its
+history and test metrics. Model selection never looks at the test split: we report the model at
+the end of the fixed budget and show validation curves alongside.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+from ignite.engine import Engine, Events
+from torch import nn
+from torch.utils.data import DataLoader
+
+from . import data
+from .config import Scale
+from .hf_models import HFClassifier, load_hf_encoder
+from .models import TransformerClassifier, TransformerLM, count_parameters
+from .pretraining import get_tokenizer, load_or_pretrain, make_optimizer, model_config
+from .runtime import autocast_dtype, device, seed_everything
+from .tokenization import encode_with_cls
+from .training import (
+    History,
+    attach_progress,
+    attach_schedule,
+    create_classifier_evaluator,
+    create_trainer,
+    pad_collate,
+)
+
+OUR_BACKBONES = ("scratch", "pretrained", "pretrained-mlm")
+
+# text and label columns of the classification tasks used by the notebooks
+TASK_COLUMNS: dict[str, tuple[str, str]] = {
+    "trec": ("text", "coarse_label"),
+    "trec-fine": ("text", "fine_label"),
+    "sst2": ("sentence", "label"),
+    "cola": ("sentence", "label"),
+    "mr": ("text", "label"),
+    "cr": ("text", "label"),
+    "mpqa": ("text", "label"),
+    "subj": ("text", "label"),
+    "sst5": ("text", "label"),
+}
+
+
+@dataclass
+class Task:
+    """A single-sentence classification task: raw splits plus column names and label names."""
+
+    name: str
+    train: object  # datasets.Dataset
+    validation: object
+    test: object
+    text_column: str
+    label_column: str
+    label_names: list[str]
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.label_names)
+
+
+def load_task(name: str, scale: Scale, seed: int = 0) -> Task:
+    """Load a classification task, carving 10% of train as validation, subsampled by the scale."""
+    if name not in TASK_COLUMNS:
+        raise ValueError(f"unknown task {name!r}: choose one of {sorted(TASK_COLUMNS)}")
+    text_col, label_col = TASK_COLUMNS[name]
+    ds = data.load(name.removesuffix("-fine"), validation_fraction=0.1, seed=seed)
+    train = ds["train"]
+    limit = scale.finetune.max_train_examples
+    if limit and len(train) > limit:
+        train = train.shuffle(seed=seed).select(range(limit))
+    return Task(name, train, ds["validation"], ds["test"], text_col, label_col,
+                list(ds["train"].features[label_col].names))
+
+
+@dataclass
+class Backbone:
+    """A classifier plus the function that turns texts into its token ids."""
+
+    name: str
+    model: nn.Module
+    encode: Callable[[Sequence[str]], list[list[int]]]
+    pad_id: int
+    is_ours: bool
+
+
+def make_backbone(name: str, scale: Scale, num_labels: int) -> Backbone:
+    """Build a fresh classifier for ``name`` (see the module docstring for the names)."""
+    max_len = scale.model.max_len
+    if name in OUR_BACKBONES:
+        tokenizer = get_tokenizer(scale)
+        if name == "scratch":
+            model = TransformerClassifier(model_config(scale, tokenizer, "causal"), num_labels)
+        else:
+            objective = "mlm" if name == "pretrained-mlm" else "causal"
+            lm: TransformerLM = load_or_pretrain(scale, objective).model
+            model = TransformerClassifier.from_lm(lm, num_labels)
+        return Backbone(name, model, lambda texts: encode_with_cls(tokenizer, texts, max_len),
+                        tokenizer.pad_token_id, True)
+    encoder, tokenizer = load_hf_encoder(name)
+    # The word-embedding matrix is half of MiniLM's parameters; it barely moves in fine-tuning but
+    # its AdamW update dominates a CPU step, so (as is common) we keep it frozen.
+    encoder.get_input_embeddings().weight.requires_grad_(False)
+
+    def encode(texts: Sequence[str]) -> list[list[int]]:
+        return tokenizer(list(texts), truncation=True, max_length=max_len)["input_ids"]
+
+    return Backbone(name, HFClassifier(encoder, num_labels), encode, tokenizer.pad_token_id, False)
+
+
+def encode_split(split, backbone: Backbone, task: Task) -> list[dict]:
+    ids = backbone.encode(split[task.text_column])
+    return [{"input_ids": i, "labels": y} for i, y in zip(ids, split[task.label_column])]
+
+
+@dataclass
+class FinetuneResult:
+    backbone: str
+    seed: int
+    test: dict  # accuracy, error, loss, confusion (a tensor)
+    history: History = field(default_factory=History)
+    seconds: float = 0.0
+    trainable_params: int = 0
+    total_params: int = 0
+
+    def row(self) -> dict:
+        return {"backbone": self.backbone, "seed": self.seed,
+                "test_error": self.test["error"], "test_accuracy": self.test["accuracy"],
+                "seconds": self.seconds, "trainable_params": self.trainable_params}
+
+
+def finetune(
+    backbone_name: str,
+    task: Task,
+    scale: Scale,
+    seed: int = 0,
+    *,
+    epochs: int | None = None,
+    lr: float | None = None,
+    prepare: Callable[[nn.Module], None] | None = None,
+    param_groups: Callable[[nn.Module], list[dict]] | None = None,
+    on_trainer: Callable[[Engine, nn.Module, torch.optim.Optimizer], None] | None = None,
+    evals_per_epoch: int = 2,
+    progress: bool = False,
+) -> FinetuneResult:
+    """Fine-tune one backbone with one seed; evaluate on validation during training, test at the end.
+
+    Hooks for the method notebooks: ``prepare(model)`` (freeze, add adapters ...),
+    ``param_groups(model)`` (e.g. discriminative learning rates; default: decay/no-decay
+    groups) and ``on_trainer(trainer, model, optimizer)`` (extra Ignite handlers).
+    """
+    ft = scale.finetune
+    seed_everything(seed)
+    backbone = make_backbone(backbone_name, scale, task.num_labels)
+    is_ours = backbone.is_ours
+    epochs = epochs or (ft.epochs if is_ours else ft.hf_epochs)
+    lr = lr or (ft.lr if is_ours else ft.hf_lr)
+    model = backbone.model
+    if prepare:
+        prepare(model)
+    dev, amp = device(), autocast_dtype()
+    model.to(dev)
+
+    collate = pad_collate(backbone.pad_id)
+    gen = torch.Generator().manual_seed(seed)
+    train_loader = DataLoader(encode_split(task.train, backbone, task), batch_size=ft.batch_size,
+                              shuffle=True, collate_fn=collate, generator=gen)
+    val_loader, test_loader = (
+        DataLoader(encode_split(s, backbone, task), batch_size=ft.eval_batch_size,
+                   collate_fn=collate)
+        for s in (task.validation, task.test)
+    )
+    if param_groups:
+        optimizer = torch.optim.AdamW(param_groups(model), lr=lr, weight_decay=ft.weight_decay)
+    else:
+        optimizer = make_optimizer(model, lr, ft.weight_decay)
+    trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp, max_norm=ft.max_norm)
+    total = epochs * len(train_loader)
+    attach_schedule(trainer, optimizer, kind="linear", lr=lr,
+                    warmup=int(ft.warmup_frac * total), total=total)
+    if progress:
+        attach_progress(trainer, f"{backbone_name} seed {seed}")
+    history = History()
+    history.attach(trainer, optimizer)
+    evaluator = create_classifier_evaluator(model, device=dev, num_labels=task.num_labels,
+                                            amp_dtype=amp)
+    every = max(1, len(train_loader) // evals_per_epoch)
+
+    @trainer.on(Events.ITERATION_COMPLETED(every=every) | Events.COMPLETED)
+    def _validate(engine: Engine) -> None:
+        if history.evals and history.evals[-1]["step"] == engine.state.iteration:
+            return
+        metrics = evaluator.run(val_loader).metrics
+        row = history.log_eval(engine.state.iteration, "validation", metrics)
+        row["epoch"] = engine.state.iteration / len(train_loader)
+
+    if on_trainer:
+        on_trainer(trainer, model, optimizer)
+    start = time.perf_counter()
+    trainer.run(train_loader, max_epochs=epochs)
+    seconds = time.perf_counter() - start
+    test = dict(evaluator.run(test_loader).metrics)
+    return FinetuneResult(backbone_name, seed, test, history, seconds,
+                          count_parameters(model, trainable_only=True), count_parameters(model))
+
+
+def compare(
+    backbones: Sequence[str], task: Task, scale: Scale, **kwargs: object
+) -> tuple[pd.DataFrame, dict[str, list[FinetuneResult]]]:
+    """Fine-tune each backbone with each of the scale's seeds; one row per run."""
+    runs: dict[str, list[FinetuneResult]] = {}
+    for name in backbones:
+        seeds = scale.finetune.seeds if name in OUR_BACKBONES else scale.finetune.hf_seeds
+        runs[name] = [finetune(name, task, scale, seed, **kwargs) for seed in seeds]
+    table = pd.DataFrame([r.row() for results in runs.values() for r in results])
+    return table, runs
+
+
+def mean_std(
+    table: pd.DataFrame, by: str = "backbone", column: str = "test_error", percent: bool = True
+) -> pd.DataFrame:
+    """Mean ± std (sample std, n−1) of ``column`` per group, with the number of seeds."""
+    g = table.groupby(by, sort=False)[column]
+    out = pd.DataFrame({"mean": g.mean(), "std": g.std(ddof=1).fillna(0.0), "seeds": g.count()})
+    k, unit = (100, " %") if percent else (1, "")
+    out[f"{column} (mean ± std)"] = [
+        f"{k * m:.2f} ± {k * s:.2f}{unit}" for m, s in zip(out["mean"], out["std"])
+    ]
+    return out

@@ -1,0 +1,380 @@
+"""Pretraining a Transformer language model (notebook 01), causal or masked.
+
+``pretrain(scale, "causal")`` runs the whole recipe: train (or load) the tokenizer, encode the
+corpus into one long stream of ids with [SEP] between lines, cut it into blocks of
+``seq_len`` tokens, and train with AdamW, warm-up + cosine schedule, bf16 autocast where the
+hardware has it, periodic evaluation and atomic, resumable checkpoints.
+
+The same function is the distributed entry point: under
+``torchrun --nproc_per_node=2 -m tutorial_lib.pretraining --scale smoke --objective causal``
+``ignite.distributed`` wraps the model in DDP and shards the data; nothing else changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ignite.distributed as idist
+import torch
+from ignite.engine import Engine, Events
+from ignite.utils import manual_seed
+from torch.utils.data import TensorDataset
+from transformers import PreTrainedTokenizerBase
+
+from . import data
+from .config import Scale, cache_dir, get_scale
+from .models import TransformerConfig, TransformerLM, load_pretrained, save_pretrained
+from .runtime import autocast_dtype, device
+from .tokenization import clean_wikitext, load_or_train_tokenizer
+from .training import (
+    History,
+    attach_checkpointing,
+    attach_progress,
+    attach_schedule,
+    create_lm_evaluator,
+    create_trainer,
+    mask_tokens,
+    resume_if_possible,
+)
+
+OBJECTIVES = ("causal", "mlm")
+
+
+class PretrainError(ValueError):
+    """Bad arguments to the pretraining entry points."""
+
+
+def _check_objective(objective: str) -> None:
+    if objective not in OBJECTIVES:
+        raise PretrainError(f"unknown objective {objective!r}: choose one of {OBJECTIVES}")
+
+
+# --- corpus and tokenizer --------------------------------------------------------------------------
+
+
+def corpus_lines(scale: Scale, split: str) -> list[str]:
+    """Non-empty, cleaned lines of the scale's pretraining corpus (optionally truncated)."""
+    limit = scale.pretrain.max_train_lines if split == "train" else scale.pretrain.max_valid_lines
+    rows = data.load(scale.pretrain.corpus, validation_fraction=0.0)[split]["text"]
+    lines = [clean_wikitext(r) for r in rows]
+    lines = [ln for ln in lines if ln]
+    return lines[:limit] if limit else lines
+
+
+def get_tokenizer(scale: Scale) -> PreTrainedTokenizerBase:
+    """The scale's cased WordPiece tokenizer, trained on the corpus once and cached."""
+    directory = cache_dir(scale.name) / f"tokenizer-{scale.fingerprint('tok')}"
+    if (directory / "tokenizer.json").exists():
+        return load_or_train_tokenizer(directory, [], scale.model.vocab_size)
+    return load_or_train_tokenizer(directory, corpus_lines(scale, "train"), scale.model.vocab_size)
+
+
+@dataclass
+class EncodedCorpus:
+    ids: torch.Tensor  # 1-D stream of token ids, [SEP] after every line
+    n_words: int  # whitespace words + one end-of-line per line, as word-level LMs count
+
+    @property
+    def words_per_token(self) -> float:
+        return self.n_words / len(self.ids)
+
+
+def encode_corpus(scale: Scale, tokenizer: PreTrainedTokenizerBase, split: str) -> EncodedCorpus:
+    """Encode a split into one stream (cached next to the tokenizer)."""
+    path = cache_dir(scale.name) / f"corpus-{scale.fingerprint('tok')}-{split}.pt"
+    if path.exists():
+        blob = torch.load(path, weights_only=True)
+        return EncodedCorpus(blob["ids"], int(blob["n_words"]))
+    lines = corpus_lines(scale, split)
+    encoded = tokenizer(lines, add_special_tokens=False)["input_ids"]
+    sep = tokenizer.sep_token_id
+    stream = [tok for row in encoded for tok in (*row, sep)]
+    ids = torch.tensor(stream, dtype=torch.int32)
+    n_words = sum(len(ln.split()) + 1 for ln in lines)
+    tmp = path.with_suffix(".tmp")
+    torch.save({"ids": ids, "n_words": n_words}, tmp)
+    tmp.replace(path)
+    return EncodedCorpus(ids, n_words)
+
+
+def blocks(ids: torch.Tensor, seq_len: int) -> torch.Tensor:
+    """Cut a stream into non-overlapping [n, seq_len] blocks (the ragged tail is dropped)."""
+    n = len(ids) // seq_len
+    return ids[: n * seq_len].view(n, seq_len).long()
+
+
+def lm_collate(tokenizer: PreTrainedTokenizerBase, objective: str, mlm_probability: float):
+    """Batch of blocks -> {"input_ids", "labels"}; the MLM masks afresh every time it is called."""
+    specials = [tokenizer.convert_tokens_to_ids(t) for t in tokenizer.all_special_tokens]
+
+    def collate(rows: list[tuple[torch.Tensor]]) -> dict[str, torch.Tensor]:
+        ids = torch.stack([r[0] for r in rows])
+        if objective == "causal":
+            return {"input_ids": ids, "labels": ids}
+        inputs, labels = mask_tokens(
+            ids, mask_id=tokenizer.mask_token_id, vocab_size=len(tokenizer),
+            special_ids=specials, probability=mlm_probability,
+        )
+        return {"input_ids": inputs, "labels": labels}
+
+    return collate
+
+
+def fixed_validation_batches(
+    blocks_: torch.Tensor, collate, batch_size: int, seed: int = 1234
+) -> list[dict[str, torch.Tensor]]:
+    """Validation batches built once with a fixed seed, so MLM masks are identical at every eval."""
+    state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    batches = [collate([(b,) for b in blocks_[i : i + batch_size]])
+               for i in range(0, len(blocks_), batch_size)]
+    torch.random.set_rng_state(state)
+    return batches
+
+
+def _prepare_corpus(scale: Scale) -> tuple[PreTrainedTokenizerBase, EncodedCorpus, EncodedCorpus]:
+    """Tokenizer + encoded splits; under torchrun rank 0 builds the caches while the others wait."""
+    distributed = idist.get_world_size() > 1
+    if distributed and idist.get_rank() > 0:
+        idist.barrier()
+    tokenizer = get_tokenizer(scale)
+    train = encode_corpus(scale, tokenizer, "train")
+    valid = encode_corpus(scale, tokenizer, "validation")
+    if distributed and idist.get_rank() == 0:
+        idist.barrier()
+    return tokenizer, train, valid
+
+
+# --- the model and the loop ----------------------------------------------------------------------
+
+
+def model_config(scale: Scale, tokenizer: PreTrainedTokenizerBase, objective: str) -> TransformerConfig:
+    m = scale.model
+    return TransformerConfig(
+        vocab_size=len(tokenizer), d_model=m.d_model, n_layer=m.n_layer, n_head=m.n_head,
+        d_ff=m.d_ff, max_len=m.max_len, dropout=m.dropout, causal=objective == "causal",
+        pad_id=tokenizer.pad_token_id,
+    )
+
+
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW; no weight decay on biases, LayerNorms and embeddings (1-D params and embeddings)."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        (no_decay if p.dim() < 2 or "emb" in name else decay).append(p)
+    groups = [{"params": decay, "weight_decay": weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.98), eps=1e-6)
+
+
+def run_directory(scale: Scale, objective: str) -> Path:
+    """Where a scale's pretrained checkpoint of one objective lives (shared by all notebooks)."""
+    return cache_dir(scale.name) / f"pretrained-{objective}-{scale.fingerprint(objective)}"
+
+
+@dataclass
+class PretrainResult:
+    model: TransformerLM
+    tokenizer: PreTrainedTokenizerBase
+    directory: Path
+    history: History = field(default_factory=History)
+    metrics: dict = field(default_factory=dict)  # final validation metrics
+    seconds: float = 0.0
+    resumed_from: str | None = None
+
+
+def pretrain(
+    scale: Scale,
+    objective: str = "causal",
+    *,
+    directory: Path | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> PretrainResult:
+    """Pretrain a ``TransformerLM`` with ``objective`` at ``scale``; save it to ``directory``.
+
+    An interrupted run is resumed from its last checkpoint. A finished run in ``directory`` is
+    discarded and trained again (use :func:`load_or_pretrain` to reuse it instead).
+    """
+    _check_objective(objective)
+    directory = Path(directory or run_directory(scale, objective))
+    if (directory / "model.pt").exists() and idist.get_rank() == 0:
+        shutil.rmtree(directory)
+    if idist.get_world_size() > 1:
+        idist.barrier()  # rank 0 has cleaned the directory before anyone reads it
+    manual_seed(seed + idist.get_rank())
+    p = scale.pretrain
+    tokenizer, train, valid = _prepare_corpus(scale)
+    collate = lm_collate(tokenizer, objective, p.mlm_probability)
+
+    dev, amp = device(), autocast_dtype()
+    model = idist.auto_model(TransformerLM(model_config(scale, tokenizer, objective)).to(dev))
+    optimizer = idist.auto_optim(make_optimizer(model, p.lr, p.weight_decay))
+    loader = idist.auto_dataloader(
+        TensorDataset(blocks(train.ids, p.seq_len)), batch_size=p.batch_size, shuffle=True,
+        drop_last=True, collate_fn=collate, num_workers=0,
+    )
+    val_batches = fixed_validation_batches(blocks(valid.ids, p.seq_len), collate, p.batch_size)
+    val_batches = val_batches[idist.get_rank() :: idist.get_world_size()]
+
+    trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp,
+                             grad_accum=p.grad_accum, max_norm=p.max_norm)
+    total = p.steps * p.grad_accum
+    scheduler = attach_schedule(trainer, optimizer, kind="cosine", lr=p.lr,
+                                warmup=p.warmup * p.grad_accum, total=total)
+    if progress and idist.get_rank() == 0:
+        attach_progress(trainer, f"pretrain {objective}")
+    history = History()
+    history.attach(trainer, optimizer)
+    evaluator = create_lm_evaluator(model, device=dev, amp_dtype=amp,
+                                    words_per_token=valid.words_per_token)
+
+    @trainer.on(Events.EPOCH_COMPLETED)
+    def _evaluate(engine: Engine) -> None:
+        metrics = evaluator.run(val_batches).metrics
+        history.log_eval(engine.state.iteration // p.grad_accum, "validation", metrics)
+
+    to_save = {"model": model, "optimizer": optimizer, "trainer": trainer, "scheduler": scheduler}
+    attach_checkpointing(trainer, to_save, directory / "train_state", every=p.eval_every)
+    resumed = resume_if_possible(to_save, directory / "train_state")
+    history = _restore_history(directory, history, resumed)
+    history_saver = _history_saver(directory, history)
+    trainer.add_event_handler(Events.EPOCH_COMPLETED, history_saver)
+
+    start = time.perf_counter()
+    eval_every = p.eval_every * p.grad_accum
+    trainer.run(loader, epoch_length=eval_every, max_epochs=math.ceil(total / eval_every))
+    seconds = time.perf_counter() - start
+
+    final = history.evals[-1] if history.evals else {}
+    plain = getattr(model, "module", model)
+    if idist.get_rank() == 0:
+        save_pretrained(plain, directory, objective=objective, scale=scale.name,
+                        metrics=final, seconds=seconds)
+        history_saver(trainer)
+    return PretrainResult(plain, tokenizer, directory, history, final, seconds,
+                          str(resumed) if resumed else None)
+
+
+def _history_saver(directory: Path, history: History):
+    def save(_: Engine | None = None) -> None:
+        if idist.get_rank() != 0:
+            return
+        path = directory / "history.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"train": history.train, "evals": history.evals}))
+        tmp.replace(path)
+
+    return save
+
+
+def _restore_history(directory: Path, history: History, resumed: Path | None) -> History:
+    """On resume, reload the records written before the interruption (up to the checkpoint)."""
+    path = directory / "history.json"
+    if resumed is None or not path.exists():
+        return history
+    saved = json.loads(path.read_text())
+    step = int(resumed.stem.rsplit("_", 1)[-1])
+    history.train[:] = [r for r in saved["train"] if r["step"] <= step]
+    history.evals[:] = [r for r in saved["evals"] if r["step"] <= step]
+    return history
+
+
+def load_or_pretrain(scale: Scale, objective: str = "causal") -> PretrainResult:
+    """The scale's pretrained LM from the cache, or pretrain one now (so every notebook runs alone)."""
+    _check_objective(objective)
+    directory = run_directory(scale, objective)
+    if not (directory / "model.pt").exists():
+        return pretrain(scale, objective)
+    model = load_pretrained(directory, causal=objective == "causal")
+    history = History()
+    if (directory / "history.json").exists():
+        saved = json.loads((directory / "history.json").read_text())
+        history = History(saved["train"], saved["evals"])
+    payload = torch.load(directory / "model.pt", map_location="cpu", weights_only=True)
+    extra = payload.get("extra", {})
+    return PretrainResult(model, get_tokenizer(scale), directory, history,
+                          extra.get("metrics", {}), float(extra.get("seconds", 0.0)))
+
+
+# --- using the models ---------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def generate(
+    model: TransformerLM,
+    tokenizer: PreTrainedTokenizerBase,
+    prompt: str,
+    max_new_tokens: int = 30,
+    temperature: float = 0.8,
+    top_k: int = 40,
+    seed: int = 0,
+) -> str:
+    """Sample a continuation of ``prompt`` from a causal LM (top-k sampling)."""
+    if not model.config.causal:
+        raise PretrainError("generate() needs a causal LM; use fill_mask() for a masked LM")
+    gen = torch.Generator().manual_seed(seed)
+    model.eval()
+    ids = torch.tensor([tokenizer(prompt, add_special_tokens=False)["input_ids"]])
+    for _ in range(max_new_tokens):
+        logits = model(ids[:, -model.config.max_len :]).logits[0, -1] / temperature
+        kth = torch.topk(logits, top_k).values[-1]
+        probs = torch.softmax(logits.masked_fill(logits < kth, -float("inf")), dim=-1)
+        ids = torch.cat([ids, torch.multinomial(probs, 1, generator=gen)[None]], dim=1)
+    return tokenizer.decode(ids[0], skip_special_tokens=False)
+
+
+@torch.no_grad()
+def fill_mask(
+    model: TransformerLM, tokenizer: PreTrainedTokenizerBase, text: str, top_k: int = 5
+) -> list[tuple[str, float]]:
+    """The masked LM's ``top_k`` guesses (token, probability) for the single [MASK] in ``text``."""
+    if model.config.causal:
+        raise PretrainError("fill_mask() needs a masked LM; use generate() for a causal LM")
+    ids = torch.tensor([tokenizer(text, add_special_tokens=False)["input_ids"]])
+    where = (ids[0] == tokenizer.mask_token_id).nonzero()
+    if len(where) != 1:
+        raise PretrainError(f"text must contain exactly one {tokenizer.mask_token}: {text!r}")
+    model.eval()
+    probs = torch.softmax(model(ids).logits[0, where[0, 0]].float(), dim=-1)
+    top = torch.topk(probs, top_k)
+    return [(tokenizer.convert_ids_to_tokens(int(i)), float(p))
+            for p, i in zip(top.values, top.indices)]
+
+
+# --- command line / torchrun entry point ------------------------------------------------------------
+
+
+def _run(local_rank: int, args: argparse.Namespace) -> None:
+    scale = get_scale(args.scale)
+    result = pretrain(scale, args.objective,
+                      directory=Path(args.out) if args.out else None, progress=False)
+    if idist.get_rank() == 0:
+        print(json.dumps({"world_size": idist.get_world_size(), "directory": str(result.directory),
+                          "metrics": result.metrics, "seconds": round(result.seconds, 1)}))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", default=None, help="smoke | classroom | gpu | paper")
+    parser.add_argument("--objective", default="causal", choices=OBJECTIVES)
+    parser.add_argument("--out", default=None, help="run directory (default: the cache)")
+    args = parser.parse_args(argv)
+    backend = None
+    if idist.has_native_dist_support and "WORLD_SIZE" in os.environ:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    with idist.Parallel(backend=backend) as parallel:
+        parallel.run(_run, args)
+
+
+if __name__ == "__main__":
+    main()
