@@ -21,8 +21,8 @@ sys.path.insert(0, str(ROOT))
 from tutorial_lib import REPO_SLUG, REPO_URL  # noqa: E402
 
 BADGE_IMG = "https://colab.research.google.com/assets/colab-badge.svg"
-SETUP_CELL = f'''# Setup. On Colab this installs tutorial_lib and the offline MiniLM weights; elsewhere it does
-# nothing (install the project with the README's commands instead).
+SETUP_CELL = f'''# Setup. On Colab this installs tutorial_lib and the offline MiniLM weights; elsewhere
+# it does nothing (install the project with the README's commands instead).
 import sys
 
 if "google.colab" in sys.modules:
@@ -31,7 +31,8 @@ if "google.colab" in sys.modules:
 
 
 def colab_url(notebook: Path) -> str:
-    return f"https://colab.research.google.com/github/{REPO_SLUG}/blob/main/notebooks/{notebook.name}"
+    base = "https://colab.research.google.com/github"
+    return f"{base}/{REPO_SLUG}/blob/main/notebooks/{notebook.name}"
 
 
 def badge(notebook: Path) -> str:

@@ -1,0 +1,42 @@
+"""Checks on the committed notebooks (their execution is tested by nbval in the same run)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tutorial_lib import REPO_SLUG
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def test_notebooks_exist_in_sequence():
+    numbers = [int(p.name[:2]) for p in NOTEBOOKS]
+    assert numbers[:2] == [1, 2] and numbers == sorted(set(numbers))
+
+
+def test_colab_badges_and_setup_cells_match_the_one_repo_url():
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "sync_notebooks.py"), "--check"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_readme_lists_every_notebook_with_its_colab_badge():
+    readme = (REPO / "README.md").read_text()
+    for nb in NOTEBOOKS:
+        url = f"colab.research.google.com/github/{REPO_SLUG}/blob/main/notebooks/{nb.name}"
+        assert url in readme, f"README has no Colab badge for {nb.name}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_reads_the_scale_and_prints_the_environment_first(path):
+    nb = nbformat.read(path, as_version=4)
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    assert "google.colab" in code[0]
+    assert "config.get_scale()" in code[1] and "runtime.describe(scale)" in code[1]
+    joined = "\n".join(code)
+    assert "TUTORIAL_SCALE" not in joined.replace("# set TUTORIAL_SCALE", "")
+    assert "results.save(" in joined, "every notebook saves its results table for the summary"
