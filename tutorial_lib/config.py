@@ -193,3 +193,18 @@ def cache_dir(*parts: str) -> Path:
     path = root.expanduser().joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+# --- per-method settings ---------------------------------------------------------------------
+# Sizes that only one method notebook needs, per scale, still chosen here and nowhere else.
+# ``method_settings(scale, "adapters")`` returns the dict for the scale.
+METHODS: dict[str, dict[str, dict]] = {
+    # "adapters": {"smoke": {...}, "classroom": {...}, "gpu": {...}, "paper": {...}},
+}
+
+
+def method_settings(scale: Scale, method: str) -> dict:
+    """Settings of one method notebook at ``scale`` (a clear error for an unknown method)."""
+    if method not in METHODS:
+        raise ConfigError(f"no settings for method {method!r}: known methods {sorted(METHODS)}")
+    return dict(METHODS[method][scale.name])
