@@ -165,3 +165,19 @@ def test_bf16_autocast_loss_matches_fp32():
         with torch.autocast("cpu", dtype=torch.bfloat16):
             bf16 = model(**batch).loss.item()
     assert bf16 == pytest.approx(fp32, rel=0.02)
+
+
+def test_per_group_lr_scales_follow_the_schedule_without_compounding():
+    """Bug guarded: the slides divided each group's current lr every step (rates collapse)."""
+    model = _tiny_lm()
+    blocks = list(model.transformer.blocks.parameters())
+    rest = [p for p in model.parameters() if all(p is not b for b in blocks)]
+    opt = torch.optim.SGD([{"params": blocks, "lr_scale": 1 / 2.6}, {"params": rest}], lr=0.0)
+    trainer = create_trainer(model, opt, device=torch.device("cpu"))
+    attach_schedule(trainer, opt, kind="linear", lr=1.0, warmup=5, total=20)
+    hist = History()
+    hist.attach(trainer, opt)
+    trainer.run(_loader(), max_epochs=2)
+    for row in hist.train:
+        assert row["lr"] == pytest.approx(row["lr_1"] / 2.6)
+    assert hist.train[5]["lr_1"] == pytest.approx(1.0)

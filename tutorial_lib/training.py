@@ -151,8 +151,8 @@ def attach_schedule(
 ) -> object:
     """Warm-up then ``"cosine"`` (pretraining) or ``"linear"`` decay (fine-tuning), per iteration.
 
-    ``lr`` may be scaled per parameter group by the group's ``"lr_scale"`` entry: the schedule
-    is computed once for the base rate and never compounds (see notebook 05).
+    ``lr`` may be scaled per parameter group by the group's ``"lr_scale"`` entry (see
+    :func:`attach_lr_scales`): the schedule is computed for the base rate and never compounds.
     """
     warmup = max(2, min(warmup, total - 1))  # Ignite needs warmup_duration >= 2
     if kind == "cosine":
@@ -171,7 +171,25 @@ def attach_schedule(
     else:
         raise ValueError(f"unknown schedule {kind!r}: use 'cosine' or 'linear'")
     trainer.add_event_handler(Events.ITERATION_STARTED, scheduler)
+    attach_lr_scales(trainer, optimizer)
     return scheduler
+
+
+def attach_lr_scales(trainer: Engine, optimizer: torch.optim.Optimizer) -> None:
+    """Multiply each param group's scheduled lr by its ``"lr_scale"`` (default 1), every iteration.
+
+    Must be attached *after* the scheduler: Ignite schedulers write the same absolute value into
+    every group at ``ITERATION_STARTED``; this handler then rescales it once. Because the schedule
+    value is recomputed from scratch each step, the scales never compound — unlike the 2019
+    slides' discriminative fine-tuning, which divided each group's *current* lr every iteration.
+    """
+    if not any("lr_scale" in g for g in optimizer.param_groups):
+        return
+
+    @trainer.on(Events.ITERATION_STARTED)
+    def _scale(_: Engine) -> None:
+        for group in optimizer.param_groups:
+            group["lr"] = group["lr"] * group.get("lr_scale", 1.0)
 
 
 def attach_progress(trainer: Engine, description: str = "train") -> ProgressBar:
