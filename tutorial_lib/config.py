@@ -79,6 +79,7 @@ class FinetuneSettings:
     weight_decay: float = 0.01
     max_norm: float = 1.0
     eval_batch_size: int = 128
+    max_eval_examples: int | None = None  # smoke only: cap validation/test sizes
 
 
 @dataclass(frozen=True)
@@ -113,8 +114,8 @@ _SMOKE = Scale(
         batch_size=16, steps=40, lr=1e-3, warmup=10, eval_every=20,
     ),
     finetune=FinetuneSettings(
-        epochs=1, batch_size=32, lr=1e-3, warmup_frac=0.1, max_train_examples=512,
-        seeds=(0, 1), hf_epochs=1, hf_seeds=(0,),
+        epochs=1, batch_size=32, lr=1e-3, warmup_frac=0.1, max_train_examples=256,
+        seeds=(0, 1), hf_epochs=1, hf_seeds=(0,), max_eval_examples=200,
     ),
     notes="CI: checks that every cell runs; the numbers mean nothing.",
 )
@@ -200,6 +201,92 @@ def cache_dir(*parts: str) -> Path:
 # ``method_settings(scale, "adapters")`` returns the dict for the scale.
 METHODS: dict[str, dict[str, dict]] = {
     # "adapters": {"smoke": {...}, "classroom": {...}, "gpu": {...}, "paper": {...}},
+    # Notebooks 03-05. ``train_examples``: a fixed random subset of TREC-6 train (None = all) and
+    # ``epochs``: the budget, the same for each method and its baseline within a notebook.
+    # 03: ``bottlenecks`` = adapter sizes m; ``lr`` = the adapters' rate (full fine-tuning keeps
+    # the scale's); ``probe_*`` = the feature-extraction classifier on cached features.
+    "adapters": {
+        "smoke": {"train_examples": None, "epochs": 1, "bottlenecks": (8,), "lr": 1e-3,
+                  "train_layer_norms": True, "probe_epochs": 3, "probe_lr": 3e-3},
+        "classroom": {"train_examples": 2500, "epochs": 2, "bottlenecks": (8, 64), "lr": 1e-3,
+                      "train_layer_norms": True, "probe_epochs": 20, "probe_lr": 3e-3},
+        "gpu": {"train_examples": None, "epochs": 4, "bottlenecks": (8, 64, 256), "lr": 1e-3,
+                "train_layer_norms": True, "probe_epochs": 50, "probe_lr": 3e-3},
+        "paper": {"train_examples": None, "epochs": 3, "bottlenecks": (8, 64, 256), "lr": 1e-3,
+                  "train_layer_norms": True, "probe_epochs": 50, "probe_lr": 3e-3},
+    },
+    # 04: unfreeze the next layer every ``every`` iterations (``event`` "iteration"; ULMFiT's
+    # "epoch" needs ≥ n_layer + 2 epochs); ``chain_thaw``: also run Felbo et al.'s variant.
+    "unfreezing": {
+        "smoke": {"train_examples": None, "epochs": 1, "every": 1, "event": "iteration",
+                  "chain_thaw": True},
+        "classroom": {"train_examples": 2500, "epochs": 2, "every": 20, "event": "iteration",
+                      "chain_thaw": True},
+        "gpu": {"train_examples": None, "epochs": 4, "every": 40, "event": "iteration",
+                "chain_thaw": True},
+        "paper": {"train_examples": None, "epochs": 3, "every": 40, "event": "iteration",
+                  "chain_thaw": True},
+    },
+    # 05: ``factor`` = ξ (η_l = η · ξ^-depth); STLR's ``cut_frac`` and ``ratio`` (ULMFiT Eq. 3).
+    "discriminative": {
+        "smoke": {"train_examples": None, "epochs": 1, "factor": 2.6, "cut_frac": 0.1,
+                  "ratio": 32},
+        "classroom": {"train_examples": 2500, "epochs": 2, "factor": 2.6, "cut_frac": 0.1,
+                      "ratio": 32},
+        "gpu": {"train_examples": None, "epochs": 4, "factor": 2.6, "cut_frac": 0.1, "ratio": 32},
+        "paper": {"train_examples": None, "epochs": 3, "factor": 2.6, "cut_frac": 0.1,
+                  "ratio": 32},
+    },
+    # 10: probes per layer on UD-EWT (train sentences from train, test sentences from test);
+    # ``probe_max_iter``: the lbfgs budget of every probe (a fixed budget, the same for all).
+    "probing": {
+        "smoke": {"train_sentences": 120, "test_sentences": 60, "probe_max_iter": 30,
+                  "control_seed": 0, "models": ("causal", "mlm", "random", "minilm"),
+                  "pca_points": 300, "batch_size": 64},
+        "classroom": {"train_sentences": 500, "test_sentences": 250, "probe_max_iter": 60,
+                      "control_seed": 0, "models": ("causal", "mlm", "random", "minilm"),
+                      "pca_points": 1500, "batch_size": 64},
+        "gpu": {"train_sentences": 4000, "test_sentences": 1000, "probe_max_iter": 200,
+                "control_seed": 0, "models": ("causal", "mlm", "random", "minilm"),
+                "pca_points": 3000, "batch_size": 128},
+        "paper": {"train_sentences": None, "test_sentences": None, "probe_max_iter": 500,
+                  "control_seed": 0, "models": ("causal", "mlm", "random", "minilm"),
+                  "pca_points": 5000, "batch_size": 128},
+    },
+    # 11: INLP on the MLM's masked positions (``mask_rounds`` masks per sentence), random-
+    # direction controls (``random_seeds``), then adversarial POS heads on TREC-6 for each λ.
+    # The INLP train, INLP dev, adversary and probe-train sentences are disjoint slices of UD
+    # train (their sum must stay below its 12,544 sentences); test sentences come from UD test.
+    "amnesic": {
+        "smoke": {"train_sentences": 150, "dev_sentences": 60, "test_sentences": 80,
+                  "mask_rounds": 1, "mask_fraction": 0.15, "inlp_max_iterations": 4,
+                  "inlp_tol": 0.01, "inlp_classifier_max_iter": 30, "probe_max_iter": 30,
+                  "random_seeds": (0, 1), "lambdas": (0.0, 1.0), "adv_seeds": (0,),
+                  "adv_epochs": 1, "adv_train_examples": 128, "adv_sentences": 64,
+                  "adv_batch_size": 16, "adv_weight": 1.0, "adv_probe_train": 60,
+                  "adv_probe_test": 40},
+        "classroom": {"train_sentences": 1500, "dev_sentences": 300, "test_sentences": 500,
+                      "mask_rounds": 2, "mask_fraction": 0.15, "inlp_max_iterations": 15,
+                      "inlp_tol": 0.01, "inlp_classifier_max_iter": 50, "probe_max_iter": 60,
+                      "random_seeds": (0, 1, 2, 3, 4), "lambdas": (0.0, 0.3, 1.0, 3.0),
+                      "adv_seeds": (0, 1), "adv_epochs": 2, "adv_train_examples": 1500,
+                      "adv_sentences": 1500, "adv_batch_size": 16, "adv_weight": 1.0,
+                      "adv_probe_train": 400, "adv_probe_test": 200},
+        "gpu": {"train_sentences": 5000, "dev_sentences": 1000, "test_sentences": 2000,
+                "mask_rounds": 3, "mask_fraction": 0.15, "inlp_max_iterations": 40,
+                "inlp_tol": 0.01, "inlp_classifier_max_iter": 200, "probe_max_iter": 200,
+                "random_seeds": (0, 1, 2, 3, 4), "lambdas": (0.0, 0.1, 0.3, 1.0, 3.0),
+                "adv_seeds": (0, 1, 2), "adv_epochs": 3, "adv_train_examples": None,
+                "adv_sentences": 4000, "adv_batch_size": 32, "adv_weight": 1.0,
+                "adv_probe_train": 2000, "adv_probe_test": 1000},
+        "paper": {"train_sentences": 6000, "dev_sentences": 1000, "test_sentences": None,
+                  "mask_rounds": 3, "mask_fraction": 0.15, "inlp_max_iterations": 100,
+                  "inlp_tol": 0.01, "inlp_classifier_max_iter": 500, "probe_max_iter": 500,
+                  "random_seeds": (0, 1, 2, 3, 4), "lambdas": (0.0, 0.1, 0.3, 1.0, 3.0),
+                  "adv_seeds": (0, 1, 2, 3, 4), "adv_epochs": 3, "adv_train_examples": None,
+                  "adv_sentences": 4000, "adv_batch_size": 32, "adv_weight": 1.0,
+                  "adv_probe_train": 1000, "adv_probe_test": None},
+    },
 }
 
 

@@ -16,7 +16,7 @@ the end of the fixed budget and show validation curves alongside.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -84,7 +84,11 @@ def load_task(name: str, scale: Scale, seed: int = 0) -> Task:
     limit = scale.finetune.max_train_examples
     if limit and len(train) > limit:
         train = train.shuffle(seed=seed).select(range(limit))
-    return Task(name, train, ds["validation"], ds["test"], text_col, label_col,
+    validation, test = ds["validation"], ds["test"]
+    cap = scale.finetune.max_eval_examples  # smoke scale only; classroom+ use the full splits
+    if cap:
+        validation, test = (s.select(range(min(cap, len(s)))) for s in (validation, test))
+    return Task(name, train, validation, test, text_col, label_col,
                 list(ds["train"].features[label_col].names))
 
 
@@ -155,6 +159,7 @@ def finetune(
     prepare: Callable[[nn.Module], None] | None = None,
     param_groups: Callable[[nn.Module], list[dict]] | None = None,
     on_trainer: Callable[[Engine, nn.Module, torch.optim.Optimizer], None] | None = None,
+    schedule: Callable[..., object] | None = None,
     evals_per_epoch: int = 2,
     progress: bool = False,
 ) -> FinetuneResult:
@@ -163,6 +168,8 @@ def finetune(
     Hooks for the method notebooks: ``prepare(model)`` (freeze, add adapters ...),
     ``param_groups(model)`` (e.g. discriminative learning rates; default: decay/no-decay
     groups) and ``on_trainer(trainer, model, optimizer)`` (extra Ignite handlers).
+    ``schedule(trainer, optimizer, lr=lr, total=total)`` replaces the default warm-up + linear
+    decay (e.g. ``discriminative.stlr_schedule()``); it must honour the groups' ``lr_scale``.
     """
     ft = scale.finetune
     seed_everything(seed)
@@ -191,8 +198,11 @@ def finetune(
         optimizer = make_optimizer(model, lr, ft.weight_decay)
     trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp, max_norm=ft.max_norm)
     total = epochs * len(train_loader)
-    attach_schedule(trainer, optimizer, kind="linear", lr=lr,
-                    warmup=int(ft.warmup_frac * total), total=total)
+    if schedule:
+        schedule(trainer, optimizer, lr=lr, total=total)
+    else:
+        attach_schedule(trainer, optimizer, kind="linear", lr=lr,
+                        warmup=int(ft.warmup_frac * total), total=total)
     if progress:
         attach_progress(trainer, f"{backbone_name} seed {seed}")
     history = History()
@@ -242,3 +252,94 @@ def mean_std(
         f"{k * m:.2f} ± {k * s:.2f}{unit}" for m, s in zip(out["mean"], out["std"])
     ]
     return out
+
+
+# --- comparing methods (notebooks 03-05) ------------------------------------------------------
+
+
+def compare_methods(
+    methods: Mapping[str, Mapping[str, object]],
+    task: Task,
+    scale: Scale,
+    *,
+    backbone: str = "pretrained",
+    seeds: Sequence[int] | None = None,
+    measure_memory: bool = False,
+    **common: object,
+) -> tuple[pd.DataFrame, dict[str, list[FinetuneResult]]]:
+    """Fine-tune ``backbone`` once per method and seed; one row per run, with its costs.
+
+    ``methods`` maps a name to the keyword arguments of :func:`finetune` that make the method
+    (``prepare``, ``param_groups``, ``on_trainer``, ``schedule``, ``lr`` …); ``common`` (e.g.
+    ``epochs``) applies to every method, so the budgets are equal by construction. With
+    ``measure_memory`` each run is wrapped in ``freezing.PeakMemory`` (column ``peak_mib``).
+    """
+    from .freezing import PeakMemory  # local import: keeps this section self-contained
+
+    seeds = tuple(seeds if seeds is not None else scale.finetune.seeds)
+    runs: dict[str, list[FinetuneResult]] = {}
+    rows = []
+    for name, kwargs in methods.items():
+        runs[name] = []
+        for seed in seeds:
+            with PeakMemory() as mem:
+                result = finetune(backbone, task, scale, seed, **{**common, **kwargs})
+            epochs = result.history.evals[-1]["epoch"] if result.history.evals else 1.0
+            row = {**result.row(), "method": name, "total_params": result.total_params,
+                   "trained_pct": 100 * result.trainable_params / result.total_params,
+                   "seconds_per_epoch": result.seconds / epochs}
+            if measure_memory:
+                row["peak_mib"] = mem.peak_mib
+            rows.append(row)
+            runs[name].append(result)
+    return pd.DataFrame(rows), runs
+
+
+def compare_to_baseline(
+    table: pd.DataFrame, baseline: str, by: str = "method", column: str = "test_error"
+) -> pd.DataFrame:
+    """Each method against ``baseline``: Δ mean (in points for an error), the pooled std
+    sqrt((s_a² + s_b²) / 2) and a verdict — ``"within noise"`` when |Δ| ≤ pooled std, else
+    better/worse. Also Welch's t-test p-value (with 3 seeds even "beyond noise" is weak evidence).
+    """
+    from scipy import stats
+
+    groups = {name: g[column].to_numpy() for name, g in table.groupby(by, sort=False)}
+    if baseline not in groups:
+        raise ValueError(f"baseline {baseline!r} not in the table's {by!r} column: {list(groups)}")
+    base = groups[baseline]
+    rows = []
+    for name, vals in groups.items():
+        if name == baseline:
+            continue
+        delta = vals.mean() - base.mean()
+        pooled = ((vals.std(ddof=1) ** 2 + base.std(ddof=1) ** 2) / 2) ** 0.5
+        if abs(delta) <= pooled:
+            verdict = "within noise"
+        else:
+            verdict = "lower error (beyond noise)" if delta < 0 else "higher error (beyond noise)"
+        p = stats.ttest_ind(vals, base, equal_var=False).pvalue if min(len(vals), len(base)) > 1 \
+            else float("nan")
+        rows.append({by: name, "Δ mean (points)": 100 * delta, "pooled std (points)": 100 * pooled,
+                     "Welch p": p, "verdict": verdict})
+    return pd.DataFrame(rows).set_index(by)
+
+
+def verdict_sentences(comparison: pd.DataFrame, baseline: str) -> str:
+    """The comparison table as plain sentences, for a notebook to print."""
+    lines = []
+    for name, r in comparison.iterrows():
+        lines.append(
+            f"{name}: {r['Δ mean (points)']:+.2f} points of test error vs {baseline} "
+            f"(pooled std {r['pooled std (points)']:.2f}) → {r['verdict']}"
+        )
+    return "\n".join(lines)
+
+
+def with_train_subset(task: Task, n: int | None, seed: int = 0) -> Task:
+    """The task with a fixed random subset of ``n`` training examples (``None``: unchanged)."""
+    from dataclasses import replace
+
+    if not n or n >= len(task.train):
+        return task
+    return replace(task, train=task.train.shuffle(seed=seed).select(range(n)))
