@@ -240,10 +240,10 @@ METHODS: dict[str, dict[str, dict]] = {
     # 10: probes per layer on UD-EWT (train sentences from train, test sentences from test);
     # ``probe_max_iter``: the lbfgs budget of every probe (a fixed budget, the same for all).
     "probing": {
-        "smoke": {"train_sentences": 120, "test_sentences": 60, "probe_max_iter": 30,
+        "smoke": {"train_sentences": 80, "test_sentences": 40, "probe_max_iter": 30,
                   "control_seed": 0, "models": ("causal", "mlm", "random", "minilm"),
                   "pca_points": 300, "batch_size": 64},
-        "classroom": {"train_sentences": 500, "test_sentences": 250, "probe_max_iter": 60,
+        "classroom": {"train_sentences": 800, "test_sentences": 300, "probe_max_iter": 100,
                       "control_seed": 0, "models": ("causal", "mlm", "random", "minilm"),
                       "pca_points": 1500, "batch_size": 64},
         "gpu": {"train_sentences": 4000, "test_sentences": 1000, "probe_max_iter": 200,
@@ -267,7 +267,7 @@ METHODS: dict[str, dict[str, dict]] = {
                   "adv_probe_test": 40},
         "classroom": {"train_sentences": 1500, "dev_sentences": 300, "test_sentences": 500,
                       "mask_rounds": 2, "mask_fraction": 0.15, "inlp_max_iterations": 15,
-                      "inlp_tol": 0.01, "inlp_classifier_max_iter": 50, "probe_max_iter": 60,
+                      "inlp_tol": 0.01, "inlp_classifier_max_iter": 100, "probe_max_iter": 100,
                       "random_seeds": (0, 1, 2, 3, 4), "lambdas": (0.0, 0.3, 1.0, 3.0),
                       "adv_seeds": (0, 1), "adv_epochs": 2, "adv_train_examples": 1500,
                       "adv_sentences": 1500, "adv_batch_size": 16, "adv_weight": 1.0,

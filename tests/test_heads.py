@@ -1,0 +1,141 @@
+"""Tests for tutorial_lib.heads: gradient reversal and multi-head models."""
+
+import copy
+
+import pytest
+import torch
+
+from tutorial_lib import heads
+from tutorial_lib.models import IGNORE_INDEX, Transformer, TransformerConfig
+
+
+def tiny_encoder(seed: int = 0) -> Transformer:
+    torch.manual_seed(seed)
+    return Transformer(TransformerConfig(vocab_size=50, d_model=16, n_layer=1, n_head=2, d_ff=32,
+                                         max_len=16, dropout=0.0))
+
+
+def token_batch(seed: int = 0, B: int = 8, T: int = 6) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, 50, (B, T), generator=g)
+    return {"input_ids": ids, "attention_mask": torch.ones(B, T, dtype=torch.long),
+            "labels": ids % 3}  # a token-level property the encoder can expose
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.5, 2.0])
+def test_gradient_reversal_is_identity_forward_and_minus_lambda_backward(lam):
+    x = torch.randn(4, 3, requires_grad=True)
+    g = torch.randn(4, 3)
+    y = heads.reverse_gradient(x, lam)
+    assert torch.equal(y, x)
+    (y * g).sum().backward()
+    assert torch.equal(x.grad, -lam * g)
+
+
+def grads(model: heads.MultiHeadModel, batch: dict) -> dict[str, torch.Tensor]:
+    model.zero_grad()
+    model(batch["input_ids"], batch["attention_mask"], head="adv", labels=batch["labels"]).loss.backward()
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_adversarial_head_gets_normal_gradients_and_the_encoder_reversed_ones():
+    lam = 0.7
+    plain = heads.MultiHeadModel(tiny_encoder(), {"adv": heads.HeadConfig(3, "token", dropout=0)})
+    adv = copy.deepcopy(plain)
+    adv.heads["adv"] = heads.TaskHead(16, heads.HeadConfig(3, "token", reverse_gradient=True,
+                                                           lambda_=lam, dropout=0))
+    adv.heads["adv"].linear.load_state_dict(plain.heads["adv"].linear.state_dict())
+    batch = token_batch()
+    g_plain, g_adv = grads(plain, batch), grads(adv, batch)
+    for name in g_plain:
+        if name.startswith("heads."):
+            torch.testing.assert_close(g_adv[name], g_plain[name])  # the head descends as usual
+        else:
+            torch.testing.assert_close(g_adv[name], -lam * g_plain[name])  # the encoder ascends
+
+
+def test_an_adversarial_head_learns_its_labels_on_a_frozen_encoder():
+    model = heads.MultiHeadModel(tiny_encoder(), {
+        "adv": heads.HeadConfig(3, "token", reverse_gradient=True, lambda_=1.0, dropout=0.0)})
+    model.encoder.requires_grad_(False)
+    opt = torch.optim.Adam(model.heads.parameters(), lr=1e-2)
+    batch = heads.merge_batches({"adv": token_batch()})
+    losses = []
+    for _ in range(60):
+        loss = model.loss(batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.8 * losses[0]
+
+
+def test_with_a_trainable_encoder_the_head_descends_and_the_encoder_ascends():
+    """One SGD step split in two: the head's half lowers the head's loss, the encoder's half
+    (reversed gradient) raises it."""
+    model = heads.MultiHeadModel(tiny_encoder(), {
+        "adv": heads.HeadConfig(3, "token", reverse_gradient=True, lambda_=1.0, dropout=0.0)})
+    batch = heads.merge_batches({"adv": token_batch()})
+    loss0 = model.loss(batch)
+    loss0.backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.encoder.parameters()
+               if p.dim() > 1)
+
+    def after_step(params) -> float:
+        saved = copy.deepcopy(model.state_dict())
+        with torch.no_grad():
+            for _, p in params:
+                p -= 0.05 * p.grad
+            loss = model.loss(batch).item()
+        model.load_state_dict(saved)
+        return loss
+
+    head = [(n, p) for n, p in model.named_parameters() if n.startswith("heads.")]
+    encoder = [(n, p) for n, p in model.named_parameters() if not n.startswith("heads.")]
+    assert after_step(head) < loss0.item()
+    assert after_step(encoder) > loss0.item()
+
+
+def test_sequence_head_pools_the_last_real_token_for_our_encoder_and_first_for_hf_style():
+    model = heads.MultiHeadModel(tiny_encoder(), {"cls": heads.HeadConfig(2)})
+    assert model.pool == "last"
+    hidden = torch.arange(2 * 4 * 1.0).view(2, 4, 1)
+    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
+    assert model.pooled(hidden, mask).flatten().tolist() == [1.0, 7.0]
+    model.pool = "first"
+    assert model.pooled(hidden, mask).flatten().tolist() == [0.0, 4.0]
+
+
+def test_loss_is_the_weighted_sum_of_head_losses_and_ignores_unlabelled_tokens():
+    model = heads.MultiHeadModel(tiny_encoder(), {
+        "seq": heads.HeadConfig(2, loss_weight=0.5, dropout=0.0),
+        "tok": heads.HeadConfig(3, "token", loss_weight=2.0, dropout=0.0)}).eval()
+    tok = token_batch()
+    tok["labels"][:, 3:] = IGNORE_INDEX
+    seq = {**token_batch(1), "labels": torch.tensor([0, 1] * 4)}
+    total = model.loss(heads.merge_batches({"seq": seq, "tok": tok}))
+    l_seq = model(seq["input_ids"], seq["attention_mask"], "seq", seq["labels"]).loss
+    logits = model(tok["input_ids"], tok["attention_mask"], "tok").logits
+    l_tok = torch.nn.functional.cross_entropy(logits[:, :3].flatten(0, 1), tok["labels"][:, :3].flatten())
+    torch.testing.assert_close(total, 0.5 * l_seq + 2.0 * l_tok)
+    assert set(model.last_losses) == {"seq", "tok"}
+
+
+def test_multitask_loader_cycles_the_auxiliary_loader():
+    loader = heads.MultiTaskLoader({"main": [{"x": torch.tensor(i)} for i in range(5)],
+                                    "aux": [{"x": torch.tensor(10 + i)} for i in range(2)]},
+                                   main="main")
+    batches = list(loader)
+    assert len(loader) == len(batches) == 5
+    assert [int(b["aux/x"]) for b in batches] == [10, 11, 10, 11, 10]
+    assert heads.split_batch(batches[0]) == {"main": {"x": 0}, "aux": {"x": 10}}
+
+
+def test_set_lambda_and_dann_schedule():
+    model = heads.MultiHeadModel(tiny_encoder(), {
+        "adv": heads.HeadConfig(3, "token", reverse_gradient=True), "main": heads.HeadConfig(2)})
+    model.set_lambda("adv", 0.25)
+    assert model.heads["adv"].grl.lambda_ == 0.25
+    with pytest.raises(ValueError):
+        model.set_lambda("main", 1.0)
+    assert heads.dann_lambda(0.0) == 0.0 and heads.dann_lambda(1.0, 2.0) == pytest.approx(2.0, abs=1e-3)

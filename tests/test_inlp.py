@@ -1,0 +1,78 @@
+"""Tests for tutorial_lib.inlp: the projection's algebra and that INLP really erases a property."""
+
+import numpy as np
+import pytest
+
+from tutorial_lib import inlp
+
+
+def gaussian_task(n: int, d: int = 16, classes: int = 3, seed: int = 0, data_seed: int = 0):
+    """Isotropic Gaussian vectors whose class (linearly) shifts the mean; ``seed`` fixes the
+    class means, ``data_seed`` the sample."""
+    means = 2.0 * np.random.default_rng(seed).standard_normal((classes, d))
+    rng = np.random.default_rng([seed, data_seed])
+    y = rng.integers(0, classes, size=n)
+    return rng.standard_normal((n, d)) + means[y], y
+
+
+@pytest.fixture(scope="module")
+def erased():
+    X, y = gaussian_task(3000)
+    result = inlp.inlp(X[:2000], y[:2000], X[2000:], y[2000:], max_iterations=10)
+    return X, y, result
+
+
+def test_projection_is_symmetric_idempotent_and_annihilates_removed_directions(erased):
+    _, _, r = erased
+    P = r.P
+    assert r.n_directions > 0
+    np.testing.assert_allclose(P @ P, P, atol=1e-10)
+    np.testing.assert_allclose(P, P.T, atol=1e-12)
+    np.testing.assert_allclose(P @ r.basis, 0.0, atol=1e-10)
+    assert inlp.directions_removed(P) == r.n_directions
+
+
+def test_a_fresh_probe_after_inlp_is_near_the_majority_rate_on_held_out_data(erased):
+    X, y, r = erased
+    assert r.accuracies[0] > 0.9  # the property was linearly encoded
+    assert r.converged and r.accuracies[-1] <= r.majority + 0.01
+    X_new, y_new = gaussian_task(1000, data_seed=1)  # unseen data, same distribution
+    before = inlp.default_classifier().fit(X, y).score(X_new, y_new)
+    after = inlp.default_classifier().fit(X @ r.P, y).score(X_new @ r.P, y_new)
+    assert before > 0.9
+    assert after < inlp.majority_rate(y, y_new) + 0.05
+
+
+def test_each_iteration_is_trained_on_projected_data_and_removes_new_directions():
+    X, y = gaussian_task(3000, d=12, classes=2, seed=3)
+    r = inlp.inlp(X[:2000], y[:2000], X[2000:], y[2000:], max_iterations=3, tol=-1.0)
+    assert r.n_iterations == 3 and not r.converged
+    assert r.n_directions == 3  # binary property: one new direction per iteration
+    np.testing.assert_allclose(r.basis.T @ r.basis, np.eye(3), atol=1e-10)
+
+
+def test_nullspace_projection_of_a_weight_matrix():
+    W = np.array([[1.0, 0.0, 0.0], [1.0, 1.0, 0.0]])
+    P = inlp.nullspace_projection(W)
+    np.testing.assert_allclose(W @ P, 0.0, atol=1e-12)
+    np.testing.assert_allclose(P, np.diag([0.0, 0.0, 1.0]), atol=1e-12)
+
+
+def test_random_and_coordinate_controls_remove_exactly_k_directions():
+    P = inlp.random_projection(32, 5, seed=0)
+    np.testing.assert_allclose(P @ P, P, atol=1e-10)
+    assert inlp.directions_removed(P) == 5
+    assert not np.allclose(P, inlp.random_projection(32, 5, seed=1))
+    D = inlp.coordinate_projection(32, 5, seed=0)
+    assert inlp.directions_removed(D) == 5 and np.allclose(D, np.diag(np.diag(D)))
+    assert inlp.directions_removed(inlp.random_projection(8, 0)) == 0
+
+
+def test_weights_in_input_space_undo_the_standard_scaler():
+    X, y = gaussian_task(500, d=6, classes=2)
+    X = X * np.array([1, 10, 100, 1, 1, 1.0])
+    clf = inlp.default_classifier().fit(X, y)
+    W = inlp.weights_in_input_space(clf)
+    raw = X @ W.T
+    std = clf[-1].decision_function(clf[0].transform(X))
+    np.testing.assert_allclose(raw.ravel() - raw.ravel().mean(), std - std.mean(), atol=1e-8)

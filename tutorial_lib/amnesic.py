@@ -1,0 +1,286 @@
+"""Amnesic probing (Elazar et al., TACL 2021) and adversarial heads (notebook 11).
+
+**Amnesic probing** asks whether a model *uses* a property, not whether a probe can read it:
+remove the property from the representation with INLP (:mod:`tutorial_lib.inlp`) and measure
+how the model's own behaviour changes. Here the model is notebook 01's masked LM
+(``config.causal=False``) and the behaviour is masked-word prediction:
+
+* :func:`masked_positions` masks ~15% of the words of UD sentences (all sub-words of a chosen
+  word become [MASK]) and keeps, at each masked word's first sub-word, the last hidden state h
+  (after the final LayerNorm, the LM head's input), the gold token and the word's labels;
+* :func:`lm_metrics` predicts with ``lm_head(P h)`` and reports accuracy and
+  D_KL(p_original ‖ p_projected), averaged over positions;
+* the controls: the same number of **random** directions removed (several seeds), and a
+  property the LM should not need.
+
+**Adversarial heads** (:func:`adversarial_finetune`): fine-tune the encoder on a main task while
+a token-level POS head behind a gradient-reversal layer (:mod:`tutorial_lib.heads`) pushes POS
+information out of it; a *fresh* linear probe afterwards measures what is left.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+from . import probing
+from .config import Scale
+from .finetuning import Task
+from .heads import HeadConfig, MultiHeadModel, MultiTaskLoader, multihead_loss
+from .models import TransformerLM
+from .pretraining import make_optimizer
+from .runtime import autocast, autocast_dtype, device, seed_everything
+from .tokenization import encode_with_cls
+from .training import attach_schedule, create_trainer, pad_collate
+
+# Word-index buckets of the control property "where in the sentence is the word":
+# 0-3, 4-8, 9-15, 16+.
+POSITION_EDGES = (4, 9, 16)
+POSITION_NAMES = ["0-3", "4-8", "9-15", "16+"]
+
+
+def position_bucket(word_index: int | np.ndarray) -> np.ndarray:
+    """The control property: the bucket of a word's index in its sentence (4 classes)."""
+    return np.searchsorted(POSITION_EDGES, np.asarray(word_index), side="right")
+
+
+@dataclass
+class MaskedPositions:
+    """Masked-word positions of a set of sentences, ready for INLP and the LM head."""
+
+    hidden: np.ndarray  # [n, d] float32, last hidden state at the masked word's first sub-word
+    target: np.ndarray  # [n] the gold token id there
+    labels: dict[str, np.ndarray]  # property name -> [n] labels ("upos", "deprel", "position")
+
+    def __len__(self) -> int:
+        return len(self.target)
+
+
+@torch.no_grad()
+def masked_positions(
+    lm: TransformerLM,
+    tokenizer,
+    sentences: probing.Sentences,
+    *,
+    mask_fraction: float = 0.15,
+    rounds: int = 1,
+    seed: int = 0,
+    max_len: int = 128,
+    batch_size: int = 64,
+) -> MaskedPositions:
+    """Mask ``mask_fraction`` of the words of every sentence (at least one), ``rounds`` times with
+    different masks, and collect the MLM's final hidden state at each masked word."""
+    if lm.config.causal:
+        raise ValueError("amnesic probing here needs the masked LM (objective 'mlm')")
+    rng = np.random.default_rng(seed)
+    encoded = probing.encode_words(tokenizer, sentences.tokens, add_special_tokens=False,
+                                   max_len=max_len)
+    rows = []  # (input ids with masks, [(first position, sentence, word)])
+    for _ in range(rounds):
+        for s, e in enumerate(encoded):
+            if not e.words:
+                continue
+            chosen = [w for w in e.words if rng.random() < mask_fraction]
+            chosen = chosen or [e.words[rng.integers(len(e.words))]]
+            ids = list(e.input_ids)
+            chosen_set = set(chosen)
+            for pos, w in enumerate(e.word_ids):
+                if w in chosen_set:
+                    ids[pos] = tokenizer.mask_token_id
+            first = dict(zip(e.words, e.positions))
+            rows.append((ids, e.input_ids, [(first[w], s, w) for w in chosen]))
+    dev, amp = device(), autocast_dtype()
+    lm = lm.to(dev).eval()
+    hidden, target, where = [], [], []
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        width = max(len(rows[i][0]) for i in idx)
+        ids = torch.full((len(idx), width), tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(idx), width), dtype=torch.long)
+        for r, i in enumerate(idx):
+            ids[r, : len(rows[i][0])] = torch.tensor(rows[i][0])
+            mask[r, : len(rows[i][0])] = 1
+        with autocast(dev, amp):
+            h = lm.transformer(ids.to(dev), mask.to(dev)).last_hidden_state.float().cpu()
+        for r, i in enumerate(idx):
+            for pos, s, w in rows[i][2]:
+                hidden.append(h[r, pos].numpy())
+                target.append(rows[i][1][pos])
+                where.append((s, w))
+    w_idx = np.array([w for _, w in where])
+    labels = {
+        "upos": np.array([sentences.upos[s][w] for s, w in where], dtype=np.int64),
+        "deprel": np.array([sentences.deprel[s][w] for s, w in where], dtype=np.int64),
+        "position": position_bucket(w_idx).astype(np.int64),
+    }
+    return MaskedPositions(np.stack(hidden).astype(np.float32), np.array(target), labels)
+
+
+@torch.no_grad()
+def lm_logits(lm: TransformerLM, hidden: np.ndarray, P: np.ndarray | None = None) -> torch.Tensor:
+    """The MLM's logits for hidden states h, optionally projected first: lm_head(P h)."""
+    h = torch.as_tensor(hidden, dtype=torch.float32)
+    if P is not None:
+        h = h @ torch.as_tensor(P, dtype=torch.float32).T
+    return lm.lm_head.to("cpu").float()(h)
+
+
+def lm_metrics(
+    lm: TransformerLM, positions: MaskedPositions, P: np.ndarray | None = None
+) -> dict[str, float]:
+    """Masked-word accuracy with h ↦ P h, and D_KL(p_original ‖ p_projected) (nats, mean)."""
+    original = F.log_softmax(lm_logits(lm, positions.hidden), dim=-1)
+    projected = original if P is None else F.log_softmax(lm_logits(lm, positions.hidden, P), -1)
+    target = torch.as_tensor(positions.target)
+    accuracy = float((projected.argmax(-1) == target).float().mean())
+    kl = float((original.exp() * (original - projected)).sum(-1).mean())
+    return {"lm_accuracy": accuracy, "kl": kl}
+
+
+def projection_table(
+    lm: TransformerLM,
+    test: MaskedPositions,
+    projections: dict[str, tuple[str, np.ndarray | None]],
+) -> pd.DataFrame:
+    """One row per projection: ``{row name: (group, P)}`` → directions removed, LM acc, KL."""
+    from .inlp import directions_removed
+
+    rows = []
+    for name, (group, P) in projections.items():
+        k = 0 if P is None else directions_removed(P)
+        rows.append({"projection": name, "group": group, "directions": k,
+                     **lm_metrics(lm, test, P)})
+    return pd.DataFrame(rows)
+
+
+# --- adversarial heads -------------------------------------------------------------------------
+
+
+@dataclass
+class AdversarialRun:
+    lambda_: float
+    seed: int
+    main_accuracy: float  # main-task test accuracy
+    head_accuracy: float  # the adversarial head's own accuracy on the probe-test sentences
+    probe_accuracy: float  # a fresh linear probe on the encoder output, after training
+    seconds: float
+    model: MultiHeadModel | None = None
+
+    def row(self) -> dict:
+        return {"lambda": self.lambda_, "seed": self.seed, "main_accuracy": self.main_accuracy,
+                "adversary_head_accuracy": self.head_accuracy,
+                "fresh_probe_accuracy": self.probe_accuracy, "seconds": self.seconds}
+
+
+@torch.no_grad()
+def head_accuracy(model: MultiHeadModel, loader: Sequence[dict], head: str) -> float:
+    """Accuracy of one head over a loader (token heads: over the labelled positions)."""
+    dev, amp = device(), autocast_dtype()
+    model.to(dev).eval()
+    correct = total = 0
+    for batch in loader:
+        with autocast(dev, amp):
+            logits = model(batch["input_ids"].to(dev), batch["attention_mask"].to(dev),
+                           head=head).logits
+        labels = batch["labels"].to(dev)
+        keep = labels != -100
+        correct += int((logits.argmax(-1)[keep] == labels[keep]).sum())
+        total += int(keep.sum())
+    return correct / max(total, 1)
+
+
+def adversarial_finetune(
+    lm: TransformerLM,
+    tokenizer,
+    task: Task,
+    adv_sentences: probing.Sentences,
+    probe_train: probing.Sentences,
+    probe_test: probing.Sentences,
+    scale: Scale,
+    *,
+    lambda_: float,
+    seed: int = 0,
+    epochs: int = 1,
+    adv_batch_size: int = 16,
+    adv_weight: float = 1.0,
+    probe_max_iter: int = 100,
+    keep_model: bool = False,
+) -> AdversarialRun:
+    """Fine-tune ``lm``'s encoder on ``task`` with a POS head behind a gradient reversal of
+    strength ``lambda_`` (λ = 0: the head trains, the encoder ignores it), then measure.
+
+    Every step sums the main loss on one task batch and ``adv_weight`` × the POS loss on one
+    batch of ``adv_sentences``. After training: main-task test accuracy, the adversary head's
+    accuracy, and a fresh linear UPOS probe on the encoder output (trained on ``probe_train``,
+    tested on ``probe_test``).
+    """
+    ft = scale.finetune
+    seed_everything(seed)
+    encoder = copy.deepcopy(lm.transformer)
+    model = MultiHeadModel(encoder, {
+        "main": HeadConfig(task.num_labels, "sequence"),
+        "pos": HeadConfig(len(probing.upos_names()), "token", loss_weight=adv_weight,
+                          reverse_gradient=True, lambda_=lambda_),
+    })
+    max_len = lm.config.max_len
+    pad = tokenizer.pad_token_id
+    main_rows = [{"input_ids": i, "labels": y} for i, y in zip(
+        encode_with_cls(tokenizer, task.train[task.text_column], max_len),
+        task.train[task.label_column])]
+    test_rows = [{"input_ids": i, "labels": y} for i, y in zip(
+        encode_with_cls(tokenizer, task.test[task.text_column], max_len),
+        task.test[task.label_column])]
+    adv_rows = probing.token_label_rows(tokenizer, adv_sentences, "upos", max_len=max_len)
+    gen = torch.Generator().manual_seed(seed)
+    loaders = {
+        "main": DataLoader(main_rows, batch_size=ft.batch_size, shuffle=True,
+                           collate_fn=pad_collate(pad), generator=gen),
+        "pos": DataLoader(adv_rows, batch_size=adv_batch_size, shuffle=True,
+                          collate_fn=probing.token_collate(pad), generator=gen),
+    }
+    train_loader = MultiTaskLoader(loaders, main="main")
+    dev, amp = device(), autocast_dtype()
+    model.to(dev)
+    optimizer = make_optimizer(model, ft.lr, ft.weight_decay)
+    trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp, max_norm=ft.max_norm,
+                             loss_fn=multihead_loss)
+    total = epochs * len(train_loader)
+    attach_schedule(trainer, optimizer, kind="linear", lr=ft.lr,
+                    warmup=int(ft.warmup_frac * total), total=total)
+    start = time.perf_counter()
+    trainer.run(train_loader, max_epochs=epochs)
+    seconds = time.perf_counter() - start
+
+    test_loader = DataLoader(test_rows, batch_size=ft.eval_batch_size,
+                             collate_fn=pad_collate(pad))
+    pos_test = DataLoader(probing.token_label_rows(tokenizer, probe_test, "upos", max_len=max_len),
+                          batch_size=ft.eval_batch_size, collate_fn=probing.token_collate(pad))
+    target = probing.ProbeTarget("adversarial", model.encoder, tokenizer, False, max_len)
+    f_tr = probing.extract_features(target, probe_train, final=True)
+    f_te = probing.extract_features(target, probe_test, final=True)
+    probe = probing.probe_accuracy(f_tr.layers[0], f_tr.labels(probe_train, "upos"),
+                                   f_te.layers[0], f_te.labels(probe_test, "upos"), probe_max_iter)
+    return AdversarialRun(lambda_, seed, head_accuracy(model, test_loader, "main"),
+                          head_accuracy(model, pos_test, "pos"), probe, seconds,
+                          model if keep_model else None)
+
+
+def final_probe_accuracy(
+    lm: TransformerLM, tokenizer, probe_train: probing.Sentences, probe_test: probing.Sentences,
+    prop: str = "upos", max_iter: int = 100,
+) -> float:
+    """A fresh linear probe for ``prop`` on an LM's encoder output (for the λ = 'none' row)."""
+    target = probing.ProbeTarget("lm", lm, tokenizer, False, lm.config.max_len)
+    f_tr = probing.extract_features(target, probe_train, final=True)
+    f_te = probing.extract_features(target, probe_test, final=True)
+    return probing.probe_accuracy(f_tr.layers[0], f_tr.labels(probe_train, prop),
+                                  f_te.layers[0], f_te.labels(probe_test, prop), max_iter)

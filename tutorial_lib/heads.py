@@ -1,0 +1,226 @@
+"""One shared encoder, any number of named task heads, and adversarial heads (notebook 11).
+
+A :class:`MultiHeadModel` wraps an encoder (our :class:`~tutorial_lib.models.Transformer` or a
+Hugging Face encoder) and a dict of :class:`TaskHead`, each described by a :class:`HeadConfig`:
+
+* ``level="sequence"``: a linear head on the pooled [CLS] state (ours: the [CLS] appended at the
+  *end*, ``pool="last"``; BERT-style encoders: position 0, ``pool="first"``);
+* ``level="token"``: a linear head on every position (labels = IGNORE_INDEX where there is none);
+* ``loss_weight``: the head's weight in the summed loss;
+* ``reverse_gradient=True`` with strength λ: a **gradient-reversal layer** (Ganin & Lempitsky
+  2015) sits between encoder and head. Forward it is the identity; backward it multiplies the
+  gradient by −λ. The head still minimises its loss (it learns to read the property), while the
+  encoder receives −λ × that gradient and so *maximises* the head's loss: it learns to hide the
+  property. This is the "adversarial/amnesic head" asked for in huggingface/transformers#9992.
+  The layer goes *before* the head, never after it: reversing the gradient of the loss itself
+  would turn the head's own training into ascent (and blows up, pytorch-revgrad issue #5).
+
+Batches for several heads travel as one flat dict with keys ``"<head>/<field>"``
+(:func:`merge_batches`), so they fit the single-batch Ignite trainer of
+:mod:`tutorial_lib.training`; :class:`MultiTaskLoader` zips a main loader with cycling
+auxiliary loaders, and :meth:`MultiHeadModel.loss` sums the weighted head losses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .models import IGNORE_INDEX, Output, Transformer
+
+LEVELS = ("sequence", "token")
+
+
+class GradientReversal(torch.autograd.Function):
+    """y = x forward; dL/dx = −λ · dL/dy backward."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, lambda_: float) -> torch.Tensor:
+        ctx.lambda_ = float(lambda_)
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return -ctx.lambda_ * grad_output, None
+
+
+def reverse_gradient(x: torch.Tensor, lambda_: float = 1.0) -> torch.Tensor:
+    """Apply the gradient-reversal function with strength ``lambda_``."""
+    return GradientReversal.apply(x, lambda_)
+
+
+class GradientReversalLayer(nn.Module):
+    """Module form of :func:`reverse_gradient`; ``lambda_`` may be changed during training."""
+
+    def __init__(self, lambda_: float = 1.0):
+        super().__init__()
+        self.lambda_ = lambda_
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return reverse_gradient(x, self.lambda_)
+
+    def extra_repr(self) -> str:
+        return f"lambda_={self.lambda_}"
+
+
+def dann_lambda(progress: float, lambda_max: float = 1.0, gamma: float = 10.0) -> float:
+    """The DANN warm-up of λ over training progress p ∈ [0, 1]: λ_max·(2/(1+e^(−γp)) − 1).
+
+    (Ganin & Lempitsky 2015; the constant γ = 10 is as recalled, not checked against the paper.)
+    """
+    return lambda_max * (2.0 / (1.0 + math.exp(-gamma * progress)) - 1.0)
+
+
+@dataclass
+class HeadConfig:
+    """One task head: its label count, level, loss weight and (optional) gradient reversal."""
+
+    num_labels: int
+    level: str = "sequence"  # "sequence" (pooled [CLS]) or "token"
+    loss_weight: float = 1.0
+    reverse_gradient: bool = False
+    lambda_: float = 1.0
+    dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {self.level!r}")
+
+
+class TaskHead(nn.Module):
+    """[gradient reversal →] dropout → linear."""
+
+    def __init__(self, hidden_size: int, cfg: HeadConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.grl = GradientReversalLayer(cfg.lambda_) if cfg.reverse_gradient else nn.Identity()
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.linear = nn.Linear(hidden_size, cfg.num_labels)
+        nn.init.normal_(self.linear.weight, std=0.02)
+        nn.init.zeros_(self.linear.bias)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return self.linear(self.dropout(self.grl(features)))
+
+
+def hidden_size(encoder: nn.Module) -> int:
+    """Width of an encoder's hidden states (ours: d_model; Hugging Face: hidden_size)."""
+    cfg = encoder.config
+    return cfg.d_model if isinstance(encoder, Transformer) else cfg.hidden_size
+
+
+class MultiHeadModel(nn.Module):
+    """A shared encoder with named heads (see the module docstring)."""
+
+    def __init__(
+        self, encoder: nn.Module, heads: Mapping[str, HeadConfig], pool: str | None = None
+    ):
+        super().__init__()
+        self.encoder = encoder
+        self.pool = pool or ("last" if isinstance(encoder, Transformer) else "first")
+        if self.pool not in ("first", "last"):
+            raise ValueError(f"pool must be 'first' or 'last', got {self.pool!r}")
+        d = hidden_size(encoder)
+        self.heads = nn.ModuleDict({name: TaskHead(d, cfg) for name, cfg in heads.items()})
+        self.last_losses: dict[str, float] = {}
+
+    def set_lambda(self, head: str, lambda_: float) -> None:
+        """Change the reversal strength of an adversarial head (e.g. on a schedule)."""
+        grl = self.heads[head].grl
+        if not isinstance(grl, GradientReversalLayer):
+            raise ValueError(f"head {head!r} has no gradient reversal")
+        grl.lambda_ = lambda_
+
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    def pooled(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        if self.pool == "first":
+            return hidden[:, 0]
+        last = attention_mask.long().sum(1) - 1
+        return hidden[torch.arange(hidden.size(0), device=hidden.device), last]
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        head: str,
+        labels: torch.Tensor | None = None,
+    ) -> Output:
+        """Logits of one head (and its *unweighted* cross-entropy when ``labels`` are given)."""
+        module = self.heads[head]
+        hidden = self.encode(input_ids, attention_mask)
+        if module.cfg.level == "sequence":
+            logits = module(self.pooled(hidden, attention_mask))
+        else:
+            logits = module(hidden)
+        if labels is None:
+            return Output(logits)
+        loss = F.cross_entropy(logits.flatten(0, -2).float(), labels.flatten(),
+                               ignore_index=IGNORE_INDEX)
+        return Output(logits, loss)
+
+    def loss(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Σ_heads loss_weight · loss over the heads present in a merged batch.
+
+        The per-head losses of the last call are kept in ``last_losses`` for logging.
+        """
+        total = None
+        self.last_losses = {}
+        for name, part in split_batch(batch).items():
+            out = self(part["input_ids"], part["attention_mask"], head=name, labels=part["labels"])
+            self.last_losses[name] = float(out.loss.detach())
+            weighted = self.heads[name].cfg.loss_weight * out.loss
+            total = weighted if total is None else total + weighted
+        if total is None:
+            raise ValueError("the batch holds no head's data (keys must look like 'head/field')")
+        return total
+
+
+def merge_batches(batches: Mapping[str, Mapping[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """``{"trec": {"input_ids": ...}}`` → ``{"trec/input_ids": ...}``."""
+    return {f"{head}/{k}": v for head, b in batches.items() for k, v in b.items()}
+
+
+def split_batch(flat: Mapping[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
+    """Inverse of :func:`merge_batches`."""
+    out: dict[str, dict[str, torch.Tensor]] = {}
+    for key, value in flat.items():
+        head, _, field_ = key.partition("/")
+        out.setdefault(head, {})[field_] = value
+    return out
+
+
+def multihead_loss(model: MultiHeadModel, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """``loss_fn`` for :func:`tutorial_lib.training.create_trainer`."""
+    return model.loss(batch)
+
+
+class MultiTaskLoader:
+    """One pass over ``loaders[main]``; every step also takes the next batch of each other loader
+    (restarted, hence reshuffled, when it runs out). Yields merged batches; ``len`` = main's."""
+
+    def __init__(self, loaders: Mapping[str, Iterable], main: str):
+        if main not in loaders:
+            raise ValueError(f"main loader {main!r} not among {list(loaders)}")
+        self.loaders, self.main = dict(loaders), main
+
+    def __len__(self) -> int:
+        return len(self.loaders[self.main])
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        others = {k: iter(v) for k, v in self.loaders.items() if k != self.main}
+        for main_batch in self.loaders[self.main]:
+            parts = {self.main: main_batch}
+            for name in others:
+                try:
+                    parts[name] = next(others[name])
+                except StopIteration:
+                    others[name] = iter(self.loaders[name])
+                    parts[name] = next(others[name])
+            yield merge_batches(parts)

@@ -1,0 +1,153 @@
+"""Figures of notebooks 10 (probing) and 11 (amnesic probing, adversarial heads).
+
+Each function returns its matplotlib Figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+
+def plot_probe_layers(table: pd.DataFrame, props: Sequence[str] = ("upos", "deprel")) -> plt.Figure:
+    """Probe accuracy by layer, one line per model, one panel per property.
+
+    ``table`` has columns model, property, layer, accuracy, majority (and optionally
+    control_accuracy, drawn dotted in the same colour).
+    """
+    fig, axes = plt.subplots(1, len(props), figsize=(5.6 * len(props), 3.8), squeeze=False)
+    for ax, prop in zip(axes[0], props):
+        part = table[table["property"] == prop]
+        for model, rows in part.groupby("model", sort=False):
+            line, = ax.plot(rows["layer"], rows["accuracy"], marker="o", label=model)
+            if "control_accuracy" in rows:
+                ax.plot(rows["layer"], rows["control_accuracy"], ":", marker=".",
+                        color=line.get_color())
+        ax.axhline(part["majority"].iloc[0], color="grey", lw=1, ls="--", label="majority class")
+        ax.set(xlabel="layer (0 = embeddings)", ylabel="test accuracy", ylim=(0, 1),
+               title=f"{prop}: probe (solid) and control task (dotted)")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_selectivity(table: pd.DataFrame, props: Sequence[str] = ("upos", "deprel")) -> plt.Figure:
+    """Selectivity (probe − control accuracy) by layer, one line per model and property."""
+    fig, axes = plt.subplots(1, len(props), figsize=(5.6 * len(props), 3.4), squeeze=False)
+    for ax, prop in zip(axes[0], props):
+        part = table[table["property"] == prop]
+        for model, rows in part.groupby("model", sort=False):
+            ax.plot(rows["layer"], rows["selectivity"], marker="o", label=model)
+        ax.axhline(0, color="grey", lw=1)
+        ax.set(xlabel="layer", ylabel="probe − control accuracy", title=f"{prop}: selectivity")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_attention(
+    maps: Sequence, tokens: Sequence[str], layers: Sequence[int] | None = None,
+    heads: Sequence[int] | None = None,
+) -> plt.Figure:
+    """Attention weights (rows: query token, columns: key token) for chosen layers × heads.
+
+    ``maps`` is :func:`tutorial_lib.probing.attention_maps` for a batch of one sentence.
+    """
+    layers = list(layers if layers is not None else range(len(maps)))
+    heads = list(heads if heads is not None else range(maps[0].shape[1]))
+    fig, axes = plt.subplots(len(layers), len(heads), squeeze=False,
+                             figsize=(2.3 * len(heads) + 1, 2.3 * len(layers) + 0.6))
+    n = len(tokens)
+    for r, layer in enumerate(layers):
+        for c, head in enumerate(heads):
+            ax = axes[r][c]
+            ax.imshow(np.asarray(maps[layer][0, head, :n, :n]), cmap="viridis", vmin=0, vmax=1)
+            ax.set_title(f"layer {layer + 1} · head {head}", fontsize=8)
+            ticks = range(n) if n <= 16 else []
+            ax.set_xticks(ticks, [tokens[i] for i in ticks], rotation=90, fontsize=6)
+            ax.set_yticks(ticks, [tokens[i] for i in ticks], fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+def plot_projection_2d(
+    points: np.ndarray, labels: np.ndarray, names: Sequence[str], top: int = 8,
+    title: str = "PCA of token representations",
+) -> plt.Figure:
+    """2-D scatter coloured by label; only the ``top`` most frequent labels get a colour."""
+    fig, ax = plt.subplots(figsize=(6.2, 4.8))
+    values, counts = np.unique(labels, return_counts=True)
+    shown = values[np.argsort(-counts)][:top]
+    rest = ~np.isin(labels, shown)
+    ax.scatter(points[rest, 0], points[rest, 1], s=4, color="lightgrey", label="other")
+    cmap = plt.get_cmap("tab10")
+    for i, v in enumerate(shown):
+        sel = labels == v
+        ax.scatter(points[sel, 0], points[sel, 1], s=5, color=cmap(i % 10), label=names[v])
+    ax.set(xlabel="PC 1", ylabel="PC 2", title=title)
+    ax.legend(fontsize=7, markerscale=3, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def plot_inlp_curves(curves: Mapping[str, tuple[Sequence[float], float]]) -> plt.Figure:
+    """Held-out probe accuracy after each INLP iteration, one line per property.
+
+    ``curves`` maps a property to (accuracies, majority rate); the majority rate is dashed.
+    """
+    fig, ax = plt.subplots(figsize=(6.2, 3.8))
+    for name, (accs, majority) in curves.items():
+        line, = ax.plot(range(len(accs)), accs, marker="o", label=name)
+        ax.axhline(majority, color=line.get_color(), ls="--", lw=1)
+    ax.set(xlabel="INLP iteration (directions removed so far)", ylabel="held-out probe accuracy",
+           ylim=(0, 1), title="INLP: train a probe, project out its directions, repeat")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_amnesic_bars(table: pd.DataFrame, metric: str = "lm_accuracy") -> plt.Figure:
+    """Bar per projection group (mean ± std over rows of the group), annotated with directions.
+
+    ``table`` has columns group, directions and ``metric`` (one row per seed for random groups).
+    """
+    g = table.groupby("group", sort=False)
+    mean, std = g[metric].mean(), g[metric].std(ddof=1).fillna(0.0)
+    dirs = g["directions"].first()
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    colors = ["grey" if "random" in k or "none" in k else "tab:red" for k in mean.index]
+    ax.bar(range(len(mean)), mean.values, yerr=std.values, capsize=4, color=colors)
+    ax.set_xticks(range(len(mean)), [f"{k}\n({d} dirs)" for k, d in zip(mean.index, dirs)],
+                  fontsize=8)
+    ax.set(ylabel=metric.replace("_", " "), title="masked-word prediction after a projection")
+    fig.tight_layout()
+    return fig
+
+
+def plot_tradeoff(table: pd.DataFrame) -> plt.Figure:
+    """Main-task accuracy against the fresh POS-probe accuracy, one point per (λ, seed).
+
+    ``table`` has columns lambda, main_accuracy, fresh_probe_accuracy (and
+    adversary_head_accuracy, drawn as hollow markers).
+    """
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    cmap = plt.get_cmap("viridis")
+    lams = sorted(table["lambda"].unique())
+    for i, lam in enumerate(lams):
+        rows = table[table["lambda"] == lam]
+        color = cmap(i / max(1, len(lams) - 1))
+        ax.scatter(rows["fresh_probe_accuracy"], rows["main_accuracy"], color=color, s=40,
+                   label=f"λ = {lam:g}")
+        if "adversary_head_accuracy" in rows:
+            ax.scatter(rows["adversary_head_accuracy"], rows["main_accuracy"], s=40,
+                       facecolors="none", edgecolors=color)
+    means = table.groupby("lambda")[["fresh_probe_accuracy", "main_accuracy"]].mean()
+    ax.plot(means["fresh_probe_accuracy"], means["main_accuracy"], color="grey", lw=1)
+    ax.set(xlabel="UPOS accuracy read from the encoder (filled: fresh probe, hollow: adversary)",
+           ylabel="TREC-6 test accuracy", title="what the encoder forgets vs what it still does")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
