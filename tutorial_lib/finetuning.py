@@ -29,7 +29,7 @@ from . import data
 from .config import Scale
 from .hf_models import HFClassifier, load_hf_encoder
 from .models import TransformerClassifier, TransformerLM, count_parameters
-from .pretraining import get_tokenizer, load_or_pretrain, make_optimizer, model_config
+from .pretraining import ADAM_BETAS, ADAM_EPS, get_tokenizer, load_or_pretrain, make_optimizer, model_config
 from .runtime import autocast_dtype, device, seed_everything
 from .tokenization import encode_with_cls
 from .training import (
@@ -193,7 +193,8 @@ def finetune(
         for s in (task.validation, task.test)
     )
     if param_groups:
-        optimizer = torch.optim.AdamW(param_groups(model), lr=lr, weight_decay=ft.weight_decay)
+        optimizer = torch.optim.AdamW(param_groups(model), lr=lr, weight_decay=ft.weight_decay,
+                                      betas=ADAM_BETAS, eps=ADAM_EPS)
     else:
         optimizer = make_optimizer(model, lr, ft.weight_decay)
     trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp, max_norm=ft.max_norm)
@@ -301,6 +302,7 @@ def compare_to_baseline(
     """Each method against ``baseline``: Δ mean (in points for an error), the pooled std
     sqrt((s_a² + s_b²) / 2) and a verdict — ``"within noise"`` when |Δ| ≤ pooled std, else
     better/worse. Also Welch's t-test p-value (with 3 seeds even "beyond noise" is weak evidence).
+    The baseline's own row comes first (Δ = 0, its std, verdict "(baseline)").
     """
     from scipy import stats
 
@@ -308,7 +310,8 @@ def compare_to_baseline(
     if baseline not in groups:
         raise ValueError(f"baseline {baseline!r} not in the table's {by!r} column: {list(groups)}")
     base = groups[baseline]
-    rows = []
+    rows = [{by: baseline, "Δ mean (points)": 0.0, "pooled std (points)": 100 * base.std(ddof=1),
+             "Welch p": float("nan"), "verdict": "(baseline)"}]
     for name, vals in groups.items():
         if name == baseline:
             continue
@@ -329,6 +332,8 @@ def verdict_sentences(comparison: pd.DataFrame, baseline: str) -> str:
     """The comparison table as plain sentences, for a notebook to print."""
     lines = []
     for name, r in comparison.iterrows():
+        if name == baseline:
+            continue
         lines.append(
             f"{name}: {r['Δ mean (points)']:+.2f} points of test error vs {baseline} "
             f"(pooled std {r['pooled std (points)']:.2f}) → {r['verdict']}"

@@ -164,6 +164,9 @@ def model_config(scale: Scale, tokenizer: PreTrainedTokenizerBase, objective: st
     )
 
 
+ADAM_BETAS, ADAM_EPS = (0.9, 0.98), 1e-6  # one AdamW setting for every run in the tutorial
+
+
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
     """AdamW; no weight decay on biases, LayerNorms and embeddings (1-D params and embeddings)."""
     decay, no_decay = [], []
@@ -173,7 +176,7 @@ def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float) -> to
         (no_decay if p.dim() < 2 or "emb" in name else decay).append(p)
     groups = [{"params": decay, "weight_decay": weight_decay},
               {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.98), eps=1e-6)
+    return torch.optim.AdamW(groups, lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS)
 
 
 def run_directory(scale: Scale, objective: str) -> Path:
@@ -206,6 +209,9 @@ def pretrain(
     discarded and trained again (use :func:`load_or_pretrain` to reuse it instead).
     """
     _check_objective(objective)
+    if scale.pretrain.steps % scale.pretrain.eval_every:
+        raise PretrainError(f"scale {scale.name!r}: steps ({scale.pretrain.steps}) must be a "
+                            f"multiple of eval_every ({scale.pretrain.eval_every})")
     directory = Path(directory or run_directory(scale, objective))
     if (directory / "model.pt").exists() and idist.get_rank() == 0:
         shutil.rmtree(directory)
