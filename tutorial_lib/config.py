@@ -287,6 +287,81 @@ METHODS: dict[str, dict[str, dict]] = {
                   "adv_sentences": 4000, "adv_batch_size": 32, "adv_weight": 1.0,
                   "adv_probe_train": 1000, "adv_probe_test": None},
     },
+    # 08: TDT vs regularised fine-tuning on ``task`` (a fixed ``train_examples`` subset; GLUE's
+    # labelled dev is the test split, validation = 10% of train capped at ``validation_examples``),
+    # errors also on the ``transfer`` tasks' test splits (never trained on; ``transfer_examples``
+    # caps them, None = whole). ``baselines``: any of "R-Drop", "token cutoff", "R3F". TDT weights
+    # in our units (batchmean KL: upstream's kl_rate 2 for 2 classes = 1.0). ``pair_task``: a
+    # sentence-pair task run with "fine-tuning" and "TDT" (None = skipped at this scale).
+    "tdt": {
+        "smoke": {"backbone": "pretrained", "task": "sst2", "train_examples": 96,
+                  "validation_examples": 64, "transfer": ("mr", "cr"), "transfer_examples": 100,
+                  "epochs": 1, "lr": None, "baselines": ("R-Drop", "token cutoff", "R3F"),
+                  "m_rate": 1.0, "kl_rate": 1.0, "margin": 0.0, "rdrop_alpha": 1.0,
+                  "cutoff_ratio": 0.1, "r3f_lambda": 1.0, "r3f_eps": 1e-5,
+                  "pair_task": "rte", "pair_train_examples": 64, "show_examples": 4,
+                  "min_token_count": 2},
+        "classroom": {"backbone": "pretrained", "task": "sst2", "train_examples": 800,
+                      "validation_examples": 300, "transfer": ("mr", "cr"),
+                      "transfer_examples": None, "epochs": 2, "lr": None,
+                      "baselines": ("R-Drop", "token cutoff"), "m_rate": 1.0, "kl_rate": 1.0,
+                      "margin": 0.0, "rdrop_alpha": 1.0, "cutoff_ratio": 0.1, "r3f_lambda": 1.0,
+                      "r3f_eps": 1e-5, "pair_task": None, "pair_train_examples": None,
+                      "show_examples": 6, "min_token_count": 5},
+        "gpu": {"backbone": "minilm", "task": "sst2", "train_examples": 2000,
+                "validation_examples": 1000, "transfer": ("mr", "cr"), "transfer_examples": None,
+                "epochs": 5, "lr": None, "baselines": ("R-Drop", "token cutoff", "R3F"),
+                "m_rate": 1.0, "kl_rate": 1.0, "margin": 0.0, "rdrop_alpha": 1.0,
+                "cutoff_ratio": 0.1, "r3f_lambda": 1.0, "r3f_eps": 1e-5, "pair_task": "rte",
+                "pair_train_examples": None, "show_examples": 6, "min_token_count": 10},
+        "paper": {"backbone": "bert-base-uncased", "task": "sst2", "train_examples": None,
+                  "validation_examples": 2000, "transfer": ("mr", "cr"), "transfer_examples": None,
+                  "epochs": 3, "lr": 2e-5, "baselines": ("R-Drop", "token cutoff", "R3F"),
+                  "m_rate": 1.0, "kl_rate": 1.0, "margin": 0.0, "rdrop_alpha": 1.0,
+                  "cutoff_ratio": 0.1, "r3f_lambda": 1.0, "r3f_eps": 1e-5, "pair_task": "rte",
+                  "pair_train_examples": None, "show_examples": 6, "min_token_count": 20},
+    },
+    # 09: DART on LM-BFF few-shot splits (K per class for train and again for dev, drawn from
+    # train; ``splits`` = the LM-BFF seeds used). Every run: ``steps`` AdamW steps of ``batch_size``,
+    # the few-shot dev set scored every ``eval_every`` steps, the best dev checkpoint tested once;
+    # ``lrs``: the per-split grid of backbone rates (chosen on dev) for [CLS] fine-tuning, the
+    # manual prompt and DART; ``prompt_lr``: DART's template/label vectors; ``fluency_weight`` λ
+    # and ``mask_rate`` of the fluency constraint. ``k_*``: the accuracy-vs-K curve (None = full
+    # train set). ``bad_*``: the deliberately bad verbalizer experiment. ``max_test``: smoke only.
+    "dart": {
+        "smoke": {"tasks": ("sst2", "mr", "cr", "trec"), "k": 16, "splits": (13, 21),
+                  "steps": 4, "batch_size": 8, "eval_every": 2,
+                  "lrs": {"cls": (1e-3,), "prompt": (3e-4,), "dart": (3e-4,)},
+                  "prompt_lr": 1e-3, "fluency_weight": 1.0, "mask_rate": 0.1, "max_len": 64,
+                  "k_task": "sst2", "k_values": (8, 32), "k_splits": (13, 21),
+                  "k_methods": ("fine-tuning ([CLS])", "DART"),
+                  "bad_task": "sst2", "bad_splits": (13, 21), "max_test": 64},
+        "classroom": {"tasks": ("sst2", "mr", "cr", "trec"), "k": 16, "splits": (13, 21, 42),
+                      "steps": 30, "batch_size": 8, "eval_every": 10,
+                      "lrs": {"cls": (1e-3,), "prompt": (3e-4,), "dart": (3e-4,)},
+                      "prompt_lr": 1e-3, "fluency_weight": 1.0, "mask_rate": 0.1, "max_len": 128,
+                      "k_task": "sst2", "k_values": (8, 32, 64), "k_splits": (13, 21),
+                      "k_methods": ("fine-tuning ([CLS])", "DART"),
+                      "bad_task": "sst2", "bad_splits": (13, 21, 42), "max_test": None},
+        "gpu": {"tasks": ("sst2", "mr", "cr", "trec"), "k": 16, "splits": (13, 21, 42, 87, 100),
+                "steps": 250, "batch_size": 8, "eval_every": 20,
+                "lrs": {"cls": (1e-4, 3e-4), "prompt": (3e-5, 1e-4), "dart": (3e-5, 1e-4)},
+                "prompt_lr": 3e-4, "fluency_weight": 1.0, "mask_rate": 0.1, "max_len": 256,
+                "k_task": "sst2", "k_values": (8, 32, 64, 256, None),
+                "k_splits": (13, 21, 42, 87, 100),
+                "k_methods": ("fine-tuning ([CLS])", "manual prompt", "DART"),
+                "bad_task": "sst2", "bad_splits": (13, 21, 42, 87, 100), "max_test": None},
+        "paper": {"tasks": ("sst2", "mr", "cr", "trec"), "k": 16,
+                  "splits": (13, 21, 42, 87, 100), "steps": 1000, "batch_size": 8,
+                  "eval_every": 100,
+                  "lrs": {"cls": (1e-5, 2e-5, 5e-5), "prompt": (1e-5, 2e-5, 5e-5),
+                          "dart": (1e-5, 2e-5, 5e-5)},
+                  "prompt_lr": 1e-4, "fluency_weight": 1.0, "mask_rate": 0.1, "max_len": 256,
+                  "k_task": "sst2", "k_values": (8, 32, 64, 256, None),
+                  "k_splits": (13, 21, 42, 87, 100),
+                  "k_methods": ("fine-tuning ([CLS])", "manual prompt", "DART"),
+                  "bad_task": "sst2", "bad_splits": (13, 21, 42, 87, 100), "max_test": None},
+    },
 }
 
 

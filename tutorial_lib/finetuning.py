@@ -162,6 +162,7 @@ def finetune(
     schedule: Callable[..., object] | None = None,
     evals_per_epoch: int = 2,
     progress: bool = False,
+    loss_fn: Callable[[nn.Module, dict], torch.Tensor] | None = None,
 ) -> FinetuneResult:
     """Fine-tune one backbone with one seed; evaluate on validation during training, test at the end.
 
@@ -170,6 +171,8 @@ def finetune(
     groups) and ``on_trainer(trainer, model, optimizer)`` (extra Ignite handlers).
     ``schedule(trainer, optimizer, lr=lr, total=total)`` replaces the default warm-up + linear
     decay (e.g. ``discriminative.stlr_schedule()``); it must honour the groups' ``lr_scale``.
+    ``loss_fn(model, batch)`` replaces the training loss (default: the model's cross-entropy;
+    e.g. ``regularized.rdrop_loss``); evaluation always uses the model's plain forward.
     """
     ft = scale.finetune
     seed_everything(seed)
@@ -197,7 +200,8 @@ def finetune(
                                       betas=ADAM_BETAS, eps=ADAM_EPS)
     else:
         optimizer = make_optimizer(model, lr, ft.weight_decay)
-    trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp, max_norm=ft.max_norm)
+    trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp, max_norm=ft.max_norm,
+                             **({"loss_fn": loss_fn} if loss_fn else {}))
     total = epochs * len(train_loader)
     if schedule:
         schedule(trainer, optimizer, lr=lr, total=total)
@@ -250,7 +254,8 @@ def mean_std(
     out = pd.DataFrame({"mean": g.mean(), "std": g.std(ddof=1).fillna(0.0), "seeds": g.count()})
     k, unit = (100, " %") if percent else (1, "")
     out[f"{column} (mean ± std)"] = [
-        f"{k * m:.2f} ± {k * s:.2f}{unit}" for m, s in zip(out["mean"], out["std"])
+        f"{k * m:.2f} ± {k * s:.2f}{unit}" if n > 1 else f"{k * m:.2f}{unit} (1 seed)"
+        for m, s, n in zip(out["mean"], out["std"], out["seeds"])
     ]
     return out
 

@@ -25,7 +25,7 @@ import ignite.distributed as idist
 import torch
 from ignite.engine import Engine, Events
 from ignite.utils import manual_seed
-from torch.utils.data import TensorDataset
+from torch.utils.data import DataLoader, TensorDataset
 from transformers import PreTrainedTokenizerBase
 
 from . import data
@@ -225,10 +225,13 @@ def pretrain(
     dev, amp = device(), autocast_dtype()
     model = idist.auto_model(TransformerLM(model_config(scale, tokenizer, objective)).to(dev))
     optimizer = idist.auto_optim(make_optimizer(model, p.lr, p.weight_decay))
-    loader = idist.auto_dataloader(
-        TensorDataset(blocks(train.ids, p.seq_len)), batch_size=p.batch_size, shuffle=True,
-        drop_last=True, collate_fn=collate, num_workers=0,
-    )
+    loader_kwargs = dict(batch_size=p.batch_size, shuffle=True, drop_last=True,
+                         collate_fn=collate, num_workers=0)
+    dataset = TensorDataset(blocks(train.ids, p.seq_len))
+    if idist.get_world_size() > 1:  # adds a DistributedSampler (and logs what it did)
+        loader = idist.auto_dataloader(dataset, **loader_kwargs)
+    else:
+        loader = DataLoader(dataset, **loader_kwargs)
     val_batches = fixed_validation_batches(blocks(valid.ids, p.seq_len), collate, p.batch_size)
     val_batches = val_batches[idist.get_rank() :: idist.get_world_size()]
 
@@ -247,7 +250,10 @@ def pretrain(
     @trainer.on(Events.EPOCH_COMPLETED)
     def _evaluate(engine: Engine) -> None:
         metrics = evaluator.run(val_batches).metrics
-        history.log_eval(engine.state.iteration // p.grad_accum, "validation", metrics)
+        row = history.log_eval(engine.state.iteration // p.grad_accum, "validation", metrics)
+        if idist.get_rank() == 0 and progress:
+            print(f"[{objective}] step {row['step']}/{p.steps}: validation loss {row['loss']:.3f}, "
+                  f"ppl {row['ppl']:.1f}", flush=True)
 
     to_save = {"model": model, "optimizer": optimizer, "trainer": trainer, "scheduler": scheduler}
     attach_checkpointing(trainer, to_save, directory / "train_state", every=p.eval_every)

@@ -51,7 +51,7 @@ def save(notebook: str, scale: Scale, tables: dict[str, pd.DataFrame], notes: st
 def summary_markdown(directory: Path, wall_times: dict[str, float] | None = None) -> str:
     """One markdown document from every ``*.json`` in ``directory`` (notebook order)."""
     parts = ["# Results summary\n"]
-    for path in sorted(directory.glob("*.json")):
+    for path in sorted(directory.glob("[0-9][0-9]_*.json")):  # one file per notebook
         blob = json.loads(path.read_text())
         parts.append(f"## {blob['notebook']}\n")
         parts.append(f"scale **{blob['scale']}**, run {blob['date']}")

@@ -66,13 +66,24 @@ def _version(pkg: str) -> str:
         return "not installed"
 
 
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def describe(scale: Scale) -> str:
     """One block of text: scale, hardware, precision and library versions (a notebook's first output)."""
     dev = device()
     if dev.type == "cuda":
         hw = f"GPU {torch.cuda.get_device_name(0)}"
     else:
-        hw = f"CPU {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+        hw = f"CPU {_cpu_name()}, {torch.get_num_threads()} threads"
     dtype = autocast_dtype(dev)
     pkgs = ["torch", "pytorch-ignite", "transformers", "datasets", "tokenizers", "scikit-learn"]
     lines = [

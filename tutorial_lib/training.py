@@ -17,6 +17,7 @@ The pieces are small so that each notebook can show (and change) one of them:
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,9 +193,14 @@ def attach_lr_scales(trainer: Engine, optimizer: torch.optim.Optimizer) -> None:
             group["lr"] = group["lr"] * group.get("lr_scale", 1.0)
 
 
-def attach_progress(trainer: Engine, description: str = "train") -> ProgressBar:
-    """A running-average loss (``trainer.state.metrics["loss"]``) shown in a progress bar."""
+def attach_progress(trainer: Engine, description: str = "train") -> ProgressBar | None:
+    """A running-average loss (``trainer.state.metrics["loss"]``) shown in a progress bar.
+
+    ``TUTORIAL_PROGRESS=0`` (set by the main job) keeps the bar out of saved notebook outputs.
+    """
     RunningAverage(output_transform=lambda loss: loss).attach(trainer, "loss")
+    if os.environ.get("TUTORIAL_PROGRESS", "1") == "0":
+        return None
     pbar = ProgressBar(persist=False, desc=description)
     pbar.attach(trainer, metric_names=["loss"])
     return pbar
