@@ -7,5 +7,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
 export TUTORIAL_DATA_DIR=${TUTORIAL_DATA_DIR:-$(cd .. && pwd)/shared/data}
-export MPLBACKEND=Agg TOKENIZERS_PARALLELISM=false TUTORIAL_PROGRESS=0
+export TOKENIZERS_PARALLELISM=false TUTORIAL_PROGRESS=0  # no MPLBACKEND: the inline backend must save figures
 .venv/bin/python scripts/run_notebooks.py "$@"

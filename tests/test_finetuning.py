@@ -45,3 +45,10 @@ def test_mean_std_uses_sample_std():
 def test_unknown_task_is_a_clear_error(smoke):
     with pytest.raises(ValueError, match="unknown task"):
         finetuning.load_task("imdb", smoke)
+
+
+def test_glue_task_uses_the_labelled_dev_set_as_test(smoke):
+    """GLUE's test labels are hidden (-1): evaluating on them would be meaningless."""
+    task = finetuning.load_task("sst2", smoke)
+    assert min(task.test["label"]) >= 0 and min(task.validation["label"]) >= 0
+    assert not set(task.train["sentence"]) & set(task.validation["sentence"][:50])

@@ -52,5 +52,7 @@ def test_committed_outputs_come_from_a_classroom_run(path):
     assert "scale      : classroom" in header, f"{path.name}: not executed at classroom scale"
     errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, f"{path.name}: committed with an error output"
+    images = [o for c in code for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert images, f"{path.name}: no figure in the committed outputs"
     counts = [c.get("execution_count") for c in code]
     assert all(counts) and counts == sorted(counts), f"{path.name}: cells not all run in order"

@@ -1,0 +1,140 @@
+"""Tests for tutorial_lib.dart (tiny masked LMs built from configs; no pretraining, no data)."""
+
+import copy
+
+import pytest
+import torch
+
+from tutorial_lib import dart, prompting
+from tutorial_lib.models import TransformerConfig, TransformerLM
+from tutorial_lib.tokenization import train_wordpiece
+
+LINES = ["It was great . The movie was good and fun .", "It was bad . A terrible cat and a dog ."] * 20
+ROWS = [{"text": "The movie was good and fun", "label": 1},
+        {"text": "A terrible cat and a dog", "label": 0},
+        {"text": "It was fun", "label": 1}]
+VERBALIZER = {"negative": "bad", "positive": "good"}
+NAMES = ["negative", "positive"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_wordpiece(LINES, vocab_size=160)
+
+
+@pytest.fixture
+def mlm(tokenizer):
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=len(tokenizer), d_model=32, n_layer=1, n_head=2, d_ff=64,
+                            max_len=32, causal=False, dropout=0.0, pad_id=tokenizer.pad_token_id)
+    return prompting.OurMaskedLM(TransformerLM(cfg), tokenizer)
+
+
+def make(mlm, **kwargs):
+    ids = prompting.verbalizer_ids(mlm, VERBALIZER, NAMES)
+    return dart.DARTClassifier(mlm, "<x> It was [MASK] .", ids, **kwargs)
+
+
+def batch_of(model, rows=ROWS):
+    return prompting.prompt_collate(model.mlm.pad_id)(model.encode(rows))
+
+
+def test_template_and_label_embeddings_receive_gradients(mlm):
+    model = make(mlm, fluency_weight=1.0).train()
+    model(**batch_of(model)).loss.backward()
+    for p in (model.embedding.template, model.embedding.labels):
+        assert p.grad is not None and p.grad.abs().sum() > 0
+    assert model.embedding.template.shape[0] == 3  # "It", "was", "." → 3 pseudo tokens
+
+
+def test_frozen_backbone_stays_fixed_and_prompts_move(mlm):
+    model = make(mlm, freeze_backbone=True).train()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    groups = model.param_groups(prompt_lr=1e-2)(1e-3, 0.01)
+    assert len(groups) == 1 and groups[0]["lr_scale"] == pytest.approx(10)
+    opt = torch.optim.AdamW(groups, lr=1e-2)
+    for _ in range(2):
+        opt.zero_grad()
+        model(**batch_of(model)).loss.backward()
+        opt.step()
+    for name, p in model.named_parameters():
+        moved = not torch.equal(p, before[name])
+        is_prompt = any(p is q for q in model.prompt_parameters())
+        assert moved == is_prompt, name
+
+
+def test_fluency_target_is_one_for_the_gold_label_and_zero_otherwise(mlm):
+    model = make(mlm, mask_rate=0.3).eval()
+    b = batch_of(model)
+    labels = b["labels"]  # [1, 0, 1]
+    args = (b["input_ids"], b["attention_mask"], b["mask_pos"], b["text_mask"], labels)
+    for sampled, want in ((labels.clone(), [1.0, 1.0, 1.0]), (1 - labels, [0.0, 0.0, 0.0]),
+                          (torch.tensor([1, 1, 1]), [1.0, 0.0, 1.0])):
+        gen = torch.Generator().manual_seed(0)
+        loss, info = model.fluency_loss(*args, sampled=sampled, generator=gen)
+        assert info["targets"].tolist() == want
+        rows = info["positions"].nonzero()[:, 0]
+        t, p = torch.tensor(want)[rows], info["p"]
+        expected = -(t * p.log() + (1 - t) * (1 - p).log()).mean()
+        torch.testing.assert_close(loss, expected, rtol=1e-4, atol=1e-5)
+        # only input-text tokens are masked, at least one per row
+        assert not (info["positions"] & ~b["text_mask"]).any()
+        assert info["positions"].any(1).all()
+
+
+def test_fluency_pass_puts_the_sampled_label_vector_in_the_mask_slot(mlm):
+    model = make(mlm).eval()
+    b = batch_of(model)
+    seen = []
+    handle = model.embedding.register_forward_hook(lambda m, i, o: seen.append(i[0].clone()))
+    model.fluency_loss(b["input_ids"], b["attention_mask"], b["mask_pos"], b["text_mask"],
+                       b["labels"], sampled=torch.tensor([0, 1, 1]))
+    handle.remove()
+    slot = seen[-1][torch.arange(3), b["mask_pos"]]
+    assert slot.tolist() == model.label_pseudo_ids[torch.tensor([0, 1, 1])].tolist()
+
+
+def test_dart_starts_as_the_manual_prompt_and_leaves_real_ids_alone(mlm):
+    manual = prompting.PromptClassifier(copy.deepcopy(mlm), "<x> It was [MASK] .",
+                                        prompting.verbalizer_ids(mlm, VERBALIZER, NAMES)).eval()
+    model = make(mlm).eval()
+    b, bm = batch_of(model), batch_of(manual)
+    assert not torch.equal(b["input_ids"], bm["input_ids"])  # pseudo ids for the template
+    with torch.no_grad():
+        got = model(**{k: v for k, v in b.items() if k != "labels"}).logits
+        want = manual(**{k: v for k, v in bm.items() if k != "labels"}).logits
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+        real = bm["input_ids"]
+        torch.testing.assert_close(model.embedding(real), manual.mlm.input_embeddings()(real))
+
+
+def test_dart_on_a_hugging_face_mlm_with_a_bias(tokenizer):
+    transformers = pytest.importorskip("transformers")
+    from tutorial_lib.hf_models import BackboneError, encoder_path
+
+    try:
+        tok = transformers.AutoTokenizer.from_pretrained(encoder_path("minilm"))
+    except BackboneError:
+        pytest.skip("offline MiniLM tokenizer not installed")
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,
+                                  num_attention_heads=2, intermediate_size=64,
+                                  max_position_embeddings=64)
+    hf = prompting.HFMaskedLM(transformers.BertForMaskedLM(cfg), tok, max_len=64)
+    model = dart.DARTClassifier(hf, "<x> It was [MASK] .",
+                                prompting.verbalizer_ids(hf, VERBALIZER, NAMES)).train()
+    assert model.label_bias is not None and len(model.prompt_parameters()) == 3
+    b = batch_of(model)
+    assert b["input_ids"][0, 0].item() == tok.cls_token_id
+    model(**b).loss.backward()
+    assert model.embedding.labels.grad.abs().sum() > 0
+    assert model.embedding.template.grad.abs().sum() > 0
+
+
+def test_nearest_words_start_at_the_initial_words(mlm):
+    table = make(mlm).nearest_words(NAMES, k=3)
+    assert list(table.index) == ["template 1", "template 2", "template 3", "label negative",
+                                 "label positive"]
+    assert table.loc["label positive", "started from"] == "good"
+    assert table.loc["label positive", "nearest words"].startswith("good (1.00)")
+    assert table["cos(start, learned)"].tolist() == pytest.approx([1.0] * 5)

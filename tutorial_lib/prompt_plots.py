@@ -1,0 +1,55 @@
+"""Figures of the prompting notebook 09 (each function returns its Figure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+
+def plot_methods_by_task(table: pd.DataFrame, chance: Mapping[str, float] | None = None
+                         ) -> plt.Figure:
+    """Test accuracy (mean ± std over splits) per task, one bar per method; dashed: chance
+    (the majority class of the test set), when given."""
+    g = table.groupby(["task", "method"], sort=False)["test_accuracy"]
+    stats = 100 * g.agg(["mean", "std"]).fillna(0.0)
+    tasks = list(dict.fromkeys(table["task"]))
+    methods = list(dict.fromkeys(table["method"]))
+    width = 0.8 / len(methods)
+    fig, ax = plt.subplots(figsize=(1.9 * len(tasks) + 2, 3.6))
+    for j, m in enumerate(methods):
+        x = np.arange(len(tasks)) + (j - (len(methods) - 1) / 2) * width
+        vals = [tuple(stats.loc[(t, m)]) if (t, m) in stats.index else (np.nan, 0) for t in tasks]
+        ax.bar(x, [v[0] for v in vals], width, yerr=[v[1] for v in vals], capsize=3, label=m)
+    if chance:
+        for i, t in enumerate(tasks):
+            if t in chance:
+                ax.hlines(100 * chance[t], i - 0.45, i + 0.45, colors="gray", linestyles="--")
+    ax.set_xticks(range(len(tasks)), tasks)
+    ax.set(ylabel="test accuracy (%)", title="few-shot test accuracy (mean ± std over splits; "
+                                             "dashed: majority class)")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_accuracy_vs_k(table: pd.DataFrame, task: str) -> plt.Figure:
+    """Test accuracy (mean ± std over splits) against K per class; "full" is drawn last."""
+    t = table[table["task"] == task].copy()
+    order = sorted({k for k in t["K"] if k != "full"}) + (["full"] if "full" in set(t["K"])
+                                                            else [])
+    pos = {k: i for i, k in enumerate(order)}
+    fig, ax = plt.subplots(figsize=(6.2, 3.6))
+    for m, g in t.groupby("method", sort=False):
+        s = 100 * g.groupby("K", sort=False)["test_accuracy"].agg(["mean", "std"]).fillna(0.0)
+        ks = [k for k in order if k in s.index]
+        ax.errorbar([pos[k] for k in ks], s.loc[ks, "mean"], yerr=s.loc[ks, "std"], marker="o",
+                    capsize=3, label=m)
+    ax.set_xticks(range(len(order)), [str(k) for k in order])
+    ax.set(xlabel="K (training examples per class)", ylabel="test accuracy (%)",
+           title=f"{task}: accuracy vs K (mean ± std over splits)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
