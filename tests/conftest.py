@@ -4,7 +4,9 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
+from tutorial_lib import prompting
 from tutorial_lib.data import DATA_ENV_VAR
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,3 +33,20 @@ def with_data(monkeypatch, data_dir, tmp_path):
     monkeypatch.setenv(DATA_ENV_VAR, str(data_dir))
     monkeypatch.setenv("TUTORIAL_CACHE_DIR", str(tmp_path / "cache"))
     return data_dir
+
+
+@pytest.fixture
+def tiny_bert():
+    """A randomly initialised BertForMaskedLM (no offline HF MLM has a pretrained head)."""
+    transformers = pytest.importorskip("transformers")
+    from tutorial_lib.hf_models import BackboneError, encoder_path
+
+    try:
+        tok = transformers.AutoTokenizer.from_pretrained(encoder_path("minilm"))
+    except BackboneError:
+        pytest.skip("offline MiniLM tokenizer not installed")
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,
+                                  num_attention_heads=2, intermediate_size=64,
+                                  max_position_embeddings=64)
+    return prompting.HFMaskedLM(transformers.BertForMaskedLM(cfg).eval(), tok, max_len=64)

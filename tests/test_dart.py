@@ -108,19 +108,8 @@ def test_dart_starts_as_the_manual_prompt_and_leaves_real_ids_alone(mlm):
         torch.testing.assert_close(model.embedding(real), manual.mlm.input_embeddings()(real))
 
 
-def test_dart_on_a_hugging_face_mlm_with_a_bias(tokenizer):
-    transformers = pytest.importorskip("transformers")
-    from tutorial_lib.hf_models import BackboneError, encoder_path
-
-    try:
-        tok = transformers.AutoTokenizer.from_pretrained(encoder_path("minilm"))
-    except BackboneError:
-        pytest.skip("offline MiniLM tokenizer not installed")
-    torch.manual_seed(0)
-    cfg = transformers.BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,
-                                  num_attention_heads=2, intermediate_size=64,
-                                  max_position_embeddings=64)
-    hf = prompting.HFMaskedLM(transformers.BertForMaskedLM(cfg), tok, max_len=64)
+def test_dart_on_a_hugging_face_mlm_with_a_bias(tiny_bert):
+    hf, tok = tiny_bert, tiny_bert.tokenizer
     model = dart.DARTClassifier(hf, "<x> It was [MASK] .",
                                 prompting.verbalizer_ids(hf, VERBALIZER, NAMES)).train()
     assert model.label_bias is not None and len(model.prompt_parameters()) == 3

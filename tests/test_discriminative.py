@@ -3,6 +3,7 @@
 import pytest
 import torch
 from ignite.engine import Events
+from tiny import tiny_classifier as _clf
 from torch.utils.data import DataLoader
 
 from tutorial_lib.discriminative import (
@@ -11,17 +12,9 @@ from tutorial_lib.discriminative import (
     layer_param_groups,
     stlr,
 )
-from tutorial_lib.models import TransformerClassifier, TransformerConfig
 from tutorial_lib.training import History, attach_schedule, create_trainer
 
 XI = 2.6
-
-
-def _clf() -> TransformerClassifier:
-    torch.manual_seed(0)
-    cfg = TransformerConfig(vocab_size=50, d_model=16, n_layer=3, n_head=2, d_ff=32, max_len=12,
-                            dropout=0.0)
-    return TransformerClassifier(cfg, num_labels=3)
 
 
 def _loader(n_batches: int) -> DataLoader:

@@ -26,23 +26,6 @@ def ours(tokenizer):
     return prompting.OurMaskedLM(TransformerLM(cfg), tokenizer)
 
 
-@pytest.fixture
-def tiny_bert():
-    """A randomly initialised BertForMaskedLM (no offline HF MLM has a pretrained head)."""
-    transformers = pytest.importorskip("transformers")
-    from tutorial_lib.hf_models import BackboneError, encoder_path
-
-    try:
-        tok = transformers.AutoTokenizer.from_pretrained(encoder_path("minilm"))
-    except BackboneError:
-        pytest.skip("offline MiniLM tokenizer not installed")
-    torch.manual_seed(0)
-    cfg = transformers.BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,
-                                  num_attention_heads=2, intermediate_size=64,
-                                  max_position_embeddings=64)
-    return prompting.HFMaskedLM(transformers.BertForMaskedLM(cfg).eval(), tok, max_len=64)
-
-
 # --- few-shot sampling --------------------------------------------------------------------------
 
 

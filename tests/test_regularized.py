@@ -3,7 +3,8 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers import BertConfig, BertModel
+from tiny import padded_batch as _batch
+from tiny import tiny_bert_classifier as _hf
 
 from tutorial_lib import regularized
 from tutorial_lib.hf_models import HFClassifier
@@ -17,22 +18,7 @@ def _ours(dropout: float = 0.0, num_labels: int = 3) -> TransformerClassifier:
     return TransformerClassifier(cfg, num_labels=num_labels, dropout=dropout)
 
 
-def _hf(num_labels: int = 3) -> HFClassifier:
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=16, hidden_dropout_prob=0.0,
-                     attention_probs_dropout_prob=0.0)
-    return HFClassifier(BertModel(cfg), num_labels, dropout=0.0)
 
-
-def _batch(num_labels: int = 3) -> dict:
-    g = torch.Generator().manual_seed(1)
-    ids = torch.randint(5, 40, (4, 8), generator=g)
-    lengths = torch.tensor([8, 6, 3, 5])
-    mask = (torch.arange(8)[None] < lengths[:, None]).long()
-    ids = ids.masked_fill(mask == 0, 0)
-    return {"input_ids": ids, "attention_mask": mask,
-            "labels": torch.randint(0, num_labels, (4,), generator=g)}
 
 
 def _log_p(seed: int) -> torch.Tensor:

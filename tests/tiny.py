@@ -1,0 +1,34 @@
+"""Tiny models and batches shared by the method tests (no data, milliseconds to build)."""
+
+import torch
+from transformers import BertConfig, BertModel
+
+from tutorial_lib.hf_models import HFClassifier
+from tutorial_lib.models import TransformerClassifier, TransformerConfig
+
+
+def tiny_classifier(n_layer: int = 3, vocab_size: int = 50) -> TransformerClassifier:
+    """Our classifier, d=16, no dropout, seeded."""
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=vocab_size, d_model=16, n_layer=n_layer, n_head=2, d_ff=32,
+                            max_len=12, dropout=0.0)
+    return TransformerClassifier(cfg, num_labels=3)
+
+
+def tiny_bert_classifier(num_labels: int = 3) -> HFClassifier:
+    """A randomly initialised 1-layer BERT wrapped like MiniLM (the Hugging Face path)."""
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=32, max_position_embeddings=16, hidden_dropout_prob=0.0,
+                     attention_probs_dropout_prob=0.0)
+    return HFClassifier(BertModel(cfg), num_labels, dropout=0.0)
+
+
+def padded_batch(num_labels: int = 3) -> dict:
+    """4 right-padded rows of lengths 8, 6, 3, 5 over a vocabulary of 40, with labels."""
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, 40, (4, 8), generator=g)
+    lengths = torch.tensor([8, 6, 3, 5])
+    mask = (torch.arange(8)[None] < lengths[:, None]).long()
+    return {"input_ids": ids.masked_fill(mask == 0, 0), "attention_mask": mask,
+            "labels": torch.randint(0, num_labels, (4,), generator=g)}
