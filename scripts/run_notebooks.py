@@ -1,10 +1,12 @@
-"""Execute every notebook in order at one scale and write a results summary.
+"""Execute every notebook in order at one scale and write the results report.
 
 At classroom scale (the default) notebooks are executed *in place*, so the committed notebooks
 carry the outputs of this run; at any other scale the executed copies go to
 ``results/<scale>/notebooks/`` unless ``--inplace`` is given. Each notebook saves its tables
-through ``tutorial_lib.results``; this script gathers them, with each notebook's wall time, into
-``results/<scale>/SUMMARY.md``.
+through ``tutorial_lib.results``; this script extracts each executed notebook's figures into
+``results/<scale>/figures/`` and gathers tables, figures, wall times and reference numbers into
+``results/<scale>/RESULTS.md``. A notebook that fails is reported there and the job goes on to the
+next; the exit status is then 1.
 
     python scripts/run_notebooks.py [--scale classroom] [--only 01 02] [--out DIR]
 """
@@ -23,22 +25,42 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tutorial_lib import config  # noqa: E402
-from tutorial_lib.results import RESULTS_ENV_VAR, summary_markdown  # noqa: E402
+from tutorial_lib import config, results  # noqa: E402
 
 
-def run(notebook: Path, destination: Path, timeout: int) -> float:
+def _short(err: BaseException) -> str:
+    """One line for the report: a cell error's name and value, else the exception."""
+    if hasattr(err, "ename"):
+        text = f"{err.ename}: {getattr(err, 'evalue', '')}"
+    else:
+        text = f"{type(err).__name__}: {err}"
+    text = " ".join(text.split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _show(path: Path) -> str:
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def run(notebook: Path, destination: Path, timeout: int) -> tuple[float, nbformat.NotebookNode, str | None]:
+    """Execute ``notebook``, write it to ``destination`` (also when a cell fails) and return
+    (seconds, the executed notebook, the error or None)."""
     nb = nbformat.read(notebook, as_version=4)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(notebook.parent)}})
     start = time.perf_counter()
+    error = None
     try:
         client.execute()
-    finally:
-        seconds = time.perf_counter() - start
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, destination)
-    return seconds
+    except Exception as err:  # a failing cell, a dead kernel, a timeout: reported, job goes on
+        error = _short(err)
+    seconds = time.perf_counter() - start
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, destination)
+    return seconds, nb, error
 
 
 def main() -> int:
@@ -54,25 +76,42 @@ def main() -> int:
     out = (args.out or ROOT / "results" / scale.name).resolve()
     out.mkdir(parents=True, exist_ok=True)
     os.environ[config.SCALE_ENV_VAR] = scale.name
-    os.environ[RESULTS_ENV_VAR] = str(out)
+    os.environ[results.RESULTS_ENV_VAR] = str(out)
     inplace = args.inplace or (scale.name == "classroom" and args.out is None)
 
     notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    if args.only:
-        notebooks = [nb for nb in notebooks if nb.name[:2] in args.only]
+    selected = [nb for nb in notebooks if not args.only or nb.name[:2] in args.only]
+    destination = {nb.stem: nb if inplace else out / "notebooks" / nb.name for nb in notebooks}
     times_path = out / "wall_times.json"
     times = json.loads(times_path.read_text()) if times_path.exists() else {}
-    for nb in notebooks:
-        dest = nb if inplace else out / "notebooks" / nb.name
+    failures: dict[str, str] = {}
+    for nb in selected:
+        dest = destination[nb.stem]
+        # No stale numbers or figures: if this run fails, its section says so.
+        (out / f"{nb.stem}.json").unlink(missing_ok=True)
+        results.clear_figures(out, nb.stem)
         print(f"[{scale.name}] {nb.name} ...", flush=True)
-        seconds = run(nb, dest, args.timeout)
+        seconds, executed, error = run(nb, dest, args.timeout)
         times[nb.stem] = round(seconds, 1)
         times_path.write_text(json.dumps(times, indent=1))
-        print(f"[{scale.name}] {nb.name} done in {seconds:.0f} s -> {dest.relative_to(ROOT)}",
-              flush=True)
-    (out / "SUMMARY.md").write_text(summary_markdown(out, times))
-    print(f"summary: {(out / 'SUMMARY.md').relative_to(ROOT)}")
-    return 0
+        if error:
+            failures[nb.stem] = error
+            print(f"[{scale.name}] {nb.name} FAILED after {seconds:.0f} s: {error}", flush=True)
+            continue
+        figures = results.save_figures(executed, out, nb.stem)
+        print(f"[{scale.name}] {nb.name} done in {seconds:.0f} s -> {_show(dest)} "
+              f"({len(figures)} figures)", flush=True)
+
+    links = {stem: Path(os.path.relpath(dest, out)).as_posix()
+             for stem, dest in destination.items() if dest.exists()}
+    report = results.report_markdown(out, [nb.stem for nb in notebooks], times,
+                                     this_run=[nb.stem for nb in selected], failures=failures,
+                                     links=links)
+    (out / results.REPORT_NAME).write_text(report)
+    print(f"report: {_show(out / results.REPORT_NAME)}")
+    if failures:
+        print(f"failed: {', '.join(failures)}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

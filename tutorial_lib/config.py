@@ -53,7 +53,7 @@ class PretrainSettings:
     max_valid_lines: int | None
     seq_len: int
     batch_size: int
-    steps: int  # optimiser steps for each objective
+    steps: int  # optimiser steps of the causal LM (and of the MLM unless mlm_steps is set)
     lr: float
     warmup: int
     weight_decay: float = 0.01
@@ -61,6 +61,13 @@ class PretrainSettings:
     max_norm: float = 1.0
     eval_every: int = 200  # steps between evaluations / checkpoints
     mlm_probability: float = 0.15
+    # The MLM learns from the 15% masked tokens only, so it needs more steps than the causal LM;
+    # its step is cheaper (the output layer runs on the targets only). None = ``steps``.
+    mlm_steps: int | None = None
+
+    def steps_for(self, objective: str) -> int:
+        """Optimiser steps of one objective (``"causal"`` or ``"mlm"``)."""
+        return self.mlm_steps if objective == "mlm" and self.mlm_steps else self.steps
 
 
 @dataclass(frozen=True)
@@ -98,9 +105,15 @@ class Scale:
         """Short hash of this scale's model + pretraining settings (and any extra parts).
 
         Used to name cache entries, so a changed recipe never loads a stale checkpoint.
+        ``mlm_steps`` enters only the MLM's fingerprint (part ``"mlm"``), so changing it
+        retrains the MLM and nothing else.
         """
+        pretrain = dataclasses.asdict(self.pretrain)
+        mlm_steps = pretrain.pop("mlm_steps")
+        if "mlm" in parts and mlm_steps:
+            parts = (*parts, f"mlm_steps={mlm_steps}")
         blob = json.dumps(
-            [dataclasses.asdict(self.model), dataclasses.asdict(self.pretrain), *map(str, parts)],
+            [dataclasses.asdict(self.model), pretrain, *map(str, parts)],
             sort_keys=True,
         )
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
@@ -125,7 +138,7 @@ _CLASSROOM = Scale(
     model=ModelSize(vocab_size=8000, d_model=256, n_layer=4, n_head=4, d_ff=1024, max_len=128),
     pretrain=PretrainSettings(
         corpus="wikitext-2", max_train_lines=None, max_valid_lines=None, seq_len=64,
-        batch_size=32, steps=400, lr=1e-3, warmup=100, eval_every=200,
+        batch_size=32, steps=400, lr=1e-3, warmup=100, eval_every=200, mlm_steps=800,
     ),
     finetune=FinetuneSettings(
         epochs=3, batch_size=32, lr=1e-3, warmup_frac=0.1, max_train_examples=None,
@@ -362,6 +375,42 @@ METHODS: dict[str, dict[str, dict]] = {
                   "k_splits": (13, 21, 42, 87, 100),
                   "k_methods": ("fine-tuning ([CLS])", "manual prompt", "DART"),
                   "bad_task": "sst2", "bad_splits": (13, 21, 42, 87, 100), "max_test": None},
+    },
+    # 06: (a) TREC-6 with an auxiliary LM loss (``clf_weight`` / ``lm_weight``, the slides' 1.0 /
+    # 0.5) on a fixed ``trec_train_examples`` subset for ``trec_epochs``; (b) GLUE ``tasks``
+    # fine-tuned single-task and multi-task, and ``sequential`` (intermediate, target) pairs.
+    # Every GLUE task: ``train/dev/test_examples`` (fixed subsets of the splits in tutorial_lib.glue),
+    # ``steps_per_task`` S batches of ``batch_size`` (single: S; multi-task over n tasks: n·S;
+    # sequential: S + S), inputs truncated to ``max_len``; the sampler's ``strategy`` and
+    # ``temperature``; ``main_share``: a main task's fixed share of the steps (07); ``lr`` None =
+    # the scale's fine-tuning rate.
+    "multitask": {
+        "smoke": {"backbone": "pretrained", "seeds": (0, 1), "trec_train_examples": 128,
+                  "trec_epochs": 1, "clf_weight": 1.0, "lm_weight": 0.5,
+                  "tasks": ("sst2", "stsb"), "sequential": (("qqp", "stsb"),),
+                  "train_examples": 64, "dev_examples": 32, "test_examples": 32,
+                  "steps_per_task": 3, "batch_size": 16, "max_len": 64, "lr": None,
+                  "strategy": "temperature", "temperature": 2.0, "main_share": 0.5},
+        "classroom": {"backbone": "pretrained", "seeds": (0, 1, 2), "trec_train_examples": 2500,
+                      "trec_epochs": 2, "clf_weight": 1.0, "lm_weight": 0.5,
+                      "tasks": ("sst2", "cola", "stsb", "qqp"), "sequential": (("mnli", "stsb"),),
+                      "train_examples": 2000, "dev_examples": 300, "test_examples": 1000,
+                      "steps_per_task": 100, "batch_size": 32, "max_len": 96, "lr": None,
+                      "strategy": "temperature", "temperature": 2.0, "main_share": 0.5},
+        "gpu": {"backbone": "minilm", "seeds": (0, 1, 2), "trec_train_examples": None,
+                "trec_epochs": 3, "clf_weight": 1.0, "lm_weight": 0.5,
+                "tasks": ("sst2", "cola", "mrpc", "rte", "stsb", "qqp"),
+                "sequential": (("mnli", "rte"), ("mnli", "stsb"), ("qqp", "mrpc")),
+                "train_examples": 10000, "dev_examples": 1000, "test_examples": None,
+                "steps_per_task": 1000, "batch_size": 32, "max_len": 128, "lr": None,
+                "strategy": "temperature", "temperature": 2.0, "main_share": 0.5},
+        "paper": {"backbone": "bert-base-cased", "seeds": (0, 1, 2, 3, 4),
+                  "trec_train_examples": None, "trec_epochs": 3, "clf_weight": 1.0,
+                  "lm_weight": 0.5, "tasks": ("sst2", "cola", "mrpc", "rte", "stsb", "qqp", "qnli"),
+                  "sequential": (("mnli", "rte"), ("mnli", "stsb"), ("qqp", "mrpc")),
+                  "train_examples": None, "dev_examples": None, "test_examples": None,
+                  "steps_per_task": 5000, "batch_size": 32, "max_len": 256, "lr": 5e-5,
+                  "strategy": "temperature", "temperature": 2.0, "main_share": 0.5},
     },
 }
 

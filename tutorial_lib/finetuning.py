@@ -306,12 +306,14 @@ def compare_methods(
 
 
 def compare_to_baseline(
-    table: pd.DataFrame, baseline: str, by: str = "method", column: str = "test_error"
+    table: pd.DataFrame, baseline: str, by: str = "method", column: str = "test_error",
+    higher_is_better: bool = False,
 ) -> pd.DataFrame:
     """Each method against ``baseline``: Δ mean (in points for an error), the pooled std
     sqrt((s_a² + s_b²) / 2) and a verdict — ``"within noise"`` when |Δ| ≤ pooled std, else
     better/worse. Also Welch's t-test p-value (with 3 seeds even "beyond noise" is weak evidence).
     The baseline's own row comes first (Δ = 0, its std, verdict "(baseline)").
+    ``higher_is_better``: ``column`` is a score (accuracy, MCC …), not an error.
     """
     from scipy import stats
 
@@ -328,6 +330,8 @@ def compare_to_baseline(
         pooled = ((vals.std(ddof=1) ** 2 + base.std(ddof=1) ** 2) / 2) ** 0.5
         if abs(delta) <= pooled:
             verdict = "within noise"
+        elif higher_is_better:
+            verdict = "higher score (beyond noise)" if delta > 0 else "lower score (beyond noise)"
         else:
             verdict = "lower error (beyond noise)" if delta < 0 else "higher error (beyond noise)"
         p = stats.ttest_ind(vals, base, equal_var=False).pvalue if min(len(vals), len(base)) > 1 \
@@ -337,14 +341,14 @@ def compare_to_baseline(
     return pd.DataFrame(rows).set_index(by)
 
 
-def verdict_sentences(comparison: pd.DataFrame, baseline: str) -> str:
+def verdict_sentences(comparison: pd.DataFrame, baseline: str, metric: str = "test error") -> str:
     """The comparison table as plain sentences, for a notebook to print."""
     lines = []
     for name, r in comparison.iterrows():
         if name == baseline:
             continue
         lines.append(
-            f"{name}: {r['Δ mean (points)']:+.2f} points of test error vs {baseline} "
+            f"{name}: {r['Δ mean (points)']:+.2f} points of {metric} vs {baseline} "
             f"(pooled std {r['pooled std (points)']:.2f}) → {r['verdict']}"
         )
     return "\n".join(lines)

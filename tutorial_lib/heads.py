@@ -6,6 +6,12 @@ Hugging Face encoder) and a dict of :class:`TaskHead`, each described by a :clas
 * ``level="sequence"``: a linear head on the pooled [CLS] state (ours: the [CLS] appended at the
   *end*, ``pool="last"``; BERT-style encoders: position 0, ``pool="first"``);
 * ``level="token"``: a linear head on every position (labels = IGNORE_INDEX where there is none);
+* ``level="lm"``: a language-modelling head tied to the encoder's word embeddings (Radford et al.
+  2018's auxiliary LM loss, the 2019 tutorial's hands-on #6). With a causal encoder each position
+  predicts the next token of the input (padding and [CLS] are never targets); with a
+  bidirectional one the batch must bring masked inputs and ``labels`` from
+  ``training.mask_tokens``;
+* ``num_labels=1`` on a sequence head: regression (STS-B) with a mean-squared-error loss;
 * ``loss_weight``: the head's weight in the summed loss;
 * ``reverse_gradient=True`` with strength λ: a **gradient-reversal layer** (Ganin & Lempitsky
   2015) sits between encoder and head. Forward it is the identity; backward it multiplies the
@@ -18,7 +24,11 @@ Hugging Face encoder) and a dict of :class:`TaskHead`, each described by a :clas
 Batches for several heads travel as one flat dict with keys ``"<head>/<field>"``
 (:func:`merge_batches`), so they fit the single-batch Ignite trainer of
 :mod:`tutorial_lib.training`; :class:`MultiTaskLoader` zips a main loader with cycling
-auxiliary loaders, and :meth:`MultiHeadModel.loss` sums the weighted head losses.
+auxiliary loaders, and :meth:`MultiHeadModel.loss` sums the weighted head losses. Heads that read
+the *same* input (classification + LM on one sentence) share plain ``input_ids`` /
+``attention_mask`` keys and only their labels are prefixed (``"trec/labels"``, ``"lm/labels"``):
+the encoder then runs once for all of them. (:mod:`tutorial_lib.multitask` samples one task per
+step instead.)
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ from torch import nn
 
 from .models import IGNORE_INDEX, Output, Transformer
 
-LEVELS = ("sequence", "token")
+LEVELS = ("sequence", "token", "lm")
 
 
 class GradientReversal(torch.autograd.Function):
@@ -80,8 +90,8 @@ def dann_lambda(progress: float, lambda_max: float = 1.0, gamma: float = 10.0) -
 class HeadConfig:
     """One task head: its label count, level, loss weight and (optional) gradient reversal."""
 
-    num_labels: int
-    level: str = "sequence"  # "sequence" (pooled [CLS]) or "token"
+    num_labels: int  # 1 on a sequence head = regression; ignored by an "lm" head
+    level: str = "sequence"  # "sequence" (pooled [CLS]), "token" or "lm"
     loss_weight: float = 1.0
     reverse_gradient: bool = False
     lambda_: float = 1.0
@@ -90,6 +100,10 @@ class HeadConfig:
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
             raise ValueError(f"level must be one of {LEVELS}, got {self.level!r}")
+
+    @property
+    def is_regression(self) -> bool:
+        return self.level == "sequence" and self.num_labels == 1
 
 
 class TaskHead(nn.Module):
@@ -106,6 +120,38 @@ class TaskHead(nn.Module):
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.linear(self.dropout(self.grl(features)))
+
+
+class LMHead(nn.Module):
+    """[gradient reversal →] logits over the vocabulary with the encoder's word embeddings (tied)."""
+
+    def __init__(self, embeddings: nn.Embedding, cfg: HeadConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.grl = GradientReversalLayer(cfg.lambda_) if cfg.reverse_gradient else nn.Identity()
+        self.embeddings = [embeddings]  # a list: not registered twice as a submodule
+        self.bias = nn.Parameter(torch.zeros(embeddings.num_embeddings))
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return F.linear(self.grl(hidden), self.embeddings[0].weight, self.bias)
+
+
+def causal_lm_targets(input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      ignore_ids: Iterable[int] = ()) -> torch.Tensor:
+    """Next-token targets for every position: ``targets[:, t] = input_ids[:, t + 1]``, with
+    IGNORE_INDEX at the last position, after it (padding) and where the target is in
+    ``ignore_ids`` (e.g. [CLS])."""
+    targets = torch.full_like(input_ids, IGNORE_INDEX)
+    targets[:, :-1] = input_ids[:, 1:]
+    valid = torch.zeros_like(attention_mask, dtype=torch.bool)
+    valid[:, :-1] = attention_mask[:, 1:].bool()
+    for i in ignore_ids:
+        valid &= targets != i
+    return targets.masked_fill(~valid, IGNORE_INDEX)
+
+
+def is_causal(encoder: nn.Module) -> bool:
+    return isinstance(encoder, Transformer) and encoder.config.causal
 
 
 def hidden_size(encoder: nn.Module) -> int:
@@ -126,8 +172,12 @@ class MultiHeadModel(nn.Module):
         if self.pool not in ("first", "last"):
             raise ValueError(f"pool must be 'first' or 'last', got {self.pool!r}")
         d = hidden_size(encoder)
-        self.heads = nn.ModuleDict({name: TaskHead(d, cfg) for name, cfg in heads.items()})
+        self.heads = nn.ModuleDict({
+            name: LMHead(encoder.get_input_embeddings() if not isinstance(encoder, Transformer)
+                         else encoder.tok_emb, cfg) if cfg.level == "lm" else TaskHead(d, cfg)
+            for name, cfg in heads.items()})
         self.last_losses: dict[str, float] = {}
+        self.cls_token_id: int | None = None  # set it to keep [CLS] out of causal LM targets
 
     def set_lambda(self, head: str, lambda_: float) -> None:
         """Change the reversal strength of an adversarial head (e.g. on a schedule)."""
@@ -151,29 +201,53 @@ class MultiHeadModel(nn.Module):
         attention_mask: torch.Tensor,
         head: str,
         labels: torch.Tensor | None = None,
+        hidden: torch.Tensor | None = None,
     ) -> Output:
-        """Logits of one head (and its *unweighted* cross-entropy when ``labels`` are given)."""
+        """Logits of one head (and its *unweighted* loss when ``labels`` are given; a causal
+        "lm" head makes its own targets from ``input_ids``). ``hidden``: reuse an encoding."""
         module = self.heads[head]
-        hidden = self.encode(input_ids, attention_mask)
-        if module.cfg.level == "sequence":
+        if hidden is None:
+            hidden = self.encode(input_ids, attention_mask)
+        cfg = module.cfg
+        if cfg.level == "sequence":
             logits = module(self.pooled(hidden, attention_mask))
         else:
             logits = module(hidden)
+        if cfg.level == "lm" and labels is None and is_causal(self.encoder):
+            ignore = () if self.cls_token_id is None else (self.cls_token_id,)
+            labels = causal_lm_targets(input_ids, attention_mask, ignore)
         if labels is None:
             return Output(logits)
-        loss = F.cross_entropy(logits.flatten(0, -2).float(), labels.flatten(),
-                               ignore_index=IGNORE_INDEX)
+        if cfg.is_regression:
+            loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
+        else:
+            loss = F.cross_entropy(logits.flatten(0, -2).float(), labels.flatten(),
+                                   ignore_index=IGNORE_INDEX)
         return Output(logits, loss)
 
     def loss(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Σ_heads loss_weight · loss over the heads present in a merged batch.
 
+        Heads without their own ``input_ids`` read the shared (unprefixed) input, encoded once.
         The per-head losses of the last call are kept in ``last_losses`` for logging.
         """
         total = None
         self.last_losses = {}
-        for name, part in split_batch(batch).items():
-            out = self(part["input_ids"], part["attention_mask"], head=name, labels=part["labels"])
+        shared = {k: v for k, v in batch.items() if "/" not in k}
+        shared_hidden = None
+        for name, part in split_batch({k: v for k, v in batch.items() if "/" in k}).items():
+            if name not in self.heads:
+                raise ValueError(f"batch has data for head {name!r}; heads: {list(self.heads)}")
+            hidden = None
+            if "input_ids" not in part:
+                if "input_ids" not in shared:
+                    raise ValueError(f"head {name!r} has no input_ids and there is no shared input")
+                part = {**shared, **part}
+                if shared_hidden is None:
+                    shared_hidden = self.encode(shared["input_ids"], shared["attention_mask"])
+                hidden = shared_hidden
+            out = self(part["input_ids"], part["attention_mask"], head=name,
+                       labels=part.get("labels"), hidden=hidden)
             self.last_losses[name] = float(out.loss.detach())
             weighted = self.heads[name].cfg.loss_weight * out.loss
             total = weighted if total is None else total + weighted

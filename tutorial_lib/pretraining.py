@@ -209,8 +209,9 @@ def pretrain(
     discarded and trained again (use :func:`load_or_pretrain` to reuse it instead).
     """
     _check_objective(objective)
-    if scale.pretrain.steps % scale.pretrain.eval_every:
-        raise PretrainError(f"scale {scale.name!r}: steps ({scale.pretrain.steps}) must be a "
+    steps = scale.pretrain.steps_for(objective)
+    if steps % scale.pretrain.eval_every:
+        raise PretrainError(f"scale {scale.name!r}: {objective} steps ({steps}) must be a "
                             f"multiple of eval_every ({scale.pretrain.eval_every})")
     directory = Path(directory or run_directory(scale, objective))
     if (directory / "model.pt").exists() and idist.get_rank() == 0:
@@ -237,7 +238,7 @@ def pretrain(
 
     trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp,
                              grad_accum=p.grad_accum, max_norm=p.max_norm)
-    total = p.steps * p.grad_accum
+    total = steps * p.grad_accum
     scheduler = attach_schedule(trainer, optimizer, kind="cosine", lr=p.lr,
                                 warmup=p.warmup * p.grad_accum, total=total)
     if progress and idist.get_rank() == 0:
@@ -252,7 +253,7 @@ def pretrain(
         metrics = evaluator.run(val_batches).metrics
         row = history.log_eval(engine.state.iteration // p.grad_accum, "validation", metrics)
         if idist.get_rank() == 0 and progress:
-            print(f"[{objective}] step {row['step']}/{p.steps}: validation loss {row['loss']:.3f}, "
+            print(f"[{objective}] step {row['step']}/{steps}: validation loss {row['loss']:.3f}, "
                   f"ppl {row['ppl']:.1f}", flush=True)
 
     to_save = {"model": model, "optimizer": optimizer, "trainer": trainer, "scheduler": scheduler}

@@ -1,23 +1,33 @@
-"""Saving each notebook's results so the main job can gather them into one summary.
+"""Saving each notebook's results, and the main job's report ``RESULTS.md`` built from them.
 
-A notebook ends with ``results.save("02_adaptation", scale, {"TREC-6 test error": table})``.
-Files go to ``$TUTORIAL_RESULTS_DIR`` (the main job sets it), else to the cache. Every number
-in a summary therefore comes from the run that wrote it.
+A notebook ends with ``results.save("02_adaptation", scale, {"TREC-6 test error": table},
+seeds=...)``. Files go to ``$TUTORIAL_RESULTS_DIR`` (the main job sets it), else to the cache.
+The main job (``scripts/run_notebooks.py``) then writes ``RESULTS.md`` with
+:func:`report_markdown`: every number in it comes from the run that saved it, each notebook's
+section says which run that was, and published numbers sit beside them in a separate table
+(:mod:`tutorial_lib.references`), marked unverified where they are.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import os
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
 
+from . import references
 from .config import Scale, cache_dir
 from .runtime import describe
 
 RESULTS_ENV_VAR = "TUTORIAL_RESULTS_DIR"
+REPORT_NAME = "RESULTS.md"
+FIGURES_DIR = "figures"
+FOLD_ROWS = 25  # tables longer than this are folded (<details>) in the report
 
 
 def results_dir(scale: Scale) -> Path:
@@ -27,13 +37,39 @@ def results_dir(scale: Scale) -> Path:
     return path
 
 
-def save(notebook: str, scale: Scale, tables: dict[str, pd.DataFrame], notes: str = "") -> Path:
-    """Write ``<notebook>.json`` (tables as records + markdown) and return its path."""
+def _plain(value: object) -> object:
+    """``value`` with tuples, numpy scalars and the like turned into JSON types."""
+    return json.loads(json.dumps(value, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
+
+
+def seeds_of(table: pd.DataFrame, by: str | None = None, column: str = "seed") -> list | dict:
+    """The seeds a runs table actually holds: a sorted list, or ``{group: [...]}`` when ``by``'s
+    groups used different seeds (e.g. the 3-seed small models and the 1-seed MiniLM)."""
+    if by is None:
+        return sorted({int(s) for s in table[column]})
+    groups = {str(k): sorted({int(s) for s in g[column]}) for k, g in table.groupby(by, sort=False)}
+    first = next(iter(groups.values()), [])
+    return first if all(v == first for v in groups.values()) else groups
+
+
+def save(notebook: str, scale: Scale, tables: dict[str, pd.DataFrame], notes: str = "",
+         seeds: Sequence | Mapping | None = None) -> Path:
+    """Write ``<notebook>.json`` (tables as records + markdown) and return its path.
+
+    ``seeds``: the seeds the numbers come from, a list or ``{"what": [...]}``. Without it the
+    scale's fine-tuning seeds are recorded, flagged as a default rather than what the notebook used.
+    """
+    if seeds is None:
+        seeds, source = list(scale.finetune.seeds), "scale default"
+    else:
+        source = "notebook"
     payload = {
         "notebook": notebook,
         "scale": scale.name,
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "environment": describe(scale),
+        "seeds": _plain(seeds),
+        "seeds_source": source,
         "notes": notes,
         "tables": {
             name: {"markdown": table.to_markdown(),
@@ -48,18 +84,168 @@ def save(notebook: str, scale: Scale, tables: dict[str, pd.DataFrame], notes: st
     return path
 
 
-def summary_markdown(directory: Path, wall_times: dict[str, float] | None = None) -> str:
-    """One markdown document from every ``*.json`` in ``directory`` (notebook order)."""
-    parts = ["# Results summary\n"]
-    for path in sorted(directory.glob("[0-9][0-9]_*.json")):  # one file per notebook
-        blob = json.loads(path.read_text())
-        parts.append(f"## {blob['notebook']}\n")
-        parts.append(f"scale **{blob['scale']}**, run {blob['date']}")
-        if wall_times and blob["notebook"] in wall_times:
-            parts[-1] += f", notebook wall time {wall_times[blob['notebook']]:.0f} s"
-        parts.append("\n```\n" + blob["environment"] + "\n```\n")
-        for name, table in blob["tables"].items():
-            parts.append(f"### {name}\n\n{table['markdown']}\n")
-        if blob.get("notes"):
-            parts.append(blob["notes"] + "\n")
+# ----------------------------------------------------------------------------------- figures
+
+
+def figure_paths(directory: Path, notebook: str) -> list[Path]:
+    """``<directory>/figures/<notebook>_<k>.png``, in order of k."""
+    pattern = re.compile(rf"{re.escape(notebook)}_(\d+)\.png")
+    found = [(int(m.group(1)), p) for p in (Path(directory) / FIGURES_DIR).glob(f"{notebook}_*.png")
+             if (m := pattern.fullmatch(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def clear_figures(directory: Path, notebook: str) -> None:
+    for path in figure_paths(directory, notebook):
+        path.unlink()
+
+
+def save_figures(executed: Mapping, directory: Path, notebook: str) -> list[Path]:
+    """Write every ``image/png`` output of an executed notebook (nbformat v4, as a dict) to
+    ``<directory>/figures/<notebook>_<k>.png`` (k = 01, 02, … in cell order), replacing the
+    notebook's earlier figures. Returns the paths."""
+    clear_figures(directory, notebook)
+    images = [out["data"]["image/png"] for cell in executed.get("cells", [])
+              if cell.get("cell_type") == "code" for out in cell.get("outputs", [])
+              if "image/png" in out.get("data", {})]
+    if not images:
+        return []
+    folder = Path(directory) / FIGURES_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for k, data in enumerate(images, start=1):
+        path = folder / f"{notebook}_{k:02d}.png"
+        path.write_bytes(base64.b64decode("".join(data) if isinstance(data, list) else data))
+        paths.append(path)
+    return paths
+
+
+# ------------------------------------------------------------------------------------ report
+
+
+def _join(values: object) -> str:
+    if isinstance(values, (list, tuple)):
+        return ", ".join(map(str, values)) if values else "none"
+    return str(values)
+
+
+def _seeds_text(blob: dict) -> str:
+    seeds = blob.get("seeds")
+    if seeds is None:
+        return "not recorded"
+    text = ("; ".join(f"{k}: {_join(v)}" for k, v in seeds.items()) if isinstance(seeds, dict)
+            else _join(seeds))
+    if blob.get("seeds_source") == "scale default":
+        text += " (the scale's fine-tuning seeds: the notebook did not record which it used)"
+    return text
+
+
+def _table_markdown(name: str, table: dict) -> str:
+    rows = len(table.get("records", []))
+    if rows > FOLD_ROWS:
+        return (f"<details><summary><b>{name}</b> ({rows} rows)</summary>\n\n"
+                f"{table['markdown']}\n\n</details>\n")
+    return f"### {name}\n\n{table['markdown']}\n"
+
+
+def report_markdown(directory: Path, notebooks: Sequence[str] | None = None,
+                    wall_times: Mapping[str, float] | None = None,
+                    this_run: Sequence[str] | None = None,
+                    failures: Mapping[str, str] | None = None,
+                    links: Mapping[str, str] | None = None) -> str:
+    """The main job's report from every ``<notebook>.json`` in ``directory``.
+
+    ``notebooks``: every notebook's name, in order; each gets a section, saying so when its results
+    are missing. ``this_run``: the notebooks this invocation executed (sections from earlier runs
+    are marked as such); ``failures``: ``{notebook: error}`` for those that failed; ``links``:
+    ``{notebook: path of the executed notebook relative to directory}``. Figures are the
+    ``figures/<notebook>_<k>.png`` files next to the report.
+    """
+    directory = Path(directory)
+    wall_times, failures, links = wall_times or {}, failures or {}, links or {}
+    blobs = {p.stem: json.loads(p.read_text()) for p in sorted(directory.glob("[0-9][0-9]_*.json"))}
+    names = list(notebooks) if notebooks is not None else sorted(blobs)
+    ran = set(names if this_run is None else this_run)
+    earlier = [n for n in names if n in blobs and n not in ran]
+    scales = sorted({b["scale"] for b in blobs.values()})
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+    parts = [f"# Results: {', '.join(scales) or 'no'} scale\n",
+             f"Written by the main job (`scripts/run_notebooks.py`) on {now}. Each notebook saved its "
+             "own tables at the end of its run (`tutorial_lib.results.save`); every number in a "
+             "section's result tables comes from the run that section names (scale, date, seeds), "
+             "and none is typed in by hand. The reference numbers beside them come from papers and "
+             "the 2019 tutorial (`tutorial_lib/references.py`); those marked **unverified** are "
+             "recalled values not yet checked against their source.\n"]
+    if len(scales) > 1:
+        parts.append(f"**Warning: this directory mixes scales ({', '.join(scales)}).**\n")
+    if this_run is not None and earlier:
+        parts.append(f"**This invocation executed {_join([n for n in names if n in ran])}; the "
+                     f"sections of {_join(earlier)} come from earlier runs** (their dates are in "
+                     "their sections).\n")
+    failed = [n for n in names if n in failures]
+    missing = [n for n in names if n not in blobs]
+    if failed:
+        parts.append(f"**Failed in this run: {_join(failed)}.**\n")
+    if missing:
+        parts.append(f"**No results for: {_join(missing)}** (see their sections).\n")
+
+    envs: dict[str, list[str]] = {}
+    for name in names:
+        if name in blobs:
+            envs.setdefault(blobs[name]["environment"], []).append(name)
+    common = max(envs, key=lambda e: len(envs[e])) if envs else None
+    if common:
+        parts.append("## Environment\n")
+        for env, who in envs.items():
+            label = "" if len(envs) == 1 else f"{_join(who)}:\n\n"
+            parts.append(f"{label}```\n{env}\n```\n")
+
+    parts.append("## Contents\n")
+    for name in names:
+        status = (f"run {blobs[name]['date']}" + (" (earlier run)" if name in earlier else "")
+                  if name in blobs else "**no results**")
+        if name in wall_times:
+            status += f" · {wall_times[name]:.0f} s"
+        parts.append(f"- [{name}](#{name.lower()}): {status}")
+    parts.append("")
+
+    for name in names:
+        parts.append(f"## {name}\n")
+        blob = blobs.get(name)
+        if name in failures:
+            parts.append(f"**Failed in this run:** `{failures[name]}`\n")
+        if blob is None:
+            if name in failures:
+                parts.append("No results: the notebook stopped before saving them.\n")
+            elif name in ran and this_run is not None:
+                parts.append("No results: the notebook ran but saved none (`results.save` was not "
+                             "reached).\n")
+            else:
+                parts.append(f"No results: the notebook has not been run into this directory "
+                             f"(no `{name}.json`).\n")
+        else:
+            when = blob["date"] + (" (an earlier run, not this invocation)" if name in earlier else "")
+            facts = [f"- scale: **{blob['scale']}**", f"- run: {when}", f"- seeds: {_seeds_text(blob)}"]
+            if name in wall_times:
+                facts.append(f"- notebook wall time: {wall_times[name]:.0f} s")
+            if name in links:
+                facts.append(f"- executed notebook: [{Path(links[name]).name}]({links[name]})")
+            parts.append("\n".join(facts) + "\n")
+            if blob["environment"] != common:
+                parts.append(f"```\n{blob['environment']}\n```\n")
+            for table_name, table in blob["tables"].items():
+                parts.append(_table_markdown(table_name, table))
+        refs = references.table(name)
+        parts.append("### Reference numbers\n")
+        parts.append(refs.to_markdown(index=False) + "\n" if len(refs) else
+                     "None: the reference notes hold no published number for this experiment.\n")
+        if blob is not None:
+            if blob.get("notes"):
+                parts.append(f"### Notes\n\n{blob['notes']}\n")
+            figures = figure_paths(directory, name)
+            if figures:
+                parts.append("### Figures\n")
+                parts.extend(f"![{name}, figure {k}]({p.relative_to(directory).as_posix()})\n"
+                             for k, p in enumerate(figures, start=1))
     return "\n".join(parts)

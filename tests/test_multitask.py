@@ -1,0 +1,177 @@
+"""Tests for tutorial_lib.multitask: the task sampler, one-task-per-step batches, head loss
+weights reaching the shared encoder, the auxiliary LM loss and the GLUE evaluator."""
+
+import collections
+
+import pytest
+import torch
+import torch.nn.functional as F
+from tiny import padded_batch, tiny_classifier
+
+from tutorial_lib import glue, heads, multitask
+from tutorial_lib.models import IGNORE_INDEX, Transformer, TransformerConfig
+
+SIZES = {"big": 3000, "mid": 1000, "small": 200}
+
+
+def empirical(sampler: multitask.TaskSampler, steps: int = 40_000) -> dict[str, float]:
+    counts = collections.Counter(sampler.schedule(steps))
+    return {t: counts[t] / steps for t in sampler.sizes}
+
+
+@pytest.mark.parametrize("strategy,temperature,expected", [
+    ("proportional", 1.0, {"big": 0.75, "mid": 0.25, "small": 0.05}),
+    ("temperature", 2.0, None),
+    ("temperature", 1e9, {"big": 1 / 3, "mid": 1 / 3, "small": 1 / 3}),
+])
+def test_sampler_probabilities_and_empirical_proportions(strategy, temperature, expected):
+    sizes = SIZES
+    sampler = multitask.TaskSampler(sizes, strategy, temperature, seed=1)
+    if expected is None:  # p ∝ sqrt(n)
+        roots = {t: n ** 0.5 for t, n in sizes.items()}
+        expected = {t: r / sum(roots.values()) for t, r in roots.items()}
+    if strategy == "proportional":
+        expected = {t: n / sum(sizes.values()) for t, n in sizes.items()}
+    for t in sizes:
+        assert sampler.probabilities[t] == pytest.approx(expected[t], abs=1e-6)
+    freq = empirical(sampler)
+    for t in sizes:
+        assert freq[t] == pytest.approx(expected[t], abs=0.01)
+
+
+def test_fixed_main_share_and_temperature_over_the_rest():
+    sampler = multitask.TaskSampler(SIZES, "temperature", 2.0, fixed={"small": 0.5}, seed=3)
+    p = sampler.probabilities
+    assert p["small"] == pytest.approx(0.5)
+    assert p["big"] / p["mid"] == pytest.approx((3000 / 1000) ** 0.5)
+    assert sum(p.values()) == pytest.approx(1.0)
+    freq = empirical(sampler)
+    assert freq["small"] == pytest.approx(0.5, abs=0.01)
+
+
+def test_round_robin_cycles_and_schedules_are_reproducible():
+    rr = multitask.TaskSampler(SIZES, "round-robin")
+    assert rr.schedule(7) == ["big", "mid", "small", "big", "mid", "small", "big"]
+    a = multitask.TaskSampler(SIZES, seed=5).schedule(50)
+    assert a == multitask.TaskSampler(SIZES, seed=5).schedule(50)
+    assert a != multitask.TaskSampler(SIZES, seed=6).schedule(50)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"strategy": "uniformish"}, "unknown strategy"),
+    ({"fixed": {"nope": 0.5}}, "unknown tasks"),
+    ({"fixed": {"big": 0.7, "mid": 0.6}}, "sum to"),
+    ({"strategy": "round-robin", "fixed": {"big": 0.5}}, "round-robin"),
+])
+def test_sampler_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        multitask.TaskSampler(SIZES, **kwargs)
+
+
+def test_batches_follow_the_schedule_and_loaders_restart():
+    loaders = {"a": [{"x": torch.tensor(i)} for i in range(2)],
+               "b": [{"x": torch.tensor(10 + i)} for i in range(3)]}
+    schedule = ["a", "a", "a", "b", "a"]
+    out = list(multitask.MultiTaskBatches(loaders, schedule))
+    assert len(out) == 5
+    assert [list(heads.split_batch(b)) for b in out] == [[t] for t in schedule]
+    assert [int(b["a/x"]) for b in out if "a/x" in b] == [0, 1, 0, 1]  # restarted after 2
+    with pytest.raises(ValueError, match="no loader"):
+        multitask.MultiTaskBatches(loaders, ["c"])
+
+
+def tiny_encoder() -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(TransformerConfig(vocab_size=50, d_model=16, n_layer=2, n_head=2, d_ff=32,
+                                         max_len=16, dropout=0.0))
+
+
+def encoder_grads(model: heads.MultiHeadModel, loss: torch.Tensor) -> torch.Tensor:
+    model.zero_grad()
+    loss.backward()
+    return torch.cat([p.grad.flatten() for p in model.encoder.parameters() if p.grad is not None])
+
+
+@pytest.mark.parametrize("weight", [0.3, 2.0])
+def test_a_head_loss_reaches_the_encoder_with_its_weight(weight):
+    model = heads.MultiHeadModel(tiny_encoder(), {
+        "a": heads.HeadConfig(3, dropout=0.0),
+        "b": heads.HeadConfig(2, loss_weight=weight, dropout=0.0)}).eval()
+    batch = padded_batch(num_labels=2)
+    part = {k: v for k, v in batch.items()}
+    plain = model(part["input_ids"], part["attention_mask"], head="b", labels=part["labels"]).loss
+    g_plain = encoder_grads(model, plain)
+    g_weighted = encoder_grads(model, model.loss(heads.merge_batches({"b": part})))
+    torch.testing.assert_close(g_weighted, weight * g_plain)
+    # two heads in one step: the encoder's gradient is the weighted sum
+    a_part = {**part, "labels": part["labels"] % 3}
+    g_a = encoder_grads(model, model(a_part["input_ids"], a_part["attention_mask"], head="a",
+                                     labels=a_part["labels"]).loss)
+    g_both = encoder_grads(model, model.loss(heads.merge_batches({"a": a_part, "b": part})))
+    torch.testing.assert_close(g_both, g_a + weight * g_plain)
+
+
+def test_regression_head_uses_mse():
+    model = heads.MultiHeadModel(tiny_encoder(), {"sts": heads.HeadConfig(1, dropout=0.0)}).eval()
+    b = padded_batch()
+    y = torch.tensor([0.5, 4.0, 2.0, 1.0])
+    out = model(b["input_ids"], b["attention_mask"], head="sts", labels=y)
+    assert out.logits.shape == (4, 1)
+    torch.testing.assert_close(out.loss, F.mse_loss(out.logits.squeeze(-1), y))
+
+
+def test_causal_lm_targets_skip_padding_and_cls():
+    ids = torch.tensor([[7, 8, 9, 2, 0], [5, 6, 2, 0, 0]])
+    mask = (ids != 0).long()
+    t = heads.causal_lm_targets(ids, mask, ignore_ids=(2,))
+    ign = IGNORE_INDEX
+    assert t.tolist() == [[8, 9, ign, ign, ign], [6, ign, ign, ign, ign]]
+
+
+def test_shared_input_is_encoded_once_for_a_classification_and_an_lm_head():
+    model = heads.MultiHeadModel(tiny_encoder(), {
+        "cls": heads.HeadConfig(3, dropout=0.0), "lm": heads.HeadConfig(0, "lm", loss_weight=0.5)})
+    model.eval()
+    calls = []
+    model.encoder.register_forward_hook(lambda *a: calls.append(1))
+    b = padded_batch()
+    total = model.loss({"input_ids": b["input_ids"], "attention_mask": b["attention_mask"],
+                        "cls/labels": b["labels"], "lm/marker": torch.tensor(0)})
+    assert len(calls) == 1
+    expected = model.last_losses["cls"] + 0.5 * model.last_losses["lm"]
+    assert float(total) == pytest.approx(expected, rel=1e-5)
+    # the LM head is tied to the word embeddings
+    assert model.heads["lm"].embeddings[0] is model.encoder.tok_emb
+
+
+def test_lm_aux_loss_is_clf_plus_weighted_next_token_loss():
+    model = tiny_classifier(vocab_size=50).eval()
+    b = padded_batch()
+    cls_id = 2
+    last = b["attention_mask"].sum(1) - 1
+    b["input_ids"][torch.arange(4), last] = cls_id  # every row ends with [CLS], as encoded
+    total = multitask.lm_aux_loss(0.5)(model, b)
+    clf = model(**b).loss
+    h = model.transformer(b["input_ids"], b["attention_mask"]).last_hidden_state
+    targets = heads.causal_lm_targets(b["input_ids"], b["attention_mask"], ignore_ids=(cls_id,))
+    lm = F.cross_entropy(model.lm_head(h).flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
+    torch.testing.assert_close(total, clf + 0.5 * lm)
+
+
+def test_lm_aux_loss_refuses_a_bidirectional_model():
+    from tiny import tiny_bert_classifier
+
+    with pytest.raises(ValueError, match="causal"):
+        multitask.lm_aux_loss()(tiny_bert_classifier(), padded_batch())
+
+
+def test_task_evaluator_reports_the_glue_metric():
+    model = heads.MultiHeadModel(tiny_encoder(), {"cola": heads.HeadConfig(2, dropout=0.0)}).eval()
+    b = padded_batch(num_labels=2)
+    ev = multitask.create_task_evaluator(model, "cola", dev=torch.device("cpu"))
+    metrics = ev.run([b, b]).metrics["glue"]
+    with torch.no_grad():
+        pred = model(b["input_ids"], b["attention_mask"], head="cola").logits.argmax(-1)
+    expected = glue.compute_metrics("cola", torch.cat([pred, pred]), torch.cat([b["labels"]] * 2))
+    assert metrics == pytest.approx(expected)
+    assert set(metrics) == {"mcc", "score"}

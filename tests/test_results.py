@@ -1,0 +1,169 @@
+"""The main job's results report: saving, figures, RESULTS.md, and the whole job at smoke scale."""
+
+import base64
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tutorial_lib import config, references, results
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+FIGURE_LINK = re.compile(r"!\[[^\]]*\]\(([^)]+)\)")
+
+
+def sections(report: str) -> dict[str, str]:
+    """``{heading: body}`` for the report's level-2 sections, in order."""
+    parts = re.split(r"^## (.+)$", report, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def fake_notebook(n_images: int) -> dict:
+    png = base64.b64encode(b"\x89PNG fake").decode()
+    outputs = [{"output_type": "display_data", "data": {"image/png": png, "text/plain": "<Figure>"}}
+               for _ in range(n_images)]
+    return {"cells": [{"cell_type": "markdown", "source": "# x"},
+                      {"cell_type": "code", "source": "plot()", "outputs": outputs},
+                      {"cell_type": "code", "source": "1", "outputs": [{"output_type": "stream"}]}]}
+
+
+@pytest.fixture
+def results_env(tmp_path, monkeypatch):
+    monkeypatch.setenv(results.RESULTS_ENV_VAR, str(tmp_path))
+    return tmp_path
+
+
+def test_save_records_the_seeds_or_flags_the_scale_default(results_env):
+    scale = config.get_scale("smoke")
+    table = pd.DataFrame({"method": ["a"], "error": [0.5]}).set_index("method")
+    blob = json.loads(results.save("02_adaptation", scale, {"t": table},
+                                   seeds={"MiniLM": (np.int64(0),), "small": [0, 1]}).read_text())
+    assert blob["seeds"] == {"MiniLM": [0], "small": [0, 1]} and blob["seeds_source"] == "notebook"
+    blob = json.loads(results.save("03_x", scale, {"t": table}).read_text())
+    assert blob["seeds"] == list(scale.finetune.seeds) and blob["seeds_source"] == "scale default"
+    assert blob["tables"]["t"]["records"] == [{"method": "a", "error": 0.5}]
+
+
+def test_seeds_of_reads_the_runs_table():
+    table = pd.DataFrame({"backbone": ["s", "s", "p", "p", "m"], "seed": [1, 0, 0, 1, 0]})
+    assert results.seeds_of(table) == [0, 1]
+    assert results.seeds_of(table, by="backbone") == {"s": [0, 1], "p": [0, 1], "m": [0]}
+    assert results.seeds_of(table[table.backbone != "m"], by="backbone") == [0, 1]
+
+
+def test_save_figures_numbers_them_and_drops_stale_ones(tmp_path):
+    assert [p.name for p in results.save_figures(fake_notebook(3), tmp_path, "02_a")] == [
+        "02_a_01.png", "02_a_02.png", "02_a_03.png"]
+    (tmp_path / "figures" / "02_ab_01.png").write_bytes(b"another notebook's")
+    results.save_figures(fake_notebook(2), tmp_path, "02_a")
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == [
+        "02_a_01.png", "02_a_02.png", "02_ab_01.png"]
+    assert (tmp_path / "figures" / "02_a_01.png").read_bytes() == b"\x89PNG fake"
+
+
+def test_references_mark_recalled_numbers_unverified():
+    assert references.REFERENCES
+    for ref in references.REFERENCES:
+        assert re.fullmatch(r"\d\d", ref.notebook)
+        if "recalled" in ref.source.lower() or "recalled" in ref.note.lower():
+            assert not ref.verified, ref
+    table = references.table("09_dart")
+    assert len(table) and set(table["verified?"]) == {"**unverified**"}
+    assert references.table("10_probing").empty
+
+
+def _write(directory: Path, name: str, **extra) -> None:
+    blob = {"notebook": name, "scale": "smoke", "date": "2026-01-01 00:00 UTC",
+            "environment": "scale      : smoke\nhardware   : CPU test", "notes": "",
+            "tables": {"main table": {"markdown": "| a |\n|---|\n| 0.123 |", "records": [{"a": 0.123}]},
+                       "runs": {"markdown": "| long |", "records": [{}] * 40}}}
+    blob.update(extra)
+    (directory / f"{name}.json").write_text(json.dumps(blob))
+
+
+def test_report_has_every_notebooks_section_references_and_figures(tmp_path):
+    names = ["01_pretraining", "02_adaptation", "09_dart", "10_probing"]
+    _write(tmp_path, "01_pretraining", seeds=[0, 1], seeds_source="scale default")
+    _write(tmp_path, "02_adaptation", seeds={"small": [0, 1, 2], "MiniLM": [0]},
+           seeds_source="notebook", notes="a note from the run")
+    _write(tmp_path, "09_dart", seeds=[13, 21], seeds_source="notebook")
+    results.save_figures(fake_notebook(2), tmp_path, "02_adaptation")
+    report = results.report_markdown(tmp_path, names, {"02_adaptation": 12.3},
+                                     links={"02_adaptation": "notebooks/02_adaptation.ipynb"})
+    by_name = sections(report)
+    assert [h for h in by_name if h[:2].isdigit()] == names
+    for name in names:
+        assert f"- [{name}](#{name})" in by_name["Contents"]
+    assert "hardware   : CPU test" in by_name["Environment"]
+
+    one, two, nine, ten = (by_name[n] for n in names)
+    assert "0.123" in two and "small: 0, 1, 2; MiniLM: 0" in two and "12 s" in two
+    assert "a note from the run" in two and "(notebooks/02_adaptation.ipynb)" in two
+    assert "<details>" in two  # the 40-row table is folded
+    assert "the notebook did not record" in one  # seeds from the scale default are flagged
+    # reference numbers beside the results, with their verification status
+    assert "≈ 29 ppl" in one and "| yes " in one
+    assert "3.6 %" in two and "**unverified**" in two
+    assert "93.5 (0.5)" in nine and "**unverified**" in nine
+    # a notebook without results still has its section
+    assert "No results" in ten and "10_probing.json" in ten and "None: the reference notes" in ten
+    links = FIGURE_LINK.findall(report)
+    assert links == ["figures/02_adaptation_01.png", "figures/02_adaptation_02.png"]
+    assert all((tmp_path / link).is_file() for link in links)
+
+
+def test_report_says_which_sections_are_from_earlier_runs_and_which_failed(tmp_path):
+    names = ["01_pretraining", "02_adaptation", "03_adapters_and_freezing"]
+    _write(tmp_path, "01_pretraining")
+    _write(tmp_path, "02_adaptation")
+    report = results.report_markdown(tmp_path, names, this_run=["02_adaptation", "03_adapters_and_freezing"],
+                                     failures={"03_adapters_and_freezing": "RuntimeError: boom"})
+    by_name = sections(report)
+    header = report.split("## Environment")[0]
+    assert "sections of 01_pretraining come from earlier runs" in header
+    assert "Failed in this run: 03_adapters_and_freezing" in header
+    assert "an earlier run" in by_name["01_pretraining"]
+    assert "an earlier run" not in by_name["02_adaptation"]
+    assert "RuntimeError: boom" in by_name["03_adapters_and_freezing"]
+    assert "No results" in by_name["03_adapters_and_freezing"]
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_main_job_at_smoke_scale_writes_a_report_with_every_notebook(tmp_path, data_dir):
+    """scripts/run_notebooks.py on every notebook at smoke scale, into a temporary directory:
+    RESULTS.md has each notebook's results and figures, and the repository is left untouched."""
+    out = tmp_path / "out"
+    env = {**os.environ, "TUTORIAL_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "TUTORIAL_PROGRESS": "0"}
+    env.setdefault(config.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    env.pop("MPLBACKEND", None)  # the inline backend must produce the figures
+    env.pop(results.RESULTS_ENV_VAR, None)
+    before = {nb: _digest(nb) for nb in NOTEBOOKS}
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "run_notebooks.py"), "--scale", "smoke",
+                           "--out", str(out), "--timeout", "600"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=3600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert {nb: _digest(nb) for nb in NOTEBOOKS} == before, "a notebook was executed in place"
+
+    report = (out / results.REPORT_NAME).read_text()
+    by_name = sections(report)
+    assert [h for h in by_name if h[:2].isdigit()] == [nb.stem for nb in NOTEBOOKS]
+    for nb in NOTEBOOKS:
+        body = by_name[nb.stem]
+        assert "- scale: **smoke**" in body and "No results" not in body, nb.stem
+        assert "### Figures" in body, f"{nb.stem}: no figure extracted"
+        assert (out / "notebooks" / nb.name).is_file()
+    links = FIGURE_LINK.findall(report)
+    assert links and all((out / link).is_file() for link in links)
+    assert "earlier run" not in report and "Failed" not in report

@@ -1,0 +1,382 @@
+"""Multi-task fine-tuning on Ignite (notebooks 06 and 07).
+
+Three ways of sharing an encoder between tasks, all built on :class:`heads.MultiHeadModel`:
+
+* **auxiliary LM loss** (the 2019 tutorial's hands-on #6, after Radford et al. 2018):
+  L = 1.0 · L_clf + 0.5 · L_LM on the *same* batch — :func:`lm_aux_loss`;
+* **multi-task fine-tuning** (MT-DNN, Liu et al. 2019): one head per task; every step a
+  :class:`TaskSampler` picks a task and the step trains on one batch of it;
+* **sequential (intermediate-task) adaptation** (STILTs, Phang et al. 2018): fine-tune on an
+  intermediate task, then on the target task with a fresh head.
+
+The sampler draws task i with probability p_i ∝ n_i^(1/T) (Arivazhagan et al. 2019): T = 1 is
+proportional to the task sizes, T → ∞ uniform; ``round-robin`` cycles through the tasks.
+``fixed={"rte": 0.5}`` pins a task's share (the main task of GradTS's runs) and spreads the rest
+over the others with the strategy.
+
+Budgets (the ``steps`` of ``config.METHODS["multitask"]``, S per task): single-task S steps;
+multi-task over n tasks n·S steps (the compute of the n single-task runs together); a main task
+with fixed share p gets S/p steps in all, so it sees S of its own batches in every setting.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from ignite.engine import Engine, Events
+from ignite.metrics import EpochMetric
+from torch import nn
+from torch.utils.data import DataLoader
+
+from . import glue
+from .config import Scale
+from .heads import HeadConfig, MultiHeadModel, causal_lm_targets, merge_batches, multihead_loss
+from .hf_models import load_hf_encoder
+from .models import IGNORE_INDEX, Transformer, TransformerClassifier
+from .pretraining import get_tokenizer, load_or_pretrain, make_optimizer, model_config
+from .runtime import autocast, autocast_dtype, device, seed_everything
+from .tokenization import encode_with_cls
+from .training import attach_progress, attach_schedule, create_trainer, pad_collate, to_device
+
+STRATEGIES = ("proportional", "temperature", "round-robin")
+
+
+# --- (a) an auxiliary LM loss on the fine-tuning batch ------------------------------------------
+
+
+def lm_aux_loss(lm_weight: float = 0.5, clf_weight: float = 1.0) -> Callable[[nn.Module, dict], torch.Tensor]:
+    """``loss_fn`` for ``finetuning.finetune`` on our causal classifier: clf_weight · CE(labels)
+    + lm_weight · next-token CE on the same input (the encoder runs once; padding and [CLS] are
+    never LM targets). The 2019 slides use 1.0 / 0.5."""
+
+    def loss_fn(model: nn.Module, batch: dict) -> torch.Tensor:
+        if not isinstance(model, TransformerClassifier) or not model.config.causal:
+            raise ValueError("the auxiliary LM loss needs our causal TransformerClassifier "
+                             "(backbone 'pretrained' or 'scratch')")
+        ids, mask = batch["input_ids"], batch["attention_mask"]
+        h = model.transformer(ids, mask).last_hidden_state
+        cls_pos = mask.long().sum(1) - 1
+        pooled = h[torch.arange(h.size(0), device=h.device), cls_pos]
+        clf = F.cross_entropy(model.head(model.dropout(pooled)).float(), batch["labels"])
+        cls_id = int(ids[0, cls_pos[0]])  # every row ends with our [CLS]: never an LM target
+        targets = causal_lm_targets(ids, mask, ignore_ids=(cls_id,))
+        keep = targets != IGNORE_INDEX
+        lm = F.cross_entropy(model.lm_head(h[keep]).float(), targets[keep])
+        return clf_weight * clf + lm_weight * lm
+
+    return loss_fn
+
+
+# --- the task sampler ---------------------------------------------------------------------------
+
+
+class TaskSampler:
+    """Which task each step trains on (see the module docstring for the strategies)."""
+
+    def __init__(
+        self,
+        sizes: Mapping[str, int],
+        strategy: str = "proportional",
+        temperature: float = 1.0,
+        fixed: Mapping[str, float] | None = None,
+        seed: int = 0,
+    ):
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}: choose one of {STRATEGIES}")
+        if not sizes:
+            raise ValueError("the sampler needs at least one task")
+        fixed = dict(fixed or {})
+        unknown = set(fixed) - set(sizes)
+        if unknown:
+            raise ValueError(f"fixed shares for unknown tasks {sorted(unknown)}; tasks: {list(sizes)}")
+        if sum(fixed.values()) > 1 + 1e-9 or any(p <= 0 for p in fixed.values()):
+            raise ValueError(f"fixed shares must be positive and sum to ≤ 1, got {fixed}")
+        if strategy == "round-robin" and fixed:
+            raise ValueError("round-robin cannot honour fixed shares; use 'temperature'")
+        self.sizes, self.strategy, self.fixed = dict(sizes), strategy, fixed
+        self.temperature = 1.0 if strategy == "proportional" else float(temperature)
+        self.seed = seed
+        rest = [t for t in sizes if t not in fixed]
+        if not rest and abs(sum(fixed.values()) - 1) > 1e-9:
+            raise ValueError("fixed shares of all the tasks must sum to 1")
+        weights = np.array([sizes[t] ** (1.0 / self.temperature) for t in rest], dtype=float)
+        free = 1.0 - sum(fixed.values())
+        self.probabilities = {**fixed, **{t: free * w / weights.sum() for t, w in zip(rest, weights)}}
+
+    def schedule(self, steps: int) -> list[str]:
+        """The task of each of ``steps`` steps (seeded, so runs are reproducible)."""
+        names = list(self.sizes)
+        if self.strategy == "round-robin":
+            return [names[i % len(names)] for i in range(steps)]
+        rng = np.random.default_rng(self.seed)
+        p = np.array([self.probabilities[t] for t in names])
+        return [names[i] for i in rng.choice(len(names), size=steps, p=p / p.sum())]
+
+
+class MultiTaskBatches:
+    """Yields one merged batch (``"<task>/input_ids"`` …) per scheduled step; each task's loader
+    restarts (reshuffled) when it runs out."""
+
+    def __init__(self, loaders: Mapping[str, DataLoader], schedule: Sequence[str]):
+        missing = set(schedule) - set(loaders)
+        if missing:
+            raise ValueError(f"no loader for tasks {sorted(missing)}")
+        self.loaders, self.schedule = dict(loaders), list(schedule)
+
+    def __len__(self) -> int:
+        return len(self.schedule)
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        iters = {name: iter(loader) for name, loader in self.loaders.items()}
+        for task in self.schedule:
+            try:
+                batch = next(iters[task])
+            except StopIteration:
+                iters[task] = iter(self.loaders[task])
+                batch = next(iters[task])
+            yield merge_batches({task: batch})
+
+
+# --- encoders and data --------------------------------------------------------------------------
+
+
+@dataclass
+class Encoder:
+    """A fresh shared encoder plus the function that turns texts into its token ids."""
+
+    name: str
+    module: nn.Module
+    encode: Callable[[Sequence[str]], list[list[int]]]
+    pad_id: int
+
+
+def make_encoder(name: str, scale: Scale, max_len: int | None = None) -> Encoder:
+    """``pretrained`` (our causal LM from 01), ``scratch`` (same, random init) or a Hugging Face
+    encoder (``minilm`` offline, any Hub id online; word embeddings frozen as in 02). Texts are
+    truncated to ``max_len`` tokens (default: the scale's)."""
+    max_len = min(max_len or scale.model.max_len, scale.model.max_len)
+    if name in ("pretrained", "scratch"):
+        tokenizer = get_tokenizer(scale)
+        if name == "scratch":
+            module = Transformer(model_config(scale, tokenizer, "causal"))
+        else:
+            module = load_or_pretrain(scale, "causal").model.transformer
+        return Encoder(name, module, lambda texts: encode_with_cls(tokenizer, texts, max_len),
+                       tokenizer.pad_token_id)
+    module, tokenizer = load_hf_encoder(name)
+    module.get_input_embeddings().weight.requires_grad_(False)
+
+    def encode(texts: Sequence[str]) -> list[list[int]]:
+        return tokenizer(list(texts), truncation=True, max_length=max_len)["input_ids"]
+
+    return Encoder(name, module, encode, tokenizer.pad_token_id)
+
+
+def head_config(task: glue.GlueTask) -> HeadConfig:
+    return HeadConfig(task.spec.num_labels, "sequence")
+
+
+def encode_rows(split, encode: Callable[[Sequence[str]], list[list[int]]]) -> list[dict]:
+    return [{"input_ids": i, "labels": y} for i, y in zip(encode(split["text"]), split["label"])]
+
+
+@dataclass
+class EncodedTask:
+    task: glue.GlueTask
+    train: list[dict]
+    dev: list[dict]
+    test: list[dict]
+
+
+# --- evaluation ---------------------------------------------------------------------------------
+
+
+def create_task_evaluator(model: MultiHeadModel, task: str, *, dev: torch.device,
+                          amp_dtype: torch.dtype | None = None) -> Engine:
+    """An Ignite evaluator with the GLUE metrics of ``task`` (``score`` = their mean)."""
+
+    @torch.no_grad()
+    def step(engine: Engine, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        model.eval()
+        batch = to_device(batch, dev)
+        with autocast(dev, amp_dtype):
+            logits = model(batch["input_ids"], batch["attention_mask"], head=task).logits
+        return glue.predictions_from_logits(task, logits.float()), batch["labels"]
+
+    evaluator = Engine(step)
+
+    def compute(y_pred: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+        return glue.compute_metrics(task, y_pred.cpu().numpy(), y.cpu().numpy())
+
+    EpochMetric(compute, check_compute_fn=False).attach(evaluator, "glue")
+    return evaluator
+
+
+# --- one training run ---------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    setting: str
+    seed: int
+    scores: dict[str, dict[str, dict[str, float]]]  # task -> split -> metrics
+    steps_per_task: dict[str, int]
+    seconds: float
+    losses: list[tuple[int, str, float]] = field(default_factory=list)  # (step, task, loss)
+
+    def rows(self) -> list[dict]:
+        out = []
+        for task, splits in self.scores.items():
+            row = {"setting": self.setting, "task": task, "seed": self.seed,
+                   "dev_score": splits["dev"]["score"], "test_score": splits["test"]["score"],
+                   "steps": sum(self.steps_per_task.values()),
+                   "task_steps": self.steps_per_task.get(task, 0), "seconds": self.seconds}
+            row.update({f"test_{k}": v for k, v in splits["test"].items() if k != "score"})
+            out.append(row)
+        return out
+
+
+class Experiment:
+    """GLUE tasks encoded once for one backbone; runs single-task, multi-task and sequential
+    fine-tuning with a seed each and returns :class:`RunResult`. Settings: ``config.METHODS``.
+    """
+
+    def __init__(self, scale: Scale, settings: Mapping[str, object], tasks: Sequence[str],
+                 backbone: str = "pretrained"):
+        self.scale, self.settings, self.backbone = scale, dict(settings), backbone
+        probe = make_encoder(backbone, scale, self.settings.get("max_len"))
+        self.encode, self.pad_id = probe.encode, probe.pad_id
+        self.data: dict[str, EncodedTask] = {}
+        for name in tasks:
+            t = glue.load_glue_task(name, train_examples=self.settings["train_examples"],
+                                    dev_examples=self.settings["dev_examples"],
+                                    test_examples=self.settings["test_examples"])
+            self.data[name] = EncodedTask(t, *(encode_rows(s, self.encode)
+                                               for s in (t.train, t.dev, t.test)))
+
+    # -- building blocks --
+    def split_table(self) -> pd.DataFrame:
+        """Sizes of each task's train / dev / test as used here, with the metric(s)."""
+        rows = [{"task": n, **e.task.sizes(), "labels": e.task.spec.num_labels,
+                 "metric": " / ".join(e.task.spec.metrics), "carved from": e.task.spec.carve}
+                for n, e in self.data.items()]
+        return pd.DataFrame(rows).set_index("task")
+
+    def new_model(self, heads: Sequence[str], seed: int) -> MultiHeadModel:
+        seed_everything(seed)
+        encoder = make_encoder(self.backbone, self.scale).module
+        return MultiHeadModel(encoder, {h: head_config(self.data[h].task) for h in heads})
+
+    def _loader(self, rows: list[dict], shuffle: bool, seed: int = 0) -> DataLoader:
+        bs = self.settings["batch_size"] if shuffle else self.scale.finetune.eval_batch_size
+        gen = torch.Generator().manual_seed(seed) if shuffle else None
+        return DataLoader(rows, batch_size=bs, shuffle=shuffle, generator=gen,
+                          collate_fn=pad_collate(self.pad_id))
+
+    def train(self, model: MultiHeadModel, sampler: TaskSampler, steps: int, seed: int,
+              train_rows: Mapping[str, list[dict]] | None = None, progress: bool = False
+              ) -> tuple[list[str], list[tuple[int, str, float]], float]:
+        """``steps`` Ignite iterations, each on one batch of the sampled task."""
+        dev, amp = device(), autocast_dtype()
+        model.to(dev)
+        rows = {t: (train_rows or {}).get(t, self.data[t].train) for t in sampler.sizes}
+        loaders = {t: self._loader(r, True, seed + i) for i, (t, r) in enumerate(rows.items())}
+        schedule = sampler.schedule(steps)
+        lr = self.settings["lr"] or (self.scale.finetune.lr if self.backbone in ("pretrained", "scratch")
+                                     else self.scale.finetune.hf_lr)
+        optimizer = make_optimizer(model, lr, self.scale.finetune.weight_decay)
+        trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp,
+                                 max_norm=self.scale.finetune.max_norm, loss_fn=multihead_loss)
+        attach_schedule(trainer, optimizer, kind="linear", lr=lr,
+                        warmup=int(self.scale.finetune.warmup_frac * steps), total=steps)
+        losses: list[tuple[int, str, float]] = []
+        trainer.add_event_handler(
+            Events.ITERATION_COMPLETED,
+            lambda e: losses.append((e.state.iteration, schedule[e.state.iteration - 1],
+                                     float(e.state.output))))
+        if progress:
+            attach_progress(trainer, "multi-task")
+        start = time.perf_counter()
+        trainer.run(MultiTaskBatches(loaders, schedule), max_epochs=1)
+        return schedule, losses, time.perf_counter() - start
+
+    def evaluate(self, model: MultiHeadModel, tasks: Sequence[str]) -> dict[str, dict]:
+        dev, amp = device(), autocast_dtype()
+        out = {}
+        for t in tasks:
+            ev = create_task_evaluator(model, t, dev=dev, amp_dtype=amp)
+            out[t] = {split: ev.run(self._loader(getattr(self.data[t], split), False)).metrics["glue"]
+                      for split in ("dev", "test")}
+        return out
+
+    # -- the settings --
+    def run(self, setting: str, tasks: Sequence[str], seed: int, *, main: str | None = None,
+            evaluate: Sequence[str] | None = None,
+            train_rows: Mapping[str, list[dict]] | None = None) -> RunResult:
+        """Train one model on ``tasks`` jointly. With ``main``: the main task's share is fixed at
+        ``settings["main_share"]`` and the run has S/share steps; without: n·S steps."""
+        s = self.settings
+        steps_each = s["steps_per_task"]
+        sizes = {t: len((train_rows or {}).get(t, self.data[t].train)) for t in tasks}
+        if main is not None and len(tasks) > 1:
+            share = s["main_share"]
+            sampler = TaskSampler(sizes, s["strategy"], s["temperature"], {main: share}, seed)
+            steps = round(steps_each / share)
+        else:
+            sampler = TaskSampler(sizes, s["strategy"], s["temperature"], seed=seed)
+            steps = steps_each * len(tasks)
+        model = self.new_model(tasks, seed)
+        schedule, losses, seconds = self.train(model, sampler, steps, seed, train_rows)
+        counts = {t: schedule.count(t) for t in tasks}
+        scores = self.evaluate(model, evaluate or ([main] if main else tasks))
+        return RunResult(setting, seed, scores, counts, seconds, losses)
+
+    def single(self, task: str, seed: int) -> RunResult:
+        return self.run("single-task", [task], seed)
+
+    def sequential(self, intermediate: str, target: str, seed: int) -> RunResult:
+        """S steps on ``intermediate``, then S on ``target`` (fresh head, same encoder)."""
+        s = self.settings
+        model = self.new_model([intermediate, target], seed)
+        steps = s["steps_per_task"]
+        seconds = 0.0
+        for t in (intermediate, target):
+            _, _, sec = self.train(model, TaskSampler({t: 1}, seed=seed), steps, seed)
+            seconds += sec
+        return RunResult(f"sequential ({intermediate} → {target})", seed,
+                         self.evaluate(model, [target]), {intermediate: steps, target: steps},
+                         seconds)
+
+
+def collect(results: Sequence[RunResult]) -> pd.DataFrame:
+    """One row per (run, evaluated task)."""
+    return pd.DataFrame(list(itertools.chain.from_iterable(r.rows() for r in results)))
+
+
+def score_table(table: pd.DataFrame, column: str = "test_score") -> pd.DataFrame:
+    """Mean ± std (over seeds, in percent) of ``column`` per task × setting."""
+    g = table.groupby(["task", "setting"], sort=False)[column]
+    stats = pd.DataFrame({"mean": 100 * g.mean(), "std": 100 * g.std(ddof=1).fillna(0.0),
+                          "seeds": g.count()})
+    stats["score % (mean ± std)"] = [f"{m:.1f} ± {s:.1f}" for m, s in zip(stats["mean"], stats["std"])]
+    return stats
+
+
+def compare_settings(table: pd.DataFrame, baseline: str = "single-task") -> pd.DataFrame:
+    """Per task, every setting against ``baseline`` on the test score (Δ in points, pooled std,
+    verdict; see ``finetuning.compare_to_baseline``). Tasks without a baseline row are skipped."""
+    from .finetuning import compare_to_baseline
+
+    parts = {}
+    for task, g in table.groupby("task", sort=False):
+        if baseline in set(g["setting"]) and g["setting"].nunique() > 1:
+            parts[task] = compare_to_baseline(g, baseline, by="setting", column="test_score",
+                                              higher_is_better=True)
+    return pd.concat(parts, names=["task"]) if parts else pd.DataFrame()

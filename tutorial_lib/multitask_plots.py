@@ -1,0 +1,106 @@
+"""Figures of the multi-task notebooks 06 (multi-task, sequential) and 07 (GradTS)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+
+
+def plot_sampling(probabilities: Mapping[str, Mapping[str, float]]) -> plt.Figure:
+    """Each strategy's task probabilities as grouped bars (strategy → task → p)."""
+    frame = pd.DataFrame(probabilities)  # rows: tasks, columns: strategies
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    frame.plot.bar(ax=ax, rot=0)
+    ax.set(ylabel="probability of a step", title="which task a step trains on")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_task_scores(stats: pd.DataFrame, baseline: str = "single-task") -> plt.Figure:
+    """Mean ± std test score per task (x) and setting (bars), from ``multitask.score_table``."""
+    tasks = list(dict.fromkeys(stats.index.get_level_values("task")))
+    settings = list(dict.fromkeys(stats.index.get_level_values("setting")))
+    settings = [baseline] + [s for s in settings if s != baseline] if baseline in settings else settings
+    width = 0.8 / len(settings)
+    fig, ax = plt.subplots(figsize=(1.6 + 1.5 * len(tasks), 3.6))
+    for i, setting in enumerate(settings):
+        xs, means, stds = [], [], []
+        for j, task in enumerate(tasks):
+            if (task, setting) in stats.index:
+                row = stats.loc[(task, setting)]
+                xs.append(j + (i - (len(settings) - 1) / 2) * width)
+                means.append(row["mean"])
+                stds.append(row["std"])
+        ax.bar(xs, means, width, yerr=stds, capsize=3, label=setting)
+    ax.set_xticks(range(len(tasks)), tasks)
+    ax.set(ylabel="test score (%)", title="GLUE test score, mean ± std over seeds")
+    ax.axhline(0, color="k", lw=0.5)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_task_losses(losses: Sequence[tuple[int, str, float]], window: int = 10) -> plt.Figure:
+    """Training loss of each task over the steps of one multi-task run (moving average)."""
+    frame = pd.DataFrame(losses, columns=["step", "task", "loss"])
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    for task, g in frame.groupby("task", sort=False):
+        ax.plot(g["step"], g["loss"].rolling(window, min_periods=1).mean(), label=task)
+    ax.set(xlabel="step", ylabel=f"training loss (moving avg, {window} of the task's steps)",
+           title="one multi-task run: each task's loss")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_head_importance(matrices: Mapping[str, torch.Tensor], cols: int = 5) -> plt.Figure:
+    """One heatmap per task: layer (rows, bottom = first) × head, normalised importance."""
+    names = list(matrices)
+    rows = int(np.ceil(len(names) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(2.3 * cols, 2.2 * rows), squeeze=False)
+    for ax in axes.flat[len(names):]:
+        ax.axis("off")
+    for ax, name in zip(axes.flat, names):
+        m = matrices[name].detach().cpu().numpy()
+        im = ax.imshow(m, origin="lower", vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        ax.set_title(name, fontsize=9)
+        ax.set_xticks(range(m.shape[1]))
+        ax.set_yticks(range(m.shape[0]))
+        ax.set_xlabel("head", fontsize=8)
+        ax.set_ylabel("layer", fontsize=8)
+    fig.colorbar(im, ax=axes, shrink=0.8, label="importance (min–max)")
+    return fig
+
+
+def plot_task_correlation(corr: pd.DataFrame) -> plt.Figure:
+    """Kendall τ between the tasks' head-importance matrices."""
+    fig, ax = plt.subplots(figsize=(5.2, 4.4))
+    im = ax.imshow(corr.to_numpy(), vmin=-1, vmax=1, cmap="RdBu_r")
+    ax.set_xticks(range(len(corr)), corr.columns, rotation=45, ha="right")
+    ax.set_yticks(range(len(corr)), corr.index)
+    for i in range(len(corr)):
+        for j in range(len(corr)):
+            ax.text(j, i, f"{corr.iat[i, j]:.2f}", ha="center", va="center", fontsize=7)
+    fig.colorbar(im, ax=ax, label="Kendall τ")
+    ax.set_title("task correlation of head importance")
+    fig.tight_layout()
+    return fig
+
+
+def plot_instance_tau(taus: Mapping[str, np.ndarray], cutoffs: Mapping[str, float]) -> plt.Figure:
+    """Histogram of instance-level τ with the main task, one panel per main task, with the
+    selection threshold (GradTS-fg keeps the instances right of the line)."""
+    names = list(taus)
+    fig, axes = plt.subplots(1, len(names), figsize=(3.6 * len(names), 2.9), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        ax.hist(np.asarray(taus[name]), bins=30, color="tab:gray")
+        ax.axvline(cutoffs[name], color="tab:red", label="threshold")
+        ax.set(title=f"main task {name}", xlabel="τ(instance, main task)", ylabel="instances")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
