@@ -14,10 +14,13 @@ next; the exit status is then 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -63,6 +66,20 @@ def run(notebook: Path, destination: Path, timeout: int) -> tuple[float, nbforma
     return seconds, nb, error
 
 
+@contextlib.contextmanager
+def cpu_lock(path: Path | None) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` for the duration (nothing when ``path`` is None)."""
+    if path is None:
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", default=os.environ.get(config.SCALE_ENV_VAR, "classroom"))
@@ -70,6 +87,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="results directory (default results/<scale>)")
     parser.add_argument("--inplace", action="store_true", help="overwrite the notebooks")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds per cell")
+    parser.add_argument("--cpu-lock", type=Path, help="hold this lock file (flock) while each "
+                        "notebook runs, so other jobs that take it only run between notebooks")
     args = parser.parse_args()
 
     scale = config.get_scale(args.scale)
@@ -91,7 +110,8 @@ def main() -> int:
         (out / f"{nb.stem}.json").unlink(missing_ok=True)
         results.clear_figures(out, nb.stem)
         print(f"[{scale.name}] {nb.name} ...", flush=True)
-        seconds, executed, error = run(nb, dest, args.timeout)
+        with cpu_lock(args.cpu_lock):
+            seconds, executed, error = run(nb, dest, args.timeout)
         times[nb.stem] = round(seconds, 1)
         times_path.write_text(json.dumps(times, indent=1))
         if error:
