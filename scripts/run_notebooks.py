@@ -87,6 +87,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="results directory (default results/<scale>)")
     parser.add_argument("--inplace", action="store_true", help="overwrite the notebooks")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds per cell")
+    parser.add_argument("--report-only", action="store_true", help="execute nothing; rebuild "
+                        "the report from the saved results (--only: the notebooks of this job)")
     parser.add_argument("--cpu-lock", type=Path, help="hold this lock file (flock) while each "
                         "notebook runs, so other jobs that take it only run between notebooks")
     args = parser.parse_args()
@@ -104,7 +106,7 @@ def main() -> int:
     times_path = out / "wall_times.json"
     times = json.loads(times_path.read_text()) if times_path.exists() else {}
     failures: dict[str, str] = {}
-    for nb in selected:
+    for nb in [] if args.report_only else selected:
         dest = destination[nb.stem]
         # No stale numbers or figures: if this run fails, its section says so.
         (out / f"{nb.stem}.json").unlink(missing_ok=True)
@@ -112,7 +114,9 @@ def main() -> int:
         print(f"[{scale.name}] {nb.name} ...", flush=True)
         with cpu_lock(args.cpu_lock):
             seconds, executed, error = run(nb, dest, args.timeout)
-        times[nb.stem] = round(seconds, 1)
+        # re-read before writing: another invocation may have recorded its notebooks meanwhile
+        times = {**(json.loads(times_path.read_text()) if times_path.exists() else {}),
+                 **times, nb.stem: round(seconds, 1)}
         times_path.write_text(json.dumps(times, indent=1))
         if error:
             failures[nb.stem] = error

@@ -412,6 +412,43 @@ METHODS: dict[str, dict[str, dict]] = {
                   "steps_per_task": 5000, "batch_size": 32, "max_len": 256, "lr": 5e-5,
                   "strategy": "temperature", "temperature": 2.0, "main_share": 0.5},
     },
+    # 07: GradTS over the GLUE classification ``tasks``: each is fine-tuned alone (seed 0) and its
+    # head importance taken on ``importance_batches`` training batches; then for each of
+    # ``main_tasks``: single-task, all-tasks MTL, GradTS-trial (main + top-k, k ≤ ``max_k``,
+    # chosen on dev with ``trial_seeds``, then run with every seed) and GradTS-fg (the trial's
+    # tasks, auxiliary instances filtered by τ: ``keep_fraction`` of them, or τ ≥ ``threshold``).
+    # Budget as in 06: the main task gets S = ``steps_per_task`` of its batches in every setting,
+    # auxiliaries fill ``1 - main_share`` of the steps.
+    "gradts": {
+        "smoke": {"backbone": "pretrained", "seeds": (0, 1), "trial_seeds": (0,),
+                  "tasks": ("rte", "mrpc", "sst2", "cola"), "main_tasks": ("rte", "mrpc", "sst2"),
+                  "max_k": 2, "importance_batches": 2, "keep_fraction": 0.5, "threshold": None,
+                  "train_examples": 48, "dev_examples": 32, "test_examples": 32,
+                  "steps_per_task": 2, "batch_size": 16, "max_len": 48, "lr": None,
+                  "strategy": "temperature", "temperature": 2.0, "main_share": 0.5},
+        "classroom": {"backbone": "pretrained", "seeds": (0, 1, 2), "trial_seeds": (0,),
+                      "tasks": ("mnli", "rte", "qqp", "qnli", "mrpc", "sst2", "cola", "wnli"),
+                      "main_tasks": ("sst2", "qqp", "mnli"), "max_k": 2,
+                      "importance_batches": 8, "keep_fraction": 0.5, "threshold": None,
+                      "train_examples": 1000, "dev_examples": 200, "test_examples": 500,
+                      "steps_per_task": 50, "batch_size": 32, "max_len": 64, "lr": None,
+                      "strategy": "temperature", "temperature": 2.0, "main_share": 0.5},
+        "gpu": {"backbone": "minilm", "seeds": (0, 1, 2), "trial_seeds": (0, 1, 2),
+                "tasks": ("mnli", "rte", "qqp", "qnli", "mrpc", "sst2", "cola", "wnli"),
+                "main_tasks": ("rte", "mrpc", "cola", "sst2"), "max_k": 7,
+                "importance_batches": 64, "keep_fraction": 0.5, "threshold": None,
+                "train_examples": 10000, "dev_examples": 1000, "test_examples": None,
+                "steps_per_task": 1000, "batch_size": 32, "max_len": 128, "lr": None,
+                "strategy": "proportional", "temperature": 1.0, "main_share": 0.5},
+        "paper": {"backbone": "bert-base-cased", "seeds": (0, 1, 2), "trial_seeds": (0, 1, 2),
+                  "tasks": ("mnli", "rte", "qqp", "qnli", "mrpc", "sst2", "cola", "wnli"),
+                  "main_tasks": ("mnli", "rte", "qqp", "qnli", "mrpc", "sst2", "cola", "wnli"),
+                  "max_k": 7, "importance_batches": None, "keep_fraction": None,
+                  "threshold": 0.62, "train_examples": None, "dev_examples": None,
+                  "test_examples": None, "steps_per_task": 10000, "batch_size": 32,
+                  "max_len": 256, "lr": 5e-5, "strategy": "proportional", "temperature": 1.0,
+                  "main_share": 0.5},
+    },
 }
 
 

@@ -230,6 +230,7 @@ class RunResult:
     steps_per_task: dict[str, int]
     seconds: float
     losses: list[tuple[int, str, float]] = field(default_factory=list)  # (step, task, loss)
+    model: MultiHeadModel | None = None  # kept only when asked (``keep_model=True``)
 
     def rows(self) -> list[dict]:
         out = []
@@ -319,7 +320,8 @@ class Experiment:
     # -- the settings --
     def run(self, setting: str, tasks: Sequence[str], seed: int, *, main: str | None = None,
             evaluate: Sequence[str] | None = None,
-            train_rows: Mapping[str, list[dict]] | None = None) -> RunResult:
+            train_rows: Mapping[str, list[dict]] | None = None,
+            keep_model: bool = False) -> RunResult:
         """Train one model on ``tasks`` jointly. With ``main``: the main task's share is fixed at
         ``settings["main_share"]`` and the run has S/share steps; without: n·S steps."""
         s = self.settings
@@ -336,10 +338,27 @@ class Experiment:
         schedule, losses, seconds = self.train(model, sampler, steps, seed, train_rows)
         counts = {t: schedule.count(t) for t in tasks}
         scores = self.evaluate(model, evaluate or ([main] if main else tasks))
-        return RunResult(setting, seed, scores, counts, seconds, losses)
+        return RunResult(setting, seed, scores, counts, seconds, losses,
+                         model.cpu() if keep_model else None)
 
-    def single(self, task: str, seed: int) -> RunResult:
-        return self.run("single-task", [task], seed)
+    def single(self, task: str, seed: int, keep_model: bool = False) -> RunResult:
+        return self.run("single-task", [task], seed, keep_model=keep_model)
+
+    def batches(self, task: str, split: str = "train", limit: int | None = None,
+                rows: Sequence[int] | None = None) -> list[dict]:
+        """Padded batches of a split in a fixed order (no shuffling), at most ``limit`` of them;
+        ``rows``: only these examples (e.g. for per-instance scores)."""
+        data = getattr(self.data[task], split)
+        if rows is not None:
+            data = [data[i] for i in rows]
+        loader = DataLoader(data, batch_size=self.settings["batch_size"],
+                            collate_fn=pad_collate(self.pad_id))
+        return list(itertools.islice(loader, limit))
+
+
+def head_loss(model: MultiHeadModel, task: str) -> Callable[[dict], torch.Tensor]:
+    """``batch → loss`` of one head (what GradTS differentiates)."""
+    return lambda b: model(b["input_ids"], b["attention_mask"], head=task, labels=b["labels"]).loss
 
     def sequential(self, intermediate: str, target: str, seed: int) -> RunResult:
         """S steps on ``intermediate``, then S on ``target`` (fresh head, same encoder)."""
@@ -380,3 +399,69 @@ def compare_settings(table: pd.DataFrame, baseline: str = "single-task") -> pd.D
             parts[task] = compare_to_baseline(g, baseline, by="setting", column="test_score",
                                               higher_is_better=True)
     return pd.concat(parts, names=["task"]) if parts else pd.DataFrame()
+
+
+# --- GradTS's settings for one main task (notebook 07) ------------------------------------------
+
+
+@dataclass
+class GradTSOutcome:
+    """What GradTS chose for one main task, and the runs of every setting."""
+
+    main: str
+    ranked: list[str]  # auxiliaries by τ with the main task, highest first
+    trial_dev: dict[tuple[str, ...], float]  # prefix → mean dev score over the trial seeds
+    chosen: tuple[str, ...]
+    kept: dict[str, tuple[int, int]]  # GradTS-fg: aux task → (kept, scored) instances
+    taus: dict[str, np.ndarray]  # GradTS-fg: aux task → τ of each instance with the main task
+    cutoff: float  # the lowest τ that was kept
+    runs: list[RunResult]
+
+
+def gradts_settings(exp: Experiment, main: str, corr: pd.DataFrame,
+                    importance: Mapping[str, torch.Tensor], single: Mapping[str, RunResult]
+                    ) -> GradTSOutcome:
+    """Single-task, all-tasks MTL, GradTS-trial and GradTS-fg for ``main`` at equal main-task budget.
+
+    ``single[t]``: task t's single-task run with ``keep_model=True`` (seed = the first seed); its
+    model gives the instance-level matrices of t's examples (GradTS-fg, as upstream). Trial sets
+    are chosen on the **dev** split with ``settings["trial_seeds"]``; test is only reported.
+    """
+    from dataclasses import replace
+
+    from . import gradts
+
+    s, seeds = exp.settings, list(exp.settings["seeds"])
+    others = [t for t in exp.data if t != main]
+    runs = [replace(single[main], model=None)] if seeds[0] == single[main].seed else []
+    runs += [exp.single(main, seed) for seed in seeds if seed != single[main].seed]
+    runs += [exp.run("all tasks", [main, *others], seed, main=main) for seed in seeds]
+
+    ranked = gradts.rank_auxiliaries(corr, main)
+    trial_runs: dict[tuple[str, ...], list[RunResult]] = {}
+    for prefix in gradts.trial_candidates(ranked, s["max_k"]):
+        key = tuple(prefix)
+        trial_runs[key] = [exp.run(f"main + top-{len(key)}", [main, *key], seed, main=main)
+                           for seed in s["trial_seeds"]]
+    trial_dev = {k: float(np.mean([r.scores[main]["dev"]["score"] for r in rs]))
+                 for k, rs in trial_runs.items()}
+    chosen = gradts.select_best(trial_dev)
+    done = {r.seed: r for r in trial_runs[chosen]}
+    runs += [replace(done[seed], setting="GradTS-trial") if seed in done else
+             exp.run("GradTS-trial", [main, *chosen], seed, main=main) for seed in seeds]
+
+    rows, kept, taus, cutoffs = {}, {}, {}, []
+    for aux in chosen:
+        model = single[aux].model
+        inst = gradts.instance_importance(model, exp.batches(aux), head_loss(model, aux))
+        mask = gradts.instance_filter(importance[main], inst, threshold=s["threshold"],
+                                      keep_fraction=s["keep_fraction"])
+        tau = gradts.instance_taus(importance[main], inst).numpy()
+        rows[aux] = [exp.data[aux].train[i] for i in torch.nonzero(mask).flatten().tolist()]
+        kept[aux], taus[aux] = (int(mask.sum()), len(mask)), tau
+        if mask.any():
+            cutoffs.append(float(np.nanmin(tau[mask.numpy()])))
+    runs += [exp.run("GradTS-fg", [main, *chosen], seed, main=main, train_rows=rows)
+             for seed in seeds]
+    cutoff = min(cutoffs) if cutoffs else float("nan")
+    return GradTSOutcome(main, ranked, trial_dev, chosen, kept, taus, cutoff, runs)

@@ -1,0 +1,358 @@
+"""Tests for tutorial_lib.gradts (GradTS, Ma et al. EMNLP 2021): K/V head slicing, normalisation,
+per-example gradients, Kendall τ and the selection helpers. Tiny models only (milliseconds)."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy.stats import kendalltau
+from transformers import BertConfig, BertModel
+
+from tutorial_lib import gradts
+from tutorial_lib.heads import HeadConfig, MultiHeadModel
+from tutorial_lib.models import Transformer, TransformerClassifier, TransformerConfig
+
+D, L, H = 16, 2, 4
+DH = D // H
+
+
+def ours() -> MultiHeadModel:
+    torch.manual_seed(0)
+    enc = Transformer(TransformerConfig(vocab_size=50, d_model=D, n_layer=L, n_head=H, d_ff=32,
+                                        max_len=16, dropout=0.0))
+    return MultiHeadModel(enc, {"a": HeadConfig(3, dropout=0.0)})
+
+
+def hf_bert() -> MultiHeadModel:
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=50, hidden_size=D, num_hidden_layers=L, num_attention_heads=H,
+                     intermediate_size=32, max_position_embeddings=16, hidden_dropout_prob=0.0,
+                     attention_probs_dropout_prob=0.0)
+    return MultiHeadModel(BertModel(cfg), {"a": HeadConfig(3, dropout=0.0)})
+
+
+BUILDERS = {"ours": ours, "hf": hf_bert}
+
+
+def batch(n: int = 4, seed: int = 1) -> dict:
+    """Right-padded rows of lengths 8, 6, 3, 5, ... (vocabulary 50) with labels."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, 50, (n, 8), generator=g)
+    lengths = torch.tensor([8, 6, 3, 5, 7, 4, 2, 8][:n])
+    mask = (torch.arange(8)[None] < lengths[:, None]).long()
+    return {"input_ids": ids.masked_fill(mask == 0, 0), "attention_mask": mask,
+            "labels": torch.randint(0, 3, (n,), generator=g)}
+
+
+def rows_unpadded(b: dict) -> list[dict]:
+    """Each row of a batch as its own batch of one, trimmed to its real length."""
+    out = []
+    for i, n in enumerate(b["attention_mask"].sum(1).tolist()):
+        out.append({k: (v[i:i + 1, :n] if v.dim() == 2 else v[i:i + 1]) for k, v in b.items()})
+    return out
+
+
+def loss_of(model: MultiHeadModel):
+    return lambda b: model(b["input_ids"], b["attention_mask"], head="a", labels=b["labels"]).loss
+
+
+def kv_modules(model: MultiHeadModel) -> list:
+    """Per layer the K/V producing module(s): ours ('qkv', module), HF ('kv', key, value)."""
+    if isinstance(model.encoder, Transformer):
+        return [("qkv", blk.attn.qkv) for blk in model.encoder.blocks]
+    return [("kv", lay.attention.self.key, lay.attention.self.value)
+            for lay in model.encoder.encoder.layer]
+
+
+def gate_kv_gradients(model: MultiHeadModel, keep: tuple[int, str, int] | None) -> list:
+    """Forward hooks that detach every K and V output channel except head ``keep=(layer, 'k'|'v',
+    head)`` (None: detach all K/V). Query channels keep their gradient."""
+    handles = []
+
+    def gate(channels: torch.Tensor):
+        def hook(_m, _inp, out):
+            return torch.where(channels, out, out.detach())
+        return hook
+
+    for layer, entry in enumerate(kv_modules(model)):
+        if entry[0] == "qkv":
+            channels = torch.zeros(3 * D, dtype=torch.bool)
+            channels[:D] = True  # Q
+            if keep is not None and keep[0] == layer:
+                base = D if keep[1] == "k" else 2 * D
+                channels[base + keep[2] * DH: base + (keep[2] + 1) * DH] = True
+            handles.append(entry[1].register_forward_hook(gate(channels)))
+        else:
+            for kind, module in (("k", entry[1]), ("v", entry[2])):
+                channels = torch.zeros(D, dtype=torch.bool)
+                if keep is not None and keep[:2] == (layer, kind):
+                    channels[keep[2] * DH:(keep[2] + 1) * DH] = True
+                handles.append(module.register_forward_hook(gate(channels)))
+    return handles
+
+
+# --- kv_weights -----------------------------------------------------------------------------------
+
+
+def test_kv_weights_of_our_transformer_are_views_of_the_qkv_rows():
+    model = ours()
+    layers = gradts.kv_weights(model)  # via the MultiHeadModel wrapper
+    assert len(layers) == L
+    for (wk, wv, n_heads), blk in zip(layers, model.encoder.blocks):
+        w = blk.attn.qkv.weight
+        assert n_heads == H and wk.shape == wv.shape == (D, D)
+        assert torch.equal(wk, w[D:2 * D]) and torch.equal(wv, w[2 * D:])
+        assert wk.data_ptr() == w[D:].data_ptr()  # a view, not a copy
+    clf = TransformerClassifier(model.encoder.config, num_labels=2)
+    assert len(gradts.kv_weights(clf)) == L
+
+
+def test_kv_weights_of_a_hf_bert_are_key_and_value():
+    model = hf_bert()
+    for (wk, wv, n_heads), lay in zip(gradts.kv_weights(model.encoder), model.encoder.encoder.layer):
+        assert n_heads == H
+        assert wk.data_ptr() == lay.attention.self.key.weight.data_ptr()
+        assert wv.data_ptr() == lay.attention.self.value.weight.data_ptr()
+
+
+def test_kv_weights_rejects_unsupported_encoders():
+    with pytest.raises(ValueError, match="key/value"):
+        gradts.kv_weights(torch.nn.Linear(4, 4))
+
+
+# --- normalisation --------------------------------------------------------------------------------
+
+
+def test_normalize_importance_on_a_hand_computed_matrix():
+    m = torch.tensor([[1.0, 1.0, 2.0], [0.0, 3.0, 1.0]])
+    rows = gradts.normalize_importance(m, min_max=False)
+    torch.testing.assert_close(rows, torch.tensor([[0.25, 0.25, 0.5], [0.0, 0.75, 0.25]]))
+    torch.testing.assert_close(rows.sum(1), torch.ones(2))
+    out = gradts.normalize_importance(m)
+    torch.testing.assert_close(out, torch.tensor([[1 / 3, 1 / 3, 2 / 3], [0.0, 1.0, 1 / 3]]))
+    assert out.min() == 0 and out.max() == 1
+
+
+def test_normalize_importance_is_per_matrix_and_never_nan():
+    ms = torch.stack([torch.tensor([[1.0, 3.0], [2.0, 2.0]]), torch.zeros(2, 2),
+                      torch.tensor([[0.0, 0.0], [1.0, 3.0]])])
+    out = gradts.normalize_importance(ms)
+    torch.testing.assert_close(out[0], torch.tensor([[0.0, 1.0], [0.5, 0.5]]))
+    assert torch.equal(out[1], torch.zeros(2, 2))  # constant -> zeros, not 0/0
+    torch.testing.assert_close(out[2], torch.tensor([[0.0, 0.0], [1 / 3, 1.0]]))  # zero row stays 0
+
+
+# --- head importance ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", BUILDERS)
+def test_head_importance_shape_and_range(kind):
+    model = BUILDERS[kind]()
+    m = gradts.head_importance(model, [batch(4, 1), batch(4, 2)], loss_of(model))
+    assert m.shape == (L, H) and torch.isfinite(m).all()
+    assert m.min() == 0 and m.max() == 1
+    raw = gradts.head_importance(model, [batch(4, 1)], loss_of(model), normalize=False)
+    assert (raw > 0).all()
+    torch.testing.assert_close(gradts.normalize_importance(raw),
+                               gradts.head_importance(model, [batch(4, 1)], loss_of(model)))
+
+
+@pytest.mark.parametrize("kind", BUILDERS)
+@pytest.mark.parametrize("keep", [(0, "k", 2), (1, "v", 0), (1, "k", 3)])
+def test_only_the_head_whose_keys_or_values_carry_gradient_is_important(kind, keep):
+    model = BUILDERS[kind]()
+    handles = gate_kv_gradients(model, keep)
+    try:
+        raw = gradts.head_importance(model, [batch()], loss_of(model), normalize=False)
+        inst = gradts.instance_importance(model, [batch()], loss_of(model), normalize=False)
+        upstream = gradts.head_importance(model, [batch()], loss_of(model), normalize=False,
+                                          slicing="upstream")
+    finally:
+        for h in handles:
+            h.remove()
+    layer, _, head = keep
+    expected = torch.zeros(L, H, dtype=torch.bool)
+    expected[layer, head] = True
+    assert torch.equal(raw != 0, expected)
+    assert torch.equal(inst != 0, expected.expand(4, L, H))
+    # upstream's view splits the *input* columns: the one head's rows spread over every "head"
+    assert (upstream[layer] > 0).all() and (upstream[1 - layer] == 0).all()
+
+
+@pytest.mark.parametrize("kind", BUILDERS)
+def test_query_gradients_are_ignored(kind):
+    model = BUILDERS[kind]()
+    handles = gate_kv_gradients(model, None)  # gradient flows through Q only
+    try:
+        raw = gradts.head_importance(model, [batch()], loss_of(model), normalize=False)
+        norm = gradts.head_importance(model, [batch()], loss_of(model))
+        w = (model.encoder.blocks[0].attn.qkv.weight if kind == "ours"
+             else model.encoder.encoder.layer[0].attention.self.query.weight)
+        (g_q,) = torch.autograd.grad(loss_of(model)(batch()), [w])
+        g_q = g_q[:D]  # ours: the W_Q rows of qkv
+    finally:
+        for h in handles:
+            h.remove()
+    assert g_q.abs().sum() > 0  # the loss does depend on W_Q ...
+    assert torch.equal(raw, torch.zeros(L, H))  # ... but importance ignores it
+    assert torch.equal(norm, torch.zeros(L, H))
+
+
+def test_head_importance_leaves_no_trace():
+    model = ours()
+    model.train()
+    model.heads["a"].eval()  # a mixed state must come back as it was
+    for p in model.encoder.parameters():
+        p.requires_grad_(False)  # a frozen encoder still works
+    model.heads["a"].linear.weight.grad = torch.ones_like(model.heads["a"].linear.weight)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    seen_modes = []
+    loss = loss_of(model)
+
+    def spy(b):
+        seen_modes.append(model.encoder.training)
+        return loss(b)
+
+    m = gradts.head_importance(model, [batch()], spy)
+    gradts.instance_importance(model, [batch()], spy)
+    assert m.max() == 1 and seen_modes == [False, False]  # dropout off during the call
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    assert model.training and model.encoder.training and not model.heads["a"].training
+    assert all(not p.requires_grad for p in model.encoder.parameters())
+    assert all(p.grad is None for p in model.encoder.parameters())
+    assert torch.equal(model.heads["a"].linear.weight.grad,
+                       torch.ones_like(model.heads["a"].linear.weight))  # caller's grad kept
+    assert model.heads["a"].linear.bias.grad is None
+    assert not model.encoder.blocks[0].attn.qkv._forward_hooks  # hooks removed
+    gradts.head_importance(model, [batch()], spy, dropout=True)
+    assert seen_modes[-1] is True and not model.heads["a"].training
+
+
+# --- instance importance --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", BUILDERS)
+def test_batched_per_example_gradients_equal_a_loop_over_single_examples(kind):
+    model = BUILDERS[kind]()
+    b = batch(4)
+    singles = rows_unpadded(b)
+    for normalize in (False, True):
+        batched = gradts.instance_importance(model, [b], loss_of(model), normalize=normalize)
+        looped = gradts.instance_importance(model, singles, loss_of(model), normalize=normalize)
+        assert batched.shape == (4, L, H)
+        torch.testing.assert_close(batched, looped, rtol=1e-4, atol=1e-7)
+        for i, one in enumerate(singles):
+            task = gradts.head_importance(model, [one], loss_of(model), normalize=normalize)
+            torch.testing.assert_close(batched[i], task, rtol=1e-4, atol=1e-7)
+    norm = gradts.instance_importance(model, [b], loss_of(model))
+    assert torch.equal(norm.amin(dim=(1, 2)), torch.zeros(4))
+    assert torch.equal(norm.amax(dim=(1, 2)), torch.ones(4))
+    # upstream's task-level matrix (batch size 1) is the mean of the raw instance matrices
+    raw = gradts.instance_importance(model, [b, batch(3, 5)], loss_of(model), normalize=False)
+    assert raw.shape == (7, L, H)
+    singles += rows_unpadded(batch(3, 5))
+    torch.testing.assert_close(raw.mean(0), gradts.head_importance(model, singles, loss_of(model),
+                                                                   normalize=False), rtol=1e-4,
+                               atol=1e-7)
+
+
+def test_instance_importance_refuses_two_forward_passes_per_loss():
+    model = ours()
+    loss = loss_of(model)
+    with pytest.raises(RuntimeError, match="exactly one forward pass"):
+        gradts.instance_importance(model, [batch()], lambda b: loss(b) + loss(b))
+    assert not model.encoder.blocks[0].attn.qkv._forward_hooks
+
+
+# --- Kendall tau and correlation ------------------------------------------------------------------
+
+
+def test_kendall_tau_hand_computed_self_and_symmetry():
+    a, b = torch.tensor([[1.0, 2.0], [3.0, 4.0]]), torch.tensor([[1.0, 3.0], [2.0, 4.0]])
+    assert gradts.kendall_tau(a, b) == pytest.approx(2 / 3)  # 6 pairs, 1 discordant
+    assert gradts.kendall_tau(torch.tensor([1.0, 2, 3]), torch.tensor([1.0, 1, 2])) == pytest.approx(
+        2 / math.sqrt(6))  # tau-b: 2 concordant, 1 tie in b
+    x = torch.rand(2, 2, generator=torch.Generator().manual_seed(0))
+    assert gradts.kendall_tau(x, x) == pytest.approx(1.0)
+    assert gradts.kendall_tau(a, x) == pytest.approx(gradts.kendall_tau(x, a))
+    with pytest.raises(ValueError):
+        gradts.kendall_tau(a, torch.zeros(5))
+
+
+def test_task_correlation_is_symmetric_with_unit_diagonal():
+    g = torch.Generator().manual_seed(0)
+    mats = {name: torch.rand(L, H, generator=g) for name in ("c", "a", "b")}
+    corr = gradts.task_correlation(mats)
+    assert list(corr.index) == list(corr.columns) == ["c", "a", "b"]
+    assert (np.diag(corr.values) == 1.0).all()
+    np.testing.assert_array_equal(corr.values, corr.values.T)
+    assert corr.loc["a", "b"] == pytest.approx(gradts.kendall_tau(mats["a"], mats["b"]))
+
+
+def test_instance_taus_match_scipy_including_ties_and_constants():
+    g = torch.Generator().manual_seed(0)
+    main = torch.rand(L, H, generator=g).mul(4).round()  # ties on purpose
+    inst = torch.rand(50, L, H, generator=g).mul(3).round()
+    inst[7] = 0.5  # constant -> NaN
+    taus = gradts.instance_taus(main, inst)
+    expected = [kendalltau(main.flatten().numpy(), m.flatten().numpy()).statistic for m in inst]
+    np.testing.assert_allclose(taus.numpy(), expected, rtol=1e-12, atol=1e-12)
+    assert math.isnan(taus[7])
+
+
+# --- selection ------------------------------------------------------------------------------------
+
+
+def test_rank_auxiliaries_descending_ties_by_name_nan_last():
+    names = ["main", "d", "b", "c", "a"]
+    corr = pd.DataFrame(np.eye(5), index=names, columns=names)
+    for other, tau in {"d": 0.5, "b": 0.2, "c": 0.5, "a": float("nan")}.items():
+        corr.loc["main", other] = corr.loc[other, "main"] = tau
+    assert gradts.rank_auxiliaries(corr, "main") == ["c", "d", "b", "a"]
+    with pytest.raises(KeyError):
+        gradts.rank_auxiliaries(corr, "nope")
+
+
+def test_trial_candidates_are_the_prefixes():
+    assert gradts.trial_candidates(["x", "y", "z"]) == [["x"], ["x", "y"], ["x", "y", "z"]]
+    assert gradts.trial_candidates(["x", "y", "z"], max_k=2) == [["x"], ["x", "y"]]
+    assert gradts.trial_candidates(["x"], max_k=5) == [["x"]]
+    with pytest.raises(ValueError):
+        gradts.trial_candidates(["x"], max_k=0)
+
+
+def test_select_best_prefers_the_smaller_set_on_ties():
+    scores = {("x",): 0.7, ("x", "y"): 0.8, ("x", "y", "z"): 0.8, ("w", "v"): float("nan")}
+    assert gradts.select_best(scores) == ("x", "y")
+    assert gradts.select_best({("x", "y"): 0.8, ("x",): 0.8}) == ("x",)
+    assert gradts.select_best({("x",): 0.79, ("x", "y"): 0.8}, tol=0.02) == ("x",)
+    assert gradts.select_best({(): 0.5, ("x",): 0.4}) == ()
+    with pytest.raises(TypeError):
+        gradts.select_best({"x+y": 0.8})
+    with pytest.raises(ValueError):
+        gradts.select_best({("x",): float("nan")})
+
+
+def test_instance_filter_threshold_and_keep_fraction():
+    main = torch.arange(8.0).reshape(L, H)
+    swapped = main.flatten()[[1, 0, 2, 3, 4, 5, 6, 7]].reshape(L, H)  # 1 of 28 pairs discordant
+    inst = torch.stack([main, main.flip((0, 1)), main.flatten().roll(1).reshape(L, H),
+                        torch.ones(L, H), swapped])
+    taus = gradts.instance_taus(main, inst)
+    assert taus[0] == pytest.approx(1.0) and taus[1] == pytest.approx(-1.0) and math.isnan(taus[3])
+    assert taus[2] == pytest.approx(0.5) and taus[4] == pytest.approx(26 / 28)  # 7 / 1 discordant
+    keep = gradts.instance_filter(main, inst, threshold=gradts.UPSTREAM_INSTANCE_THRESHOLD)
+    assert keep.dtype == torch.bool and keep.tolist() == [True, False, False, False, True]
+    assert gradts.instance_filter(main, inst, keep_fraction=0.4).tolist() == [
+        True, False, False, False, True]
+    assert gradts.instance_filter(main, inst, keep_fraction=0.5).tolist() == [
+        True, False, True, False, True]  # ceil(2.5) = 3
+    assert gradts.instance_filter(main, inst, keep_fraction=1.0).all()
+    with pytest.raises(ValueError, match="exactly one"):
+        gradts.instance_filter(main, inst)
+    with pytest.raises(ValueError, match="exactly one"):
+        gradts.instance_filter(main, inst, threshold=0.5, keep_fraction=0.5)
+    with pytest.raises(ValueError):
+        gradts.instance_filter(main, inst, keep_fraction=0.0)
