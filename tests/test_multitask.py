@@ -175,3 +175,32 @@ def test_task_evaluator_reports_the_glue_metric():
     expected = glue.compute_metrics("cola", torch.cat([pred, pred]), torch.cat([b["labels"]] * 2))
     assert metrics == pytest.approx(expected)
     assert set(metrics) == {"mcc", "score"}
+
+
+def test_a_hugging_face_encoder_trains_and_evaluates_with_named_heads():
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    bert = BertModel(BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
+                                num_attention_heads=2, intermediate_size=32,
+                                max_position_embeddings=16, hidden_dropout_prob=0.0,
+                                attention_probs_dropout_prob=0.0))
+    model = heads.MultiHeadModel(bert, {"sst2": heads.HeadConfig(2, dropout=0.0),
+                                        "stsb": heads.HeadConfig(1, dropout=0.0)})
+    assert model.pool == "first"  # BERT's [CLS] is the first token
+    b = padded_batch(num_labels=2)
+    sts = {**b, "labels": torch.tensor([0.5, 4.0, 2.0, 1.0])}
+    batches = multitask.MultiTaskBatches({"sst2": [b], "stsb": [sts]}, ["sst2", "stsb"] * 20)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses: dict[str, list[float]] = {"sst2": [], "stsb": []}
+    for batch in batches:  # one task per step, alternating
+        loss = heads.multihead_loss(model, batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        (task,) = model.last_losses
+        losses[task].append(model.last_losses[task])
+    assert len(losses["sst2"]) == len(losses["stsb"]) == 20
+    assert losses["stsb"][-1] < losses["stsb"][0] and losses["sst2"][-1] < losses["sst2"][0]
+    ev = multitask.create_task_evaluator(model.eval(), "stsb", dev=torch.device("cpu"))
+    assert set(ev.run([sts]).metrics["glue"]) == {"pearson", "spearman", "score"}
