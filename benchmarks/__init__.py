@@ -1,0 +1,1 @@
+"""Performance benchmarks of ``tutorial_lib`` (see ``benchmarks/README.md``)."""

@@ -1,0 +1,175 @@
+"""Tests for benchmarks/: the 2019 slide model and the throughput harness at tiny size.
+
+They check that the harness measures the right thing (shapes, losses, ratios, MFU arithmetic, the
+files it writes), never how fast anything is.
+"""
+
+import dataclasses
+import json
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from benchmarks import throughput as tp
+from benchmarks.slide_model import SlideTransformerWithLMHead
+from tutorial_lib.models import TransformerConfig, TransformerLM, count_parameters
+
+CFG = TransformerConfig(vocab_size=64, d_model=32, n_layer=2, n_head=4, d_ff=64, max_len=16,
+                        dropout=0.1)
+
+
+def _slide(cfg: TransformerConfig = CFG) -> SlideTransformerWithLMHead:
+    torch.manual_seed(0)
+    return SlideTransformerWithLMHead(cfg).eval()
+
+
+def _ids(seq: int = 10, batch: int = 3) -> torch.Tensor:
+    return torch.randint(0, CFG.vocab_size, (seq, batch), generator=torch.Generator().manual_seed(0))
+
+
+# --- the slide model ------------------------------------------------------------------------------
+
+
+def test_slide_model_shapes_tied_head_and_loss_near_ln_v_at_init():
+    model, x = _slide(), _ids()
+    with torch.no_grad():
+        logits, loss = model(x, labels=x)
+    assert logits.shape == (10, 3, CFG.vocab_size)  # [seq, batch, V]: the head runs on all T
+    assert model.lm_head.weight is model.transformer.tokens_embeddings.weight
+    assert torch.isfinite(loss) and abs(loss.item() - math.log(CFG.vocab_size)) < 0.05
+    # causal: position t predicts token t + 1
+    want = F.cross_entropy(logits[:-1].reshape(-1, CFG.vocab_size), x[1:].reshape(-1))
+    torch.testing.assert_close(loss, want)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_slide_model_attention_mask_is_causal_exactly_when_asked(causal):
+    model = _slide(dataclasses.replace(CFG, causal=causal))
+    x = _ids()
+    y = x.clone()
+    y[6] = (x[6] + 1) % CFG.vocab_size  # change the token at position 6 only
+    with torch.no_grad():
+        a, b = model(x), model(y)
+    scale = a.abs().max()
+    before = (a[:6] - b[:6]).abs().max()
+    assert (a[6:] - b[6:]).abs().max() > 1e-2 * scale  # position 6 and later see the change
+    if causal:
+        assert before <= 1e-6 * scale, "a position <= 5 saw the token at position 6"
+    else:
+        assert before > 1e-3 * scale  # the bidirectional model does (so the check can fail)
+
+
+def test_slide_model_renormalises_the_stream_as_the_slides_did():
+    """One layer, by hand: h = LN1(e); h = h + Attn(h); h = LN2(h); h = h + FF(h); no final LN."""
+    cfg = dataclasses.replace(CFG, n_layer=1, dropout=0.0)
+    model = _slide(cfg)
+    t = model.transformer
+    x = _ids()
+    with torch.no_grad():
+        e = t.tokens_embeddings(x) + t.position_embeddings(torch.arange(10))[:, None]
+        h = t.layer_norms_1[0](e)
+        mask = torch.triu(torch.full((10, 10), float("-inf")), diagonal=1)
+        h = h + t.attentions[0](h, h, h, attn_mask=mask, need_weights=False)[0]
+        h = t.layer_norms_2[0](h)
+        h = h + t.feed_forwards[0](h)
+        torch.testing.assert_close(t(x), h)
+    assert t.layer_norms_1[0].eps == 1e-12
+    assert isinstance(t.feed_forwards[0][1], torch.nn.ReLU)
+
+
+def test_slide_model_has_our_weight_shapes():
+    """Same config, same matrices: ours has one more LayerNorm (the final one), nothing else."""
+    ours = TransformerLM(CFG)
+    slide = _slide()
+    assert count_parameters(ours) - count_parameters(slide) == 2 * CFG.d_model
+    qkv = ours.transformer.blocks[0].attn.qkv.weight
+    assert slide.transformer.attentions[0].in_proj_weight.shape == qkv.shape
+    assert tp.mfu_params(slide) == count_parameters(slide) - CFG.max_len * CFG.d_model
+    assert tp.mfu_params(ours) == count_parameters(ours) - CFG.max_len * CFG.d_model
+
+
+# --- arithmetic --------------------------------------------------------------------------------------
+
+
+def test_tokens_per_second_and_mfu_on_known_numbers():
+    assert tp.tokens_per_second(seconds=2.0, steps=10, tokens_per_step=100) == 500.0
+    # GPT-2 small at 1024 tokens: 6·124M + 12·12·768·1024 = 857,246,208 FLOPs per token
+    fpt = tp.flops_per_token(124_000_000, 12, 768, 1024)
+    assert fpt == 857_246_208
+    assert tp.mfu(1e5, 124_000_000, 12, 768, 1024, 312e12) == pytest.approx(857_246_208e5 / 312e12)
+    assert tp.mfu(1e5, 124_000_000, 12, 768, 1024, 312e12) == pytest.approx(0.27476, abs=1e-5)
+
+
+@pytest.mark.parametrize("name, peak", [
+    ("NVIDIA H100 80GB HBM3", 989e12), ("NVIDIA H100 PCIe", 756e12), ("NVIDIA H200", 989e12),
+    ("NVIDIA A100-SXM4-80GB", 312e12), ("NVIDIA GeForce GTX 1080", None),
+])
+def test_peak_flops_table(name, peak):
+    assert tp.peak_flops_for(name) == peak
+
+
+# --- the harness at tiny size ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    result = tp.main(["--size", "tiny", "--device", "cpu", "--out", str(out), "--peak-tflops", "1"])
+    return result, out
+
+
+def test_pretraining_numbers_are_consistent(tiny_run):
+    pre = tiny_run[0]["pretraining"]
+    size = tp.bench_size("tiny")
+    ln_v = math.log(size.vocab_size)
+    assert pre["ln_vocab"] == pytest.approx(ln_v)
+    assert pre["tokens_per_step"] == size.batch_size * size.seq_len
+    for kind in ("ours", "slide"):
+        r = pre[kind]
+        assert r["tokens_per_s"] > 0 and len(r["tokens_per_s_rounds"]) == size.rounds
+        assert r["init_loss_ok"] and abs(r["init_loss"] - ln_v) < tp.INIT_LOSS_TOLERANCE
+        assert r["seconds_per_step"] > 0
+        # MFU from the numbers it reports, with the 1 TFLOP/s given on the command line
+        assert r["flops_per_token"] == tp.flops_per_token(r["mfu_params"], size.n_layer,
+                                                          size.d_model, size.seq_len)
+        assert r["mfu"] == pytest.approx(r["tokens_per_s"] * r["flops_per_token"] / 1e12)
+    assert pre["ratio"] == pytest.approx(pre["ours"]["tokens_per_s"] / pre["slide"]["tokens_per_s"])
+    assert pre["ratio_rounds"] == pytest.approx(
+        [o / s for o, s in zip(pre["ours"]["tokens_per_s_rounds"], pre["slide"]["tokens_per_s_rounds"])])
+    # the fp32 reference exists exactly when the like-for-like runs are in a low precision
+    assert ("slide_fp32" in pre) == (pre["precision"] != "fp32")
+
+
+def test_finetune_costs_have_one_row_per_method_relative_to_plain(tiny_run):
+    rows = {r["method"]: r for r in tiny_run[0]["finetune"]}
+    assert list(rows) == list(tp.METHODS)
+    assert rows["fine-tuning"]["relative"] == 1.0
+    base = rows["fine-tuning"]["seconds_per_step"]
+    for r in rows.values():
+        assert r["seconds_per_step"] > 0
+        assert r["relative"] == pytest.approx(r["seconds_per_step"] / base)
+        assert r["seq_len"] == tp.bench_size("tiny").ft_seq_len  # same tokens for every method
+    assert rows["adapters (m=64)"]["trainable_params"] < rows["adapters (m=64)"]["total_params"]
+    assert rows["fine-tuning"]["trainable_params"] == rows["fine-tuning"]["total_params"]
+    assert (rows["TDT"]["forward_passes"], rows["R-Drop"]["forward_passes"]) == (3, 2)
+
+
+def test_results_written_atomically_with_the_expected_keys(tiny_run):
+    result, out = tiny_run
+    stem = f"{tp.device_tag(torch.device('cpu'))}-tiny"
+    data = json.loads((out / f"{stem}.json").read_text())
+    assert {"size", "environment", "config", "pretraining", "finetune"} <= set(data)
+    assert {"device_name", "torch", "date", "python"} <= set(data["environment"])
+    assert data["environment"]["torch"] == torch.__version__
+    assert data["config"]["d_model"] == tp.bench_size("tiny").d_model
+    assert data["pretraining"]["ratio"] == pytest.approx(result["pretraining"]["ratio"])
+    report = (out / f"{stem}.md").read_text()
+    assert "Ratio ours / slide" in report and "| DART |" in report
+    assert not list(out.glob("*.tmp"))
+
+
+def test_unknown_size_is_refused():
+    with pytest.raises(ValueError, match="unknown size"):
+        tp.bench_size("huge")
