@@ -204,3 +204,24 @@ def test_a_hugging_face_encoder_trains_and_evaluates_with_named_heads():
     assert losses["stsb"][-1] < losses["stsb"][0] and losses["sst2"][-1] < losses["sst2"][0]
     ev = multitask.create_task_evaluator(model.eval(), "stsb", dev=torch.device("cpu"))
     assert set(ev.run([sts]).metrics["glue"]) == {"pearson", "spearman", "score"}
+
+
+def test_experiment_runs_every_setting_on_real_glue_data(with_data):
+    """Single-task, multi-task with a fixed main share, and sequential runs end to end (smoke
+    scale, random-init encoder): the step budget of each setting and one row per scored task."""
+    from tutorial_lib import config
+
+    scale = config.get_scale("smoke")
+    settings = {**config.method_settings(scale, "multitask"), "steps_per_task": 2,
+                "train_examples": 32, "dev_examples": 16, "test_examples": 16}
+    exp = multitask.Experiment(scale, settings, ["rte", "sst2"], backbone="scratch")
+    single = exp.single("rte", 0)
+    assert single.steps_per_task == {"rte": 2}
+    mtl = exp.run("all", ["rte", "sst2"], 0, main="rte")
+    assert sum(mtl.steps_per_task.values()) == round(2 / settings["main_share"])
+    assert list(mtl.scores) == ["rte"]  # a main task: only it is scored
+    seq = exp.sequential("sst2", "rte", 0)
+    assert seq.steps_per_task == {"sst2": 2, "rte": 2} and list(seq.scores) == ["rte"]
+    table = multitask.collect([single, mtl, seq])
+    assert set(table["setting"]) == {"single-task", "all", "sequential (sst2 → rte)"}
+    assert table["test_score"].between(0, 1).all()

@@ -356,10 +356,6 @@ class Experiment:
         return list(itertools.islice(loader, limit))
 
 
-def head_loss(model: MultiHeadModel, task: str) -> Callable[[dict], torch.Tensor]:
-    """``batch → loss`` of one head (what GradTS differentiates)."""
-    return lambda b: model(b["input_ids"], b["attention_mask"], head=task, labels=b["labels"]).loss
-
     def sequential(self, intermediate: str, target: str, seed: int) -> RunResult:
         """S steps on ``intermediate``, then S on ``target`` (fresh head, same encoder)."""
         s = self.settings
@@ -372,6 +368,11 @@ def head_loss(model: MultiHeadModel, task: str) -> Callable[[dict], torch.Tensor
         return RunResult(f"sequential ({intermediate} → {target})", seed,
                          self.evaluate(model, [target]), {intermediate: steps, target: steps},
                          seconds)
+
+
+def head_loss(model: MultiHeadModel, task: str) -> Callable[[dict], torch.Tensor]:
+    """``batch → loss`` of one head (what GradTS differentiates)."""
+    return lambda b: model(b["input_ids"], b["attention_mask"], head=task, labels=b["labels"]).loss
 
 
 def collect(results: Sequence[RunResult]) -> pd.DataFrame:
