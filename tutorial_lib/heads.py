@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .models import IGNORE_INDEX, Output, Transformer
+from .models import IGNORE_INDEX, Output, Transformer, last_token
 
 LEVELS = ("sequence", "token", "lm")
 
@@ -192,8 +192,7 @@ class MultiHeadModel(nn.Module):
     def pooled(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         if self.pool == "first":
             return hidden[:, 0]
-        last = attention_mask.long().sum(1) - 1
-        return hidden[torch.arange(hidden.size(0), device=hidden.device), last]
+        return last_token(hidden, attention_mask)
 
     def forward(
         self,

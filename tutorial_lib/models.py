@@ -206,6 +206,13 @@ class TransformerLM(nn.Module):
         return Output(logits, F.cross_entropy(logits.float(), labels[selected]))
 
 
+def last_token(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """``hidden[b, t_b]`` with t_b the last real (right-padded) position of row b: [B, T, D] → [B, D].
+    Our [CLS] sits there."""
+    last = attention_mask.long().sum(1) - 1
+    return hidden[torch.arange(hidden.size(0), device=hidden.device), last]
+
+
 class TransformerClassifier(nn.Module):
     """Transformer + a linear head on the hidden state of the [CLS] token appended at the end.
 
@@ -234,9 +241,8 @@ class TransformerClassifier(nn.Module):
 
     def pooled(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Hidden state of the last real token ([CLS]) of each row: [B, D]."""
-        h = self.transformer(input_ids, attention_mask).last_hidden_state
-        cls_pos = attention_mask.long().sum(1) - 1
-        return h[torch.arange(h.size(0), device=h.device), cls_pos]
+        return last_token(self.transformer(input_ids, attention_mask).last_hidden_state,
+                          attention_mask)
 
     def forward(
         self,

@@ -39,7 +39,7 @@ from . import glue
 from .config import Scale
 from .heads import HeadConfig, MultiHeadModel, causal_lm_targets, merge_batches, multihead_loss
 from .hf_models import load_hf_encoder
-from .models import IGNORE_INDEX, Transformer, TransformerClassifier
+from .models import IGNORE_INDEX, Transformer, TransformerClassifier, last_token
 from .pretraining import get_tokenizer, load_or_pretrain, make_optimizer, model_config
 from .runtime import autocast, autocast_dtype, device, seed_everything
 from .tokenization import encode_with_cls
@@ -62,10 +62,8 @@ def lm_aux_loss(lm_weight: float = 0.5, clf_weight: float = 1.0) -> Callable[[nn
                              "(backbone 'pretrained' or 'scratch')")
         ids, mask = batch["input_ids"], batch["attention_mask"]
         h = model.transformer(ids, mask).last_hidden_state
-        cls_pos = mask.long().sum(1) - 1
-        pooled = h[torch.arange(h.size(0), device=h.device), cls_pos]
-        clf = F.cross_entropy(model.head(model.dropout(pooled)).float(), batch["labels"])
-        cls_id = int(ids[0, cls_pos[0]])  # every row ends with our [CLS]: never an LM target
+        clf = F.cross_entropy(model.head(model.dropout(last_token(h, mask))).float(), batch["labels"])
+        cls_id = int(last_token(ids[..., None], mask)[0])  # every row ends with our [CLS]: never an LM target
         targets = causal_lm_targets(ids, mask, ignore_ids=(cls_id,))
         keep = targets != IGNORE_INDEX
         lm = F.cross_entropy(model.lm_head(h[keep]).float(), targets[keep])
