@@ -4,6 +4,8 @@ import copy
 
 import pytest
 import torch
+import torch.nn.functional as F
+from tiny import padded_batch
 
 from tutorial_lib import heads
 from tutorial_lib.models import IGNORE_INDEX, Transformer, TransformerConfig
@@ -139,3 +141,36 @@ def test_set_lambda_and_dann_schedule():
     with pytest.raises(ValueError):
         model.set_lambda("main", 1.0)
     assert heads.dann_lambda(0.0) == 0.0 and heads.dann_lambda(1.0, 2.0) == pytest.approx(2.0, abs=1e-3)
+
+
+def test_regression_head_uses_mse():
+    model = heads.MultiHeadModel(tiny_encoder(), {"sts": heads.HeadConfig(1, dropout=0.0)}).eval()
+    b = padded_batch()
+    y = torch.tensor([0.5, 4.0, 2.0, 1.0])
+    out = model(b["input_ids"], b["attention_mask"], head="sts", labels=y)
+    assert out.logits.shape == (4, 1)
+    torch.testing.assert_close(out.loss, F.mse_loss(out.logits.squeeze(-1), y))
+
+
+def test_causal_lm_targets_skip_padding_and_cls():
+    ids = torch.tensor([[7, 8, 9, 2, 0], [5, 6, 2, 0, 0]])
+    mask = (ids != 0).long()
+    t = heads.causal_lm_targets(ids, mask, ignore_ids=(2,))
+    ign = IGNORE_INDEX
+    assert t.tolist() == [[8, 9, ign, ign, ign], [6, ign, ign, ign, ign]]
+
+
+def test_shared_input_is_encoded_once_for_a_classification_and_an_lm_head():
+    model = heads.MultiHeadModel(tiny_encoder(), {
+        "cls": heads.HeadConfig(3, dropout=0.0), "lm": heads.HeadConfig(0, "lm", loss_weight=0.5)})
+    model.eval()
+    calls = []
+    model.encoder.register_forward_hook(lambda *a: calls.append(1))
+    b = padded_batch()
+    total = model.loss({"input_ids": b["input_ids"], "attention_mask": b["attention_mask"],
+                        "cls/labels": b["labels"], "lm/marker": torch.tensor(0)})
+    assert len(calls) == 1
+    expected = model.last_losses["cls"] + 0.5 * model.last_losses["lm"]
+    assert float(total) == pytest.approx(expected, rel=1e-5)
+    # the LM head is tied to the word embeddings
+    assert model.heads["lm"].embeddings[0] is model.encoder.tok_emb

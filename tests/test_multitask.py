@@ -111,37 +111,7 @@ def test_a_head_loss_reaches_the_encoder_with_its_weight(weight):
     torch.testing.assert_close(g_both, g_a + weight * g_plain)
 
 
-def test_regression_head_uses_mse():
-    model = heads.MultiHeadModel(tiny_encoder(), {"sts": heads.HeadConfig(1, dropout=0.0)}).eval()
-    b = padded_batch()
-    y = torch.tensor([0.5, 4.0, 2.0, 1.0])
-    out = model(b["input_ids"], b["attention_mask"], head="sts", labels=y)
-    assert out.logits.shape == (4, 1)
-    torch.testing.assert_close(out.loss, F.mse_loss(out.logits.squeeze(-1), y))
 
-
-def test_causal_lm_targets_skip_padding_and_cls():
-    ids = torch.tensor([[7, 8, 9, 2, 0], [5, 6, 2, 0, 0]])
-    mask = (ids != 0).long()
-    t = heads.causal_lm_targets(ids, mask, ignore_ids=(2,))
-    ign = IGNORE_INDEX
-    assert t.tolist() == [[8, 9, ign, ign, ign], [6, ign, ign, ign, ign]]
-
-
-def test_shared_input_is_encoded_once_for_a_classification_and_an_lm_head():
-    model = heads.MultiHeadModel(tiny_encoder(), {
-        "cls": heads.HeadConfig(3, dropout=0.0), "lm": heads.HeadConfig(0, "lm", loss_weight=0.5)})
-    model.eval()
-    calls = []
-    model.encoder.register_forward_hook(lambda *a: calls.append(1))
-    b = padded_batch()
-    total = model.loss({"input_ids": b["input_ids"], "attention_mask": b["attention_mask"],
-                        "cls/labels": b["labels"], "lm/marker": torch.tensor(0)})
-    assert len(calls) == 1
-    expected = model.last_losses["cls"] + 0.5 * model.last_losses["lm"]
-    assert float(total) == pytest.approx(expected, rel=1e-5)
-    # the LM head is tied to the word embeddings
-    assert model.heads["lm"].embeddings[0] is model.encoder.tok_emb
 
 
 def test_lm_aux_loss_is_clf_plus_weighted_next_token_loss():
