@@ -44,7 +44,7 @@ from torch import nn
 
 from benchmarks.slide_model import SlideTransformerWithLMHead
 from tutorial_lib import adapters, dart, prompting, regularized, tdt
-from tutorial_lib.config import get_scale
+from tutorial_lib.config import ModelSize, get_scale
 from tutorial_lib.freezing import PeakMemory
 from tutorial_lib.models import TransformerClassifier, TransformerConfig, TransformerLM, count_parameters
 from tutorial_lib.pretraining import ADAM_BETAS, ADAM_EPS, make_optimizer
@@ -74,13 +74,7 @@ class BenchSize:
     """Model sizes, batch shapes and the number of warm-up / timed steps of one benchmark size."""
 
     name: str
-    vocab_size: int
-    d_model: int
-    n_layer: int
-    n_head: int
-    d_ff: int
-    max_len: int
-    dropout: float
+    model: ModelSize  # the same sizes as a tutorial_lib scale
     seq_len: int  # pretraining
     batch_size: int
     ft_seq_len: int  # fine-tuning: every row is exactly this long
@@ -93,9 +87,10 @@ class BenchSize:
     ft_steps: int
 
     def model_config(self, causal: bool = True, vocab_size: int | None = None) -> TransformerConfig:
+        m = self.model
         return TransformerConfig(
-            vocab_size=vocab_size or self.vocab_size, d_model=self.d_model, n_layer=self.n_layer,
-            n_head=self.n_head, d_ff=self.d_ff, max_len=self.max_len, dropout=self.dropout,
+            vocab_size=vocab_size or m.vocab_size, d_model=m.d_model, n_layer=m.n_layer,
+            n_head=m.n_head, d_ff=m.d_ff, max_len=m.max_len, dropout=m.dropout,
             causal=causal, pad_id=0,
         )
 
@@ -103,10 +98,10 @@ class BenchSize:
 def bench_size(name: str) -> BenchSize:
     """``tiny`` (CI: seconds), or the model and pretraining batch of a ``tutorial_lib`` scale."""
     if name == "tiny":
-        return BenchSize("tiny", vocab_size=128, d_model=32, n_layer=2, n_head=2, d_ff=64,
-                         max_len=32, dropout=0.1, seq_len=16, batch_size=4, ft_seq_len=16,
-                         ft_batch_size=4, warmup=1, rounds=2, steps=2, ft_warmup=1, ft_rounds=2,
-                         ft_steps=1)
+        tiny = ModelSize(vocab_size=128, d_model=32, n_layer=2, n_head=2, d_ff=64, max_len=32,
+                         dropout=0.1)
+        return BenchSize("tiny", tiny, seq_len=16, batch_size=4, ft_seq_len=16, ft_batch_size=4,
+                         warmup=1, rounds=2, steps=2, ft_warmup=1, ft_rounds=2, ft_steps=1)
     if name not in SIZES:
         raise ValueError(f"unknown size {name!r}: choose one of {', '.join(SIZES)}")
     scale = get_scale(name)
@@ -115,9 +110,7 @@ def bench_size(name: str) -> BenchSize:
               "gpu": dict(warmup=10, rounds=5, steps=20, ft_warmup=5, ft_rounds=5, ft_steps=10)}
     # fine-tuning rows: short sentences (TREC/SST-2 are ~10-25 tokens) on the CPU, longer on a GPU
     ft_seq = {"classroom": 32, "gpu": 128}[name]
-    return BenchSize(name, vocab_size=m.vocab_size, d_model=m.d_model, n_layer=m.n_layer,
-                     n_head=m.n_head, d_ff=m.d_ff, max_len=m.max_len, dropout=m.dropout,
-                     seq_len=p.seq_len, batch_size=p.batch_size, ft_seq_len=ft_seq,
+    return BenchSize(name, m, seq_len=p.seq_len, batch_size=p.batch_size, ft_seq_len=ft_seq,
                      ft_batch_size=scale.finetune.batch_size, **timing[name])
 
 
@@ -393,7 +386,7 @@ def _build_method(name: str, size: BenchSize, tok, texts: list[str], labels: lis
                   lr: float, weight_decay: float = 0.01, seed: int = 0) -> _Method:
     """A random-init model, its optimiser and one batch (every row ``ft_seq_len`` tokens long)."""
     torch.manual_seed(seed)
-    vocab = max(size.vocab_size, len(tok))
+    vocab = max(size.model.vocab_size, len(tok))
     if name in ("manual prompt", "DART"):
         mlm = prompting.OurMaskedLM(TransformerLM(size.model_config(False, vocab)), tok)
         label_ids = prompting.verbalizer_ids(mlm, VERBALIZER, LABEL_NAMES)
@@ -599,7 +592,8 @@ def run_benchmark(
     bs = bench_size(size)
     result = {
         "size": size, "environment": environment(dev),
-        "config": dataclasses.asdict(bs),
+        "config": {**dataclasses.asdict(bs.model),
+                   **{k: v for k, v in dataclasses.asdict(bs).items() if k != "model"}},
         "pretraining": pretraining_throughput(bs, dev, compile=compile, peak_flops=peak_flops),
         "finetune": finetune_costs(bs, dev) if finetune else None,
     }

@@ -123,7 +123,7 @@ def tiny_run(tmp_path_factory):
 def test_pretraining_numbers_are_consistent(tiny_run):
     pre = tiny_run[0]["pretraining"]
     size = tp.bench_size("tiny")
-    ln_v = math.log(size.vocab_size)
+    ln_v = math.log(size.model.vocab_size)
     assert pre["ln_vocab"] == pytest.approx(ln_v)
     assert pre["tokens_per_step"] == size.batch_size * size.seq_len
     for kind in ("ours", "slide"):
@@ -132,8 +132,8 @@ def test_pretraining_numbers_are_consistent(tiny_run):
         assert r["init_loss_ok"] and abs(r["init_loss"] - ln_v) < tp.INIT_LOSS_TOLERANCE
         assert r["seconds_per_step"] > 0
         # MFU from the numbers it reports, with the 1 TFLOP/s given on the command line
-        assert r["flops_per_token"] == tp.flops_per_token(r["mfu_params"], size.n_layer,
-                                                          size.d_model, size.seq_len)
+        assert r["flops_per_token"] == tp.flops_per_token(r["mfu_params"], size.model.n_layer,
+                                                          size.model.d_model, size.seq_len)
         assert r["mfu"] == pytest.approx(r["tokens_per_s"] * r["flops_per_token"] / 1e12)
     assert pre["ratio"] == pytest.approx(pre["ours"]["tokens_per_s"] / pre["slide"]["tokens_per_s"])
     assert pre["ratio_rounds"] == pytest.approx(
@@ -163,7 +163,7 @@ def test_results_written_atomically_with_the_expected_keys(tiny_run):
     assert {"size", "environment", "config", "pretraining", "finetune"} <= set(data)
     assert {"device_name", "torch", "date", "python"} <= set(data["environment"])
     assert data["environment"]["torch"] == torch.__version__
-    assert data["config"]["d_model"] == tp.bench_size("tiny").d_model
+    assert data["config"]["d_model"] == tp.bench_size("tiny").model.d_model
     assert data["pretraining"]["ratio"] == pytest.approx(result["pretraining"]["ratio"])
     report = (out / f"{stem}.md").read_text()
     assert "Ratio ours / slide" in report and "| DART |" in report
