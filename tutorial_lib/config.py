@@ -1,8 +1,9 @@
-"""The one scale knob, the cache location, and the precision/device choice.
+"""The one scale knob, every setting of every notebook, and every environment variable.
 
-Every notebook starts with ``scale = config.get_scale()``; sizes are read from the returned
-``Scale`` and never written in a cell. The scale comes from the ``TUTORIAL_SCALE`` environment
-variable (default ``classroom``):
+Every notebook starts with ``scale = config.get_scale()`` and ``settings = config.settings(scale,
+"<notebook>")``; sizes are read from those and never written in a cell. A student changes a
+setting in a cell with ``settings = settings.replace(epochs=4)`` (a misspelt name is an error).
+The scale comes from the ``TUTORIAL_SCALE`` environment variable (default ``classroom``):
 
 ==========  ===========================================================================
 smoke       CI: each notebook in ≤ 90 s on 2 CPU cores; tiny model, data slices.
@@ -19,12 +20,26 @@ import dataclasses
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 SCALE_ENV_VAR = "TUTORIAL_SCALE"
 CACHE_ENV_VAR = "TUTORIAL_CACHE_DIR"
+DATA_ENV_VAR = "TUTORIAL_DATA_DIR"
+PRECISION_ENV_VAR = "TUTORIAL_PRECISION"
+RESULTS_ENV_VAR = "TUTORIAL_RESULTS_DIR"
+PROGRESS_ENV_VAR = "TUTORIAL_PROGRESS"
 DEFAULT_SCALE = "classroom"
+
+ENV_VARS: dict[str, str] = {
+    SCALE_ENV_VAR: "smoke | classroom | gpu | paper (default classroom)",
+    DATA_ENV_VAR: "a local copy of the datasets (default: the Hugging Face Hub)",
+    CACHE_ENV_VAR: "tokenizers, corpora, checkpoints, converted models (default ~/.cache/tutorial_lib)",
+    PRECISION_ENV_VAR: "auto | bf16 | fp16 | fp32 (default auto)",
+    RESULTS_ENV_VAR: "where notebooks save their result tables (set by the main job)",
+    PROGRESS_ENV_VAR: "0 hides progress bars (set by the main job)",
+}
+"""Every environment variable the package reads, in one place (the README's table lists them)."""
 
 
 class ConfigError(ValueError):
@@ -71,35 +86,14 @@ class PretrainSettings:
 
 
 @dataclass(frozen=True)
-class FinetuneSettings:
-    """Fine-tuning budget shared by every method notebook (equal budgets by construction)."""
-
-    epochs: int
-    batch_size: int
-    lr: float
-    warmup_frac: float
-    max_train_examples: int | None  # None = the whole train split
-    seeds: tuple[int, ...]
-    hf_epochs: int  # epochs for the (slower, larger) Hugging Face backbone
-    hf_seeds: tuple[int, ...]
-    hf_lr: float = 1e-4
-    weight_decay: float = 0.01
-    max_norm: float = 1.0
-    eval_batch_size: int = 128
-    max_eval_examples: int | None = None  # smoke only: cap validation/test sizes
-
-
-@dataclass(frozen=True)
 class Scale:
-    """Everything that changes between smoke / classroom / gpu / paper."""
+    """What changes between smoke / classroom / gpu / paper for our own model (notebook 01);
+    every notebook's own settings: :func:`settings`."""
 
     name: str
     model: ModelSize
     pretrain: PretrainSettings
-    finetune: FinetuneSettings
-    hf_encoder: str = "minilm"  # see tutorial_lib.models.HF_ENCODERS
     notes: str = ""
-    extra: dict = field(default_factory=dict)
 
     def fingerprint(self, *parts: object) -> str:
         """Short hash of this scale's model + pretraining settings (and any extra parts).
@@ -126,10 +120,6 @@ _SMOKE = Scale(
         corpus="wikitext-2", max_train_lines=2000, max_valid_lines=200, seq_len=32,
         batch_size=16, steps=40, lr=1e-3, warmup=10, eval_every=20,
     ),
-    finetune=FinetuneSettings(
-        epochs=1, batch_size=32, lr=1e-3, warmup_frac=0.1, max_train_examples=256,
-        seeds=(0, 1), hf_epochs=1, hf_seeds=(0,), max_eval_examples=200,
-    ),
     notes="CI: checks that every cell runs; the numbers mean nothing.",
 )
 
@@ -140,10 +130,6 @@ _CLASSROOM = Scale(
         corpus="wikitext-2", max_train_lines=None, max_valid_lines=None, seq_len=64,
         batch_size=32, steps=400, lr=1e-3, warmup=100, eval_every=200, mlm_steps=800,
     ),
-    finetune=FinetuneSettings(
-        epochs=3, batch_size=32, lr=1e-3, warmup_frac=0.1, max_train_examples=None,
-        seeds=(0, 1, 2), hf_epochs=2, hf_seeds=(0,), hf_lr=1e-4,
-    ),
     notes="A 2-core laptop: ~2.5 min of bf16 pretraining per objective on WikiText-2.",
 )
 
@@ -153,10 +139,6 @@ _GPU = Scale(
     pretrain=PretrainSettings(
         corpus="wikitext-2", max_train_lines=None, max_valid_lines=None, seq_len=256,
         batch_size=64, steps=6000, lr=6e-4, warmup=500, eval_every=1000,
-    ),
-    finetune=FinetuneSettings(
-        epochs=4, batch_size=32, lr=1e-4, warmup_frac=0.1, max_train_examples=None,
-        seeds=(0, 1, 2, 3, 4), hf_epochs=3, hf_seeds=(0, 1, 2),
     ),
     notes="One GPU, bf16 autocast.",
 )
@@ -170,10 +152,6 @@ _PAPER = Scale(
         corpus="wikitext-103", max_train_lines=None, max_valid_lines=None, seq_len=256,
         batch_size=8, steps=400_000, lr=2.5e-4, warmup=1000, weight_decay=0.0,
         max_norm=0.25, eval_every=5000,
-    ),
-    finetune=FinetuneSettings(
-        epochs=3, batch_size=16, lr=6e-5, warmup_frac=0.1, max_train_examples=None,
-        seeds=(0, 1, 2, 3, 4), hf_epochs=3, hf_seeds=(0, 1, 2, 3, 4), max_norm=0.25,
     ),
     notes="The 2019 tutorial's hyperparameters (Transformer-XL WT103 base); needs a GPU cluster.",
 )
@@ -209,251 +187,408 @@ def cache_dir(*parts: str) -> Path:
     return path
 
 
-# --- per-method settings ---------------------------------------------------------------------
-# Sizes that only one method notebook needs, per scale, still chosen here and nowhere else.
-# ``method_settings(scale, "adapters")`` returns the dict for the scale.
-METHODS: dict[str, dict[str, dict]] = {
-    # "adapters": {"smoke": {...}, "classroom": {...}, "gpu": {...}, "paper": {...}},
-    # Notebooks 03-05. ``train_examples``: a fixed random subset of TREC-6 train (None = all) and
-    # ``epochs``: the budget, the same for each method and its baseline within a notebook.
-    # 03: ``bottlenecks`` = adapter sizes m; ``lr`` = the adapters' rate (full fine-tuning keeps
-    # the scale's); ``probe_*`` = the feature-extraction classifier on cached features.
-    "adapters": {
-        "smoke": {"train_examples": None, "epochs": 1, "bottlenecks": (8,), "lr": 1e-3,
-                  "train_layer_norms": True, "probe_epochs": 3, "probe_lr": 3e-3},
-        "classroom": {"train_examples": 2500, "epochs": 2, "bottlenecks": (8, 64), "lr": 1e-3,
-                      "train_layer_norms": True, "probe_epochs": 20, "probe_lr": 3e-3},
-        "gpu": {"train_examples": None, "epochs": 4, "bottlenecks": (8, 64, 256), "lr": 1e-3,
-                "train_layer_norms": True, "probe_epochs": 50, "probe_lr": 3e-3},
-        "paper": {"train_examples": None, "epochs": 3, "bottlenecks": (8, 64, 256), "lr": 1e-3,
-                  "train_layer_norms": True, "probe_epochs": 50, "probe_lr": 3e-3},
+
+
+# --- every notebook's settings -----------------------------------------------------------------
+# One frozen dataclass per notebook: the defaults in the class are the classroom values, and each
+# other scale writes only what differs. A misspelt field fails at import (TypeError), and
+# ``settings.replace(name=value)`` checks names, so a student's typo in a cell fails at once.
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Base class: :meth:`replace` with checked names (also reaching into a nested ``budget``)."""
+
+    def replace(self, **changes: object) -> Settings:
+        """A copy with ``changes``; a name that is not a field here may be a field of ``budget``.
+
+        >>> Budget().replace(epochs=4).epochs
+        4
+        """
+        names = {f.name for f in dataclasses.fields(self)}
+        inner = {k: v for k, v in changes.items() if k not in names}
+        if inner:
+            budget = getattr(self, "budget", None)
+            budget_names = {f.name for f in dataclasses.fields(Budget)} if budget else set()
+            if set(inner) - budget_names:
+                raise ConfigError(
+                    f"{type(self).__name__} has no setting(s) {sorted(set(inner) - budget_names)}; "
+                    f"its settings: {sorted(names | budget_names)}")
+            changes = {k: v for k, v in changes.items() if k in names}
+            changes["budget"] = budget.replace(**inner)
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Budget(Settings):
+    """What a fine-tuning run may spend: the same for a method and its baseline."""
+
+    epochs: int = 3
+    batch_size: int = 32
+    lr: float = 1e-3
+    warmup_frac: float = 0.1
+    weight_decay: float = 0.01
+    max_norm: float = 1.0
+    eval_batch_size: int = 128
+    max_len: int | None = None  # tokens per input (None: the backbone's limit)
+
+    def replace(self, **changes: object) -> Budget:
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ConfigError(f"Budget has no setting(s) {sorted(unknown)}; its settings: "
+                              f"{[f.name for f in dataclasses.fields(self)]}")
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Classification(Settings):
+    """A fine-tuning comparison on one task: backbone, data sizes, seeds and the shared budget."""
+
+    task: str = "trec"
+    backbone: str = "ours"
+    seeds: tuple[int, ...] = (0, 1, 2)
+    train_examples: int | None = None  # fixed random subsets (None: the whole split)
+    validation_examples: int | None = None
+    test_examples: int | None = None
+    budget: Budget = Budget()
+
+
+@dataclass(frozen=True)
+class AdaptationSettings(Classification):
+    """02: our LM vs the same network from scratch, and a Hugging Face encoder."""
+
+    backbones: tuple[str, ...] = ("scratch", "ours")
+    hf_backbone: str = "minilm"
+    hf_seeds: tuple[int, ...] = (0,)
+    hf_budget: Budget = Budget(epochs=2, lr=1e-4)
+
+
+@dataclass(frozen=True)
+class AdapterSettings(Classification):
+    """03: Houlsby adapters of each bottleneck size m; feature extraction on cached features."""
+
+    train_examples: int | None = 2500
+    budget: Budget = Budget(epochs=2)
+    bottlenecks: tuple[int, ...] = (8, 64)
+    adapter_lr: float = 1e-3
+    train_layer_norms: bool = True
+    probe_epochs: int = 20
+    probe_lr: float = 3e-3
+
+
+@dataclass(frozen=True)
+class UnfreezingSettings(Classification):
+    """04: unfreeze the next layer every ``every`` events (ULMFiT's ``"epoch"`` needs
+    ≥ n_layer + 2 epochs); ``chain_thaw``: also Felbo et al.'s variant."""
+
+    train_examples: int | None = 2500
+    budget: Budget = Budget(epochs=2)
+    every: int = 20
+    event: str = "iteration"
+    chain_thaw: bool = True
+
+
+@dataclass(frozen=True)
+class DiscriminativeSettings(Classification):
+    """05: η_l = η · ξ^-depth with ξ = ``factor``; STLR's ``cut_frac`` and ``ratio`` (ULMFiT Eq. 3)."""
+
+    train_examples: int | None = 2500
+    budget: Budget = Budget(epochs=2)
+    factor: float = 2.6
+    cut_frac: float = 0.1
+    ratio: float = 32.0
+
+
+@dataclass(frozen=True)
+class MultiTaskRuns(Settings):
+    """Runs over several GLUE tasks (06, 07): every task's splits cut to fixed subsets; the main
+    task gets S = ``steps_per_task`` batches in every setting (multi-task over n tasks: n·S steps,
+    a main task with fixed share p: S/p steps); inputs truncated to ``budget.max_len``."""
+
+    backbone: str = "ours"
+    seeds: tuple[int, ...] = (0, 1, 2)
+    tasks: tuple[str, ...] = ("sst2", "qqp", "stsb")
+    train_examples: int | None = 2000
+    dev_examples: int | None = 300
+    test_examples: int | None = 1000
+    steps_per_task: int = 80
+    strategy: str = "temperature"  # "proportional", "temperature" or "round-robin"
+    temperature: float = 2.0
+    main_share: float = 0.5
+    budget: Budget = Budget(lr=1e-3, batch_size=32, max_len=64)
+
+
+@dataclass(frozen=True)
+class MultitaskSettings(MultiTaskRuns):
+    """06: (a) TREC-6 + an auxiliary LM loss (the slides' 1.0 / 0.5); (b) GLUE single-task vs
+    multi-task; (c) ``sequential`` (intermediate, target) pairs."""
+
+    trec_train_examples: int | None = 2500
+    trec_epochs: int = 2
+    clf_weight: float = 1.0
+    lm_weight: float = 0.5
+    sequential: tuple[tuple[str, str], ...] = (("mnli", "stsb"),)
+
+
+@dataclass(frozen=True)
+class GradTSSettings(MultiTaskRuns):
+    """07: head importance on ``importance_batches`` batches per task; for each main task:
+    single, all tasks, GradTS-trial (top-k, k ≤ ``max_k``, chosen on dev with ``trial_seeds``) and
+    GradTS-fg (instances kept by τ: ``keep_fraction`` of them, or τ ≥ ``threshold``)."""
+
+    tasks: tuple[str, ...] = ("mnli", "rte", "qqp", "qnli", "mrpc", "sst2", "cola", "wnli")
+    main_tasks: tuple[str, ...] = ("sst2", "qqp", "mnli")
+    trial_seeds: tuple[int, ...] = (0,)
+    max_k: int | None = 2
+    importance_batches: int | None = 8
+    keep_fraction: float | None = 0.5
+    threshold: float | None = None
+    train_examples: int | None = 1000
+    dev_examples: int | None = 200
+    test_examples: int | None = 500
+    steps_per_task: int = 50
+
+
+@dataclass(frozen=True)
+class TDTSettings(Classification):
+    """08: TDT vs regularised fine-tuning on ``task``, tested in-domain and on the ``transfer``
+    tasks' test splits (never trained on). TDT weights in our units (batchmean KL: upstream's
+    kl_rate 2 for 2 classes = 1.0). ``pair_task``: a sentence-pair task (None: skipped)."""
+
+    task: str = "sst2"
+    train_examples: int | None = 1000
+    validation_examples: int | None = 200
+    budget: Budget = Budget(epochs=3)
+    transfer: tuple[str, ...] = ("mr", "cr")
+    transfer_examples: int | None = None
+    baselines: tuple[str, ...] = ("R-Drop", "token cutoff")
+    m_rate: float = 1.0
+    kl_rate: float = 1.0
+    margin: float = 0.0
+    rdrop_alpha: float = 1.0
+    cutoff_ratio: float = 0.1
+    r3f_lambda: float = 1.0
+    r3f_eps: float = 1e-5
+    pair_task: str | None = None
+    pair_train_examples: int | None = None
+    show_examples: int = 6
+    min_token_count: int = 5
+
+
+@dataclass(frozen=True)
+class DARTSettings(Settings):
+    """09: LM-BFF few-shot splits (K per class, ``splits`` = seeds); every run ``steps`` AdamW
+    steps of ``batch_size``, dev scored every ``eval_every`` steps, the best dev checkpoint tested
+    once; ``*_lrs``: per-split grids of the backbone rate (chosen on dev); ``prompt_lr``: DART's
+    template/label vectors; ``fluency_weight`` λ and ``mask_rate``. ``k_*``: the accuracy-vs-K
+    curve (None = the full train set); ``bad_*``: the deliberately bad verbalizer."""
+
+    backbone: str = "ours-mlm"
+    cls_backbone: str = "ours"
+    tasks: tuple[str, ...] = ("sst2", "mr", "cr", "trec")
+    k: int = 16
+    splits: tuple[int, ...] = (13, 21, 42, 87, 100)
+    steps: int = 30
+    batch_size: int = 8
+    eval_every: int = 10
+    cls_lrs: tuple[float, ...] = (1e-3,)
+    prompt_lrs: tuple[float, ...] = (3e-4,)
+    dart_lrs: tuple[float, ...] = (3e-4,)
+    prompt_lr: float = 1e-3
+    fluency_weight: float = 1.0
+    mask_rate: float = 0.1
+    max_len: int = 128
+    k_task: str = "sst2"
+    k_values: tuple[int | None, ...] = (8, 32, 64)
+    k_splits: tuple[int, ...] = (13, 21)
+    k_methods: tuple[str, ...] = ("fine-tuning ([CLS])", "DART")
+    bad_task: str = "sst2"
+    bad_splits: tuple[int, ...] = (13, 21, 42)
+    test_examples: int | None = None
+
+
+@dataclass(frozen=True)
+class ProbingSettings(Settings):
+    """10: linear probes per layer on UD-EWT (train sentences from train, test from test);
+    ``probe_max_iter``: the lbfgs budget of every probe (the same for all)."""
+
+    models: tuple[str, ...] = ("ours", "ours-mlm", "scratch", "minilm")
+    train_sentences: int | None = 800
+    test_sentences: int | None = 300
+    probe_max_iter: int = 100
+    control_seed: int = 0
+    pca_points: int = 1500
+    batch_size: int = 64
+
+
+@dataclass(frozen=True)
+class AmnesicSettings(Settings):
+    """11: INLP on the masked LM's masked positions (``mask_rounds`` masks per sentence), random-
+    direction controls (``random_seeds``), then adversarial POS heads on TREC-6 for each λ. The
+    INLP train, INLP dev, adversary and probe-train sentences are disjoint slices of UD train."""
+
+    backbone: str = "ours-mlm"
+    adv_backbone: str = "ours"
+    train_sentences: int = 1500
+    dev_sentences: int = 300
+    test_sentences: int | None = 500
+    mask_rounds: int = 2
+    mask_fraction: float = 0.15
+    inlp_max_iterations: int = 15
+    inlp_tol: float = 0.01
+    inlp_classifier_max_iter: int = 100
+    probe_max_iter: int = 100
+    random_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    lambdas: tuple[float, ...] = (0.0, 0.3, 1.0, 3.0)
+    adv_seeds: tuple[int, ...] = (0, 1)
+    adv_epochs: int = 2
+    adv_train_examples: int | None = 1500
+    adv_sentences: int = 1500
+    adv_batch_size: int = 16
+    adv_weight: float = 1.0
+    adv_probe_train: int = 400
+    adv_probe_test: int | None = 200
+    budget: Budget = Budget()
+
+
+_ALL_SEEDS = (0, 1, 2, 3, 4)
+_SMOKE_CLS = dict(train_examples=256, validation_examples=200, test_examples=200, seeds=(0, 1),
+                  budget=Budget(epochs=1))
+_GPU_CLS = dict(train_examples=None, seeds=_ALL_SEEDS, budget=Budget(epochs=4, lr=1e-4))
+_PAPER_CLS = dict(train_examples=None, seeds=_ALL_SEEDS,
+                  budget=Budget(epochs=3, batch_size=16, lr=6e-5, max_norm=0.25))
+_GPU_MT = dict(backbone="minilm", train_examples=10000, dev_examples=1000, test_examples=None,
+               steps_per_task=1000, budget=Budget(lr=1e-4, batch_size=32, max_len=128))
+_PAPER_MT = dict(backbone="bert-base-cased", train_examples=None, dev_examples=None,
+                 test_examples=None, budget=Budget(lr=5e-5, batch_size=32, max_len=256))
+
+SETTINGS: dict[str, dict[str, Settings]] = {
+    "02_adaptation": {
+        "smoke": AdaptationSettings(**_SMOKE_CLS, hf_budget=Budget(epochs=1, lr=1e-4)),
+        "classroom": AdaptationSettings(),
+        "gpu": AdaptationSettings(**_GPU_CLS, hf_seeds=(0, 1, 2), hf_budget=Budget(epochs=3, lr=1e-4)),
+        "paper": AdaptationSettings(**_PAPER_CLS, hf_seeds=_ALL_SEEDS,
+                                    hf_budget=Budget(epochs=3, lr=1e-4)),
     },
-    # 04: unfreeze the next layer every ``every`` iterations (``event`` "iteration"; ULMFiT's
-    # "epoch" needs ≥ n_layer + 2 epochs); ``chain_thaw``: also run Felbo et al.'s variant.
-    "unfreezing": {
-        "smoke": {"train_examples": None, "epochs": 1, "every": 1, "event": "iteration",
-                  "chain_thaw": True},
-        "classroom": {"train_examples": 2500, "epochs": 2, "every": 20, "event": "iteration",
-                      "chain_thaw": True},
-        "gpu": {"train_examples": None, "epochs": 4, "every": 40, "event": "iteration",
-                "chain_thaw": True},
-        "paper": {"train_examples": None, "epochs": 3, "every": 40, "event": "iteration",
-                  "chain_thaw": True},
+    "03_adapters_and_freezing": {
+        "smoke": AdapterSettings(**_SMOKE_CLS, bottlenecks=(8,), probe_epochs=3),
+        "classroom": AdapterSettings(),
+        "gpu": AdapterSettings(**_GPU_CLS, bottlenecks=(8, 64, 256), probe_epochs=50),
+        "paper": AdapterSettings(**_PAPER_CLS, bottlenecks=(8, 64, 256), probe_epochs=50),
     },
-    # 05: ``factor`` = ξ (η_l = η · ξ^-depth); STLR's ``cut_frac`` and ``ratio`` (ULMFiT Eq. 3).
-    "discriminative": {
-        "smoke": {"train_examples": None, "epochs": 1, "factor": 2.6, "cut_frac": 0.1,
-                  "ratio": 32},
-        "classroom": {"train_examples": 2500, "epochs": 2, "factor": 2.6, "cut_frac": 0.1,
-                      "ratio": 32},
-        "gpu": {"train_examples": None, "epochs": 4, "factor": 2.6, "cut_frac": 0.1, "ratio": 32},
-        "paper": {"train_examples": None, "epochs": 3, "factor": 2.6, "cut_frac": 0.1,
-                  "ratio": 32},
+    "04_gradual_unfreezing": {
+        "smoke": UnfreezingSettings(**_SMOKE_CLS, every=1),
+        "classroom": UnfreezingSettings(),
+        "gpu": UnfreezingSettings(**_GPU_CLS, every=40),
+        "paper": UnfreezingSettings(**_PAPER_CLS, every=40),
     },
-    # 10: probes per layer on UD-EWT (train sentences from train, test sentences from test);
-    # ``probe_max_iter``: the lbfgs budget of every probe (a fixed budget, the same for all).
-    "probing": {
-        "smoke": {"train_sentences": 80, "test_sentences": 40, "probe_max_iter": 30,
-                  "control_seed": 0, "models": ("causal", "mlm", "random", "minilm"),
-                  "pca_points": 300, "batch_size": 64},
-        "classroom": {"train_sentences": 800, "test_sentences": 300, "probe_max_iter": 100,
-                      "control_seed": 0, "models": ("causal", "mlm", "random", "minilm"),
-                      "pca_points": 1500, "batch_size": 64},
-        "gpu": {"train_sentences": 4000, "test_sentences": 1000, "probe_max_iter": 200,
-                "control_seed": 0, "models": ("causal", "mlm", "random", "minilm"),
-                "pca_points": 3000, "batch_size": 128},
-        "paper": {"train_sentences": None, "test_sentences": None, "probe_max_iter": 500,
-                  "control_seed": 0, "models": ("causal", "mlm", "random", "minilm"),
-                  "pca_points": 5000, "batch_size": 128},
+    "05_discriminative_lr": {
+        "smoke": DiscriminativeSettings(**_SMOKE_CLS),
+        "classroom": DiscriminativeSettings(),
+        "gpu": DiscriminativeSettings(**_GPU_CLS),
+        "paper": DiscriminativeSettings(**_PAPER_CLS),
     },
-    # 11: INLP on the MLM's masked positions (``mask_rounds`` masks per sentence), random-
-    # direction controls (``random_seeds``), then adversarial POS heads on TREC-6 for each λ.
-    # The INLP train, INLP dev, adversary and probe-train sentences are disjoint slices of UD
-    # train (their sum must stay below its 12,544 sentences); test sentences come from UD test.
-    "amnesic": {
-        "smoke": {"train_sentences": 150, "dev_sentences": 60, "test_sentences": 80,
-                  "mask_rounds": 1, "mask_fraction": 0.15, "inlp_max_iterations": 4,
-                  "inlp_tol": 0.01, "inlp_classifier_max_iter": 30, "probe_max_iter": 30,
-                  "random_seeds": (0, 1), "lambdas": (0.0, 1.0), "adv_seeds": (0,),
-                  "adv_epochs": 1, "adv_train_examples": 128, "adv_sentences": 64,
-                  "adv_batch_size": 16, "adv_weight": 1.0, "adv_probe_train": 60,
-                  "adv_probe_test": 40},
-        "classroom": {"train_sentences": 1500, "dev_sentences": 300, "test_sentences": 500,
-                      "mask_rounds": 2, "mask_fraction": 0.15, "inlp_max_iterations": 15,
-                      "inlp_tol": 0.01, "inlp_classifier_max_iter": 100, "probe_max_iter": 100,
-                      "random_seeds": (0, 1, 2, 3, 4), "lambdas": (0.0, 0.3, 1.0, 3.0),
-                      "adv_seeds": (0, 1), "adv_epochs": 2, "adv_train_examples": 1500,
-                      "adv_sentences": 1500, "adv_batch_size": 16, "adv_weight": 1.0,
-                      "adv_probe_train": 400, "adv_probe_test": 200},
-        "gpu": {"train_sentences": 5000, "dev_sentences": 1000, "test_sentences": 2000,
-                "mask_rounds": 3, "mask_fraction": 0.15, "inlp_max_iterations": 40,
-                "inlp_tol": 0.01, "inlp_classifier_max_iter": 200, "probe_max_iter": 200,
-                "random_seeds": (0, 1, 2, 3, 4), "lambdas": (0.0, 0.1, 0.3, 1.0, 3.0),
-                "adv_seeds": (0, 1, 2), "adv_epochs": 3, "adv_train_examples": None,
-                "adv_sentences": 4000, "adv_batch_size": 32, "adv_weight": 1.0,
-                "adv_probe_train": 2000, "adv_probe_test": 1000},
-        "paper": {"train_sentences": 6000, "dev_sentences": 1000, "test_sentences": None,
-                  "mask_rounds": 3, "mask_fraction": 0.15, "inlp_max_iterations": 100,
-                  "inlp_tol": 0.01, "inlp_classifier_max_iter": 500, "probe_max_iter": 500,
-                  "random_seeds": (0, 1, 2, 3, 4), "lambdas": (0.0, 0.1, 0.3, 1.0, 3.0),
-                  "adv_seeds": (0, 1, 2, 3, 4), "adv_epochs": 3, "adv_train_examples": None,
-                  "adv_sentences": 4000, "adv_batch_size": 32, "adv_weight": 1.0,
-                  "adv_probe_train": 1000, "adv_probe_test": None},
+    "06_multitask": {
+        "smoke": MultitaskSettings(
+            seeds=(0, 1), trec_train_examples=128, trec_epochs=1, tasks=("sst2", "stsb"),
+            sequential=(("qqp", "stsb"),), train_examples=64, dev_examples=32, test_examples=32,
+            steps_per_task=3, budget=Budget(lr=1e-3, batch_size=16, max_len=64)),
+        "classroom": MultitaskSettings(),
+        "gpu": MultitaskSettings(
+            **_GPU_MT, trec_train_examples=None, trec_epochs=3,
+            tasks=("sst2", "cola", "mrpc", "rte", "stsb", "qqp"),
+            sequential=(("mnli", "rte"), ("mnli", "stsb"), ("qqp", "mrpc"))),
+        "paper": MultitaskSettings(
+            **_PAPER_MT, seeds=_ALL_SEEDS, trec_train_examples=None, trec_epochs=3,
+            tasks=("sst2", "cola", "mrpc", "rte", "stsb", "qqp", "qnli"),
+            sequential=(("mnli", "rte"), ("mnli", "stsb"), ("qqp", "mrpc")), steps_per_task=5000),
     },
-    # 08: TDT vs regularised fine-tuning on ``task`` (a fixed ``train_examples`` subset; GLUE's
-    # labelled dev is the test split, validation = 10% of train capped at ``validation_examples``),
-    # errors also on the ``transfer`` tasks' test splits (never trained on; ``transfer_examples``
-    # caps them, None = whole). ``baselines``: any of "R-Drop", "token cutoff", "R3F". TDT weights
-    # in our units (batchmean KL: upstream's kl_rate 2 for 2 classes = 1.0). ``pair_task``: a
-    # sentence-pair task run with "fine-tuning" and "TDT" (None = skipped at this scale).
-    "tdt": {
-        "smoke": {"backbone": "pretrained", "task": "sst2", "train_examples": 96,
-                  "validation_examples": 64, "transfer": ("mr", "cr"), "transfer_examples": 100,
-                  "epochs": 1, "lr": None, "baselines": ("R-Drop", "token cutoff", "R3F"),
-                  "m_rate": 1.0, "kl_rate": 1.0, "margin": 0.0, "rdrop_alpha": 1.0,
-                  "cutoff_ratio": 0.1, "r3f_lambda": 1.0, "r3f_eps": 1e-5,
-                  "pair_task": "rte", "pair_train_examples": 64, "show_examples": 4,
-                  "min_token_count": 2},
-        "classroom": {"backbone": "pretrained", "task": "sst2", "train_examples": 1000,
-                      "validation_examples": 200, "transfer": ("mr", "cr"),
-                      "transfer_examples": None, "epochs": 3, "lr": None,
-                      "baselines": ("R-Drop", "token cutoff"), "m_rate": 1.0, "kl_rate": 1.0,
-                      "margin": 0.0, "rdrop_alpha": 1.0, "cutoff_ratio": 0.1, "r3f_lambda": 1.0,
-                      "r3f_eps": 1e-5, "pair_task": None, "pair_train_examples": None,
-                      "show_examples": 6, "min_token_count": 5},
-        "gpu": {"backbone": "minilm", "task": "sst2", "train_examples": 2000,
-                "validation_examples": 1000, "transfer": ("mr", "cr"), "transfer_examples": None,
-                "epochs": 5, "lr": None, "baselines": ("R-Drop", "token cutoff", "R3F"),
-                "m_rate": 1.0, "kl_rate": 1.0, "margin": 0.0, "rdrop_alpha": 1.0,
-                "cutoff_ratio": 0.1, "r3f_lambda": 1.0, "r3f_eps": 1e-5, "pair_task": "rte",
-                "pair_train_examples": None, "show_examples": 6, "min_token_count": 10},
-        "paper": {"backbone": "bert-base-uncased", "task": "sst2", "train_examples": None,
-                  "validation_examples": 2000, "transfer": ("mr", "cr"), "transfer_examples": None,
-                  "epochs": 3, "lr": 2e-5, "baselines": ("R-Drop", "token cutoff", "R3F"),
-                  "m_rate": 1.0, "kl_rate": 1.0, "margin": 0.0, "rdrop_alpha": 1.0,
-                  "cutoff_ratio": 0.1, "r3f_lambda": 1.0, "r3f_eps": 1e-5, "pair_task": "rte",
-                  "pair_train_examples": None, "show_examples": 6, "min_token_count": 20},
+    "07_gradts": {
+        "smoke": GradTSSettings(
+            seeds=(0, 1), tasks=("rte", "mrpc", "sst2", "cola"), main_tasks=("rte", "mrpc", "sst2"),
+            importance_batches=2, train_examples=48, dev_examples=32, test_examples=32,
+            steps_per_task=2, budget=Budget(lr=1e-3, batch_size=16, max_len=48)),
+        "classroom": GradTSSettings(),
+        "gpu": GradTSSettings(
+            **_GPU_MT, trial_seeds=(0, 1, 2), main_tasks=("rte", "mrpc", "cola", "sst2"), max_k=7,
+            importance_batches=64, strategy="proportional", temperature=1.0),
+        "paper": GradTSSettings(
+            **_PAPER_MT, trial_seeds=(0, 1, 2),
+            main_tasks=("mnli", "rte", "qqp", "qnli", "mrpc", "sst2", "cola", "wnli"), max_k=7,
+            importance_batches=None, keep_fraction=None, threshold=0.62, steps_per_task=10000,
+            strategy="proportional", temperature=1.0),
     },
-    # 09: DART on LM-BFF few-shot splits (K per class for train and again for dev, drawn from
-    # train; ``splits`` = the LM-BFF seeds used). Every run: ``steps`` AdamW steps of ``batch_size``,
-    # the few-shot dev set scored every ``eval_every`` steps, the best dev checkpoint tested once;
-    # ``lrs``: the per-split grid of backbone rates (chosen on dev) for [CLS] fine-tuning, the
-    # manual prompt and DART; ``prompt_lr``: DART's template/label vectors; ``fluency_weight`` λ
-    # and ``mask_rate`` of the fluency constraint. ``k_*``: the accuracy-vs-K curve (None = full
-    # train set). ``bad_*``: the deliberately bad verbalizer experiment. ``max_test``: smoke only.
-    "dart": {
-        "smoke": {"tasks": ("sst2", "mr", "cr", "trec"), "k": 16, "splits": (13, 21),
-                  "steps": 4, "batch_size": 8, "eval_every": 2,
-                  "lrs": {"cls": (1e-3,), "prompt": (3e-4,), "dart": (3e-4,)},
-                  "prompt_lr": 1e-3, "fluency_weight": 1.0, "mask_rate": 0.1, "max_len": 64,
-                  "k_task": "sst2", "k_values": (8, 32), "k_splits": (13, 21),
-                  "k_methods": ("fine-tuning ([CLS])", "DART"),
-                  "bad_task": "sst2", "bad_splits": (13, 21), "max_test": 64},
-        "classroom": {"tasks": ("sst2", "mr", "cr", "trec"), "k": 16,
-                      "splits": (13, 21, 42, 87, 100),
-                      "steps": 30, "batch_size": 8, "eval_every": 10,
-                      "lrs": {"cls": (1e-3,), "prompt": (3e-4,), "dart": (3e-4,)},
-                      "prompt_lr": 1e-3, "fluency_weight": 1.0, "mask_rate": 0.1, "max_len": 128,
-                      "k_task": "sst2", "k_values": (8, 32, 64), "k_splits": (13, 21),
-                      "k_methods": ("fine-tuning ([CLS])", "DART"),
-                      "bad_task": "sst2", "bad_splits": (13, 21, 42), "max_test": None},
-        "gpu": {"tasks": ("sst2", "mr", "cr", "trec"), "k": 16, "splits": (13, 21, 42, 87, 100),
-                "steps": 250, "batch_size": 8, "eval_every": 20,
-                "lrs": {"cls": (1e-4, 3e-4), "prompt": (3e-5, 1e-4), "dart": (3e-5, 1e-4)},
-                "prompt_lr": 3e-4, "fluency_weight": 1.0, "mask_rate": 0.1, "max_len": 256,
-                "k_task": "sst2", "k_values": (8, 32, 64, 256, None),
-                "k_splits": (13, 21, 42, 87, 100),
-                "k_methods": ("fine-tuning ([CLS])", "manual prompt", "DART"),
-                "bad_task": "sst2", "bad_splits": (13, 21, 42, 87, 100), "max_test": None},
-        "paper": {"tasks": ("sst2", "mr", "cr", "trec"), "k": 16,
-                  "splits": (13, 21, 42, 87, 100), "steps": 1000, "batch_size": 8,
-                  "eval_every": 100,
-                  "lrs": {"cls": (1e-5, 2e-5, 5e-5), "prompt": (1e-5, 2e-5, 5e-5),
-                          "dart": (1e-5, 2e-5, 5e-5)},
-                  "prompt_lr": 1e-4, "fluency_weight": 1.0, "mask_rate": 0.1, "max_len": 256,
-                  "k_task": "sst2", "k_values": (8, 32, 64, 256, None),
-                  "k_splits": (13, 21, 42, 87, 100),
-                  "k_methods": ("fine-tuning ([CLS])", "manual prompt", "DART"),
-                  "bad_task": "sst2", "bad_splits": (13, 21, 42, 87, 100), "max_test": None},
+    "08_tdt": {
+        "smoke": TDTSettings(
+            train_examples=96, validation_examples=64, test_examples=200, seeds=(0, 1),
+            budget=Budget(epochs=1), transfer_examples=100,
+            baselines=("R-Drop", "token cutoff", "R3F"), pair_task="rte", pair_train_examples=64,
+            show_examples=4, min_token_count=2),
+        "classroom": TDTSettings(),
+        "gpu": TDTSettings(
+            backbone="minilm", train_examples=2000, validation_examples=1000, seeds=_ALL_SEEDS,
+            budget=Budget(epochs=5, lr=1e-4), baselines=("R-Drop", "token cutoff", "R3F"),
+            pair_task="rte", min_token_count=10),
+        "paper": TDTSettings(
+            backbone="bert-base-uncased", train_examples=None, validation_examples=2000,
+            seeds=_ALL_SEEDS, budget=Budget(epochs=3, lr=2e-5),
+            baselines=("R-Drop", "token cutoff", "R3F"), pair_task="rte", min_token_count=20),
     },
-    # 06: (a) TREC-6 with an auxiliary LM loss (``clf_weight`` / ``lm_weight``, the slides' 1.0 /
-    # 0.5) on a fixed ``trec_train_examples`` subset for ``trec_epochs``; (b) GLUE ``tasks``
-    # fine-tuned single-task and multi-task, and ``sequential`` (intermediate, target) pairs.
-    # Every GLUE task: ``train/dev/test_examples`` (fixed subsets of the splits in tutorial_lib.glue),
-    # ``steps_per_task`` S batches of ``batch_size`` (single: S; multi-task over n tasks: n·S;
-    # sequential: S + S), inputs truncated to ``max_len``; the sampler's ``strategy`` and
-    # ``temperature``; ``main_share``: a main task's fixed share of the steps (07); ``lr`` None =
-    # the scale's fine-tuning rate.
-    "multitask": {
-        "smoke": {"backbone": "pretrained", "seeds": (0, 1), "trec_train_examples": 128,
-                  "trec_epochs": 1, "clf_weight": 1.0, "lm_weight": 0.5,
-                  "tasks": ("sst2", "stsb"), "sequential": (("qqp", "stsb"),),
-                  "train_examples": 64, "dev_examples": 32, "test_examples": 32,
-                  "steps_per_task": 3, "batch_size": 16, "max_len": 64, "lr": None,
-                  "strategy": "temperature", "temperature": 2.0, "main_share": 0.5},
-        "classroom": {"backbone": "pretrained", "seeds": (0, 1, 2), "trec_train_examples": 2500,
-                      "trec_epochs": 2, "clf_weight": 1.0, "lm_weight": 0.5,
-                      "tasks": ("sst2", "qqp", "stsb"), "sequential": (("mnli", "stsb"),),
-                      "train_examples": 2000, "dev_examples": 300, "test_examples": 1000,
-                      "steps_per_task": 80, "batch_size": 32, "max_len": 64, "lr": None,
-                      "strategy": "temperature", "temperature": 2.0, "main_share": 0.5},
-        "gpu": {"backbone": "minilm", "seeds": (0, 1, 2), "trec_train_examples": None,
-                "trec_epochs": 3, "clf_weight": 1.0, "lm_weight": 0.5,
-                "tasks": ("sst2", "cola", "mrpc", "rte", "stsb", "qqp"),
-                "sequential": (("mnli", "rte"), ("mnli", "stsb"), ("qqp", "mrpc")),
-                "train_examples": 10000, "dev_examples": 1000, "test_examples": None,
-                "steps_per_task": 1000, "batch_size": 32, "max_len": 128, "lr": None,
-                "strategy": "temperature", "temperature": 2.0, "main_share": 0.5},
-        "paper": {"backbone": "bert-base-cased", "seeds": (0, 1, 2, 3, 4),
-                  "trec_train_examples": None, "trec_epochs": 3, "clf_weight": 1.0,
-                  "lm_weight": 0.5, "tasks": ("sst2", "cola", "mrpc", "rte", "stsb", "qqp", "qnli"),
-                  "sequential": (("mnli", "rte"), ("mnli", "stsb"), ("qqp", "mrpc")),
-                  "train_examples": None, "dev_examples": None, "test_examples": None,
-                  "steps_per_task": 5000, "batch_size": 32, "max_len": 256, "lr": 5e-5,
-                  "strategy": "temperature", "temperature": 2.0, "main_share": 0.5},
+    "09_dart": {
+        "smoke": DARTSettings(
+            splits=(13, 21), steps=4, eval_every=2, max_len=64, k_values=(8, 32),
+            bad_splits=(13, 21), test_examples=64),
+        "classroom": DARTSettings(),
+        "gpu": DARTSettings(
+            steps=250, eval_every=20, cls_lrs=(1e-4, 3e-4), prompt_lrs=(3e-5, 1e-4),
+            dart_lrs=(3e-5, 1e-4), prompt_lr=3e-4, max_len=256, k_values=(8, 32, 64, 256, None),
+            k_splits=(13, 21, 42, 87, 100),
+            k_methods=("fine-tuning ([CLS])", "manual prompt", "DART"),
+            bad_splits=(13, 21, 42, 87, 100)),
+        "paper": DARTSettings(
+            backbone="roberta-large", cls_backbone="roberta-large", steps=1000, eval_every=100,
+            cls_lrs=(1e-5, 2e-5, 5e-5), prompt_lrs=(1e-5, 2e-5, 5e-5), dart_lrs=(1e-5, 2e-5, 5e-5),
+            prompt_lr=1e-4, max_len=256, k_values=(8, 32, 64, 256, None),
+            k_splits=(13, 21, 42, 87, 100),
+            k_methods=("fine-tuning ([CLS])", "manual prompt", "DART"),
+            bad_splits=(13, 21, 42, 87, 100)),
     },
-    # 07: GradTS over the GLUE classification ``tasks``: each is fine-tuned alone (seed 0) and its
-    # head importance taken on ``importance_batches`` training batches; then for each of
-    # ``main_tasks``: single-task, all-tasks MTL, GradTS-trial (main + top-k, k ≤ ``max_k``,
-    # chosen on dev with ``trial_seeds``, then run with every seed) and GradTS-fg (the trial's
-    # tasks, auxiliary instances filtered by τ: ``keep_fraction`` of them, or τ ≥ ``threshold``).
-    # Budget as in 06: the main task gets S = ``steps_per_task`` of its batches in every setting,
-    # auxiliaries fill ``1 - main_share`` of the steps.
-    "gradts": {
-        "smoke": {"backbone": "pretrained", "seeds": (0, 1), "trial_seeds": (0,),
-                  "tasks": ("rte", "mrpc", "sst2", "cola"), "main_tasks": ("rte", "mrpc", "sst2"),
-                  "max_k": 2, "importance_batches": 2, "keep_fraction": 0.5, "threshold": None,
-                  "train_examples": 48, "dev_examples": 32, "test_examples": 32,
-                  "steps_per_task": 2, "batch_size": 16, "max_len": 48, "lr": None,
-                  "strategy": "temperature", "temperature": 2.0, "main_share": 0.5},
-        "classroom": {"backbone": "pretrained", "seeds": (0, 1, 2), "trial_seeds": (0,),
-                      "tasks": ("mnli", "rte", "qqp", "qnli", "mrpc", "sst2", "cola", "wnli"),
-                      "main_tasks": ("sst2", "qqp", "mnli"), "max_k": 2,
-                      "importance_batches": 8, "keep_fraction": 0.5, "threshold": None,
-                      "train_examples": 1000, "dev_examples": 200, "test_examples": 500,
-                      "steps_per_task": 50, "batch_size": 32, "max_len": 64, "lr": None,
-                      "strategy": "temperature", "temperature": 2.0, "main_share": 0.5},
-        "gpu": {"backbone": "minilm", "seeds": (0, 1, 2), "trial_seeds": (0, 1, 2),
-                "tasks": ("mnli", "rte", "qqp", "qnli", "mrpc", "sst2", "cola", "wnli"),
-                "main_tasks": ("rte", "mrpc", "cola", "sst2"), "max_k": 7,
-                "importance_batches": 64, "keep_fraction": 0.5, "threshold": None,
-                "train_examples": 10000, "dev_examples": 1000, "test_examples": None,
-                "steps_per_task": 1000, "batch_size": 32, "max_len": 128, "lr": None,
-                "strategy": "proportional", "temperature": 1.0, "main_share": 0.5},
-        "paper": {"backbone": "bert-base-cased", "seeds": (0, 1, 2), "trial_seeds": (0, 1, 2),
-                  "tasks": ("mnli", "rte", "qqp", "qnli", "mrpc", "sst2", "cola", "wnli"),
-                  "main_tasks": ("mnli", "rte", "qqp", "qnli", "mrpc", "sst2", "cola", "wnli"),
-                  "max_k": 7, "importance_batches": None, "keep_fraction": None,
-                  "threshold": 0.62, "train_examples": None, "dev_examples": None,
-                  "test_examples": None, "steps_per_task": 10000, "batch_size": 32,
-                  "max_len": 256, "lr": 5e-5, "strategy": "proportional", "temperature": 1.0,
-                  "main_share": 0.5},
+    "10_probing": {
+        "smoke": ProbingSettings(train_sentences=80, test_sentences=40, probe_max_iter=30,
+                                 pca_points=300),
+        "classroom": ProbingSettings(),
+        "gpu": ProbingSettings(train_sentences=4000, test_sentences=1000, probe_max_iter=200,
+                               pca_points=3000, batch_size=128),
+        "paper": ProbingSettings(train_sentences=None, test_sentences=None, probe_max_iter=500,
+                                 pca_points=5000, batch_size=128),
+    },
+    "11_amnesic_probing": {
+        "smoke": AmnesicSettings(
+            train_sentences=150, dev_sentences=60, test_sentences=80, mask_rounds=1,
+            inlp_max_iterations=4, inlp_classifier_max_iter=30, probe_max_iter=30,
+            random_seeds=(0, 1), lambdas=(0.0, 1.0), adv_seeds=(0,), adv_epochs=1,
+            adv_train_examples=128, adv_sentences=64, adv_probe_train=60, adv_probe_test=40),
+        "classroom": AmnesicSettings(),
+        "gpu": AmnesicSettings(
+            train_sentences=5000, dev_sentences=1000, test_sentences=2000, mask_rounds=3,
+            inlp_max_iterations=40, inlp_classifier_max_iter=200, probe_max_iter=200,
+            lambdas=(0.0, 0.1, 0.3, 1.0, 3.0), adv_seeds=(0, 1, 2), adv_epochs=3,
+            adv_train_examples=None, adv_sentences=4000, adv_batch_size=32,
+            adv_probe_train=2000, adv_probe_test=1000, budget=Budget(lr=1e-4)),
+        "paper": AmnesicSettings(
+            train_sentences=6000, dev_sentences=1000, test_sentences=None, mask_rounds=3,
+            inlp_max_iterations=100, inlp_classifier_max_iter=500, probe_max_iter=500,
+            lambdas=(0.0, 0.1, 0.3, 1.0, 3.0), adv_seeds=_ALL_SEEDS, adv_epochs=3,
+            adv_train_examples=None, adv_sentences=4000, adv_batch_size=32,
+            adv_probe_train=1000, adv_probe_test=None, budget=Budget(lr=6e-5)),
     },
 }
 
 
-def method_settings(scale: Scale, method: str) -> dict:
-    """Settings of one method notebook at ``scale`` (a clear error for an unknown method)."""
-    if method not in METHODS:
-        raise ConfigError(f"no settings for method {method!r}: known methods {sorted(METHODS)}")
-    return dict(METHODS[method][scale.name])
+def settings(scale: Scale, notebook: str) -> Settings:
+    """The settings of ``notebook`` (e.g. ``"03_adapters_and_freezing"`` or just ``"03"``) at
+    ``scale``."""
+    matches = [n for n in SETTINGS if n == notebook or n.split("_", 1)[0] == notebook]
+    if len(matches) != 1:
+        raise ConfigError(f"no settings for notebook {notebook!r}: known notebooks {sorted(SETTINGS)}")
+    return SETTINGS[matches[0]][scale.name]

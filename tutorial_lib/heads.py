@@ -41,7 +41,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .models import IGNORE_INDEX, Output, Transformer, last_token
+from .backbones import hidden_size, is_causal, pool_hidden
+from .models import IGNORE_INDEX, Output, Transformer
 
 LEVELS = ("sequence", "token", "lm")
 
@@ -150,16 +151,6 @@ def causal_lm_targets(input_ids: torch.Tensor, attention_mask: torch.Tensor,
     return targets.masked_fill(~valid, IGNORE_INDEX)
 
 
-def is_causal(encoder: nn.Module) -> bool:
-    return isinstance(encoder, Transformer) and encoder.config.causal
-
-
-def hidden_size(encoder: nn.Module) -> int:
-    """Width of an encoder's hidden states (ours: d_model; Hugging Face: hidden_size)."""
-    cfg = encoder.config
-    return cfg.d_model if isinstance(encoder, Transformer) else cfg.hidden_size
-
-
 class MultiHeadModel(nn.Module):
     """A shared encoder with named heads (see the module docstring)."""
 
@@ -168,7 +159,7 @@ class MultiHeadModel(nn.Module):
     ):
         super().__init__()
         self.encoder = encoder
-        self.pool = pool or ("last" if isinstance(encoder, Transformer) else "first")
+        self.pool = pool or ("last" if is_causal(encoder) else "first")
         if self.pool not in ("first", "last"):
             raise ValueError(f"pool must be 'first' or 'last', got {self.pool!r}")
         d = hidden_size(encoder)
@@ -190,9 +181,7 @@ class MultiHeadModel(nn.Module):
         return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
     def pooled(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        if self.pool == "first":
-            return hidden[:, 0]
-        return last_token(hidden, attention_mask)
+        return pool_hidden(hidden, attention_mask, self.pool)
 
     def forward(
         self,

@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -32,6 +31,8 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .runtime import atomic_write
 
 IGNORE_INDEX = -100  # label value that the losses skip (F.cross_entropy's default)
 
@@ -265,15 +266,13 @@ def save_pretrained(model: TransformerLM, directory: str | Path, **extra: object
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / CHECKPOINT_FILE
-    tmp = path.with_suffix(".tmp")
     payload = {
         "config": dataclasses.asdict(model.config),
         "state_dict": model.state_dict(),
         "extra": extra,
     }
-    torch.save(payload, tmp)
-    os.replace(tmp, path)  # atomic: a crash leaves either the old or the new file, never half
-    (directory / "config.json").write_text(json.dumps(payload["config"], indent=2))
+    atomic_write(path, lambda tmp: torch.save(payload, tmp))  # the old file or the new, never half
+    atomic_write(directory / "config.json", json.dumps(payload["config"], indent=2))
     return path
 
 

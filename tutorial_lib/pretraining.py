@@ -31,7 +31,8 @@ from transformers import PreTrainedTokenizerBase
 from . import data
 from .config import Scale, cache_dir, get_scale
 from .models import TransformerConfig, TransformerLM, load_pretrained, save_pretrained
-from .runtime import autocast_dtype, device
+from .params import make_optimizer
+from .runtime import atomic_write, autocast_dtype, device
 from .tokenization import clean_wikitext, load_or_train_tokenizer
 from .training import (
     History,
@@ -98,9 +99,7 @@ def encode_corpus(scale: Scale, tokenizer: PreTrainedTokenizerBase, split: str) 
     stream = [tok for row in encoded for tok in (*row, sep)]
     ids = torch.tensor(stream, dtype=torch.int32)
     n_words = sum(len(ln.split()) + 1 for ln in lines)
-    tmp = path.with_suffix(".tmp")
-    torch.save({"ids": ids, "n_words": n_words}, tmp)
-    tmp.replace(path)
+    atomic_write(path, lambda tmp: torch.save({"ids": ids, "n_words": n_words}, tmp))
     return EncodedCorpus(ids, n_words)
 
 
@@ -162,21 +161,6 @@ def model_config(scale: Scale, tokenizer: PreTrainedTokenizerBase, objective: st
         d_ff=m.d_ff, max_len=m.max_len, dropout=m.dropout, causal=objective == "causal",
         pad_id=tokenizer.pad_token_id,
     )
-
-
-ADAM_BETAS, ADAM_EPS = (0.9, 0.98), 1e-6  # one AdamW setting for every run in the tutorial
-
-
-def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
-    """AdamW; no weight decay on biases, LayerNorms and embeddings (1-D params and embeddings)."""
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        (no_decay if p.dim() < 2 or "emb" in name else decay).append(p)
-    groups = [{"params": decay, "weight_decay": weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS)
 
 
 def run_directory(scale: Scale, objective: str) -> Path:
@@ -282,10 +266,8 @@ def _history_saver(directory: Path, history: History):
     def save(_: Engine | None = None) -> None:
         if idist.get_rank() != 0:
             return
-        path = directory / "history.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"train": history.train, "evals": history.evals}))
-        tmp.replace(path)
+        atomic_write(directory / "history.json",
+                     json.dumps({"train": history.train, "evals": history.evals}))
 
     return save
 

@@ -21,10 +21,9 @@ from pathlib import Path
 import pandas as pd
 
 from . import references
-from .config import Scale, cache_dir
-from .runtime import describe
+from .config import RESULTS_ENV_VAR, Scale, cache_dir
+from .runtime import atomic_write, describe
 
-RESULTS_ENV_VAR = "TUTORIAL_RESULTS_DIR"
 REPORT_NAME = "RESULTS.md"
 FIGURES_DIR = "figures"
 FOLD_ROWS = 25  # tables longer than this are folded (<details>) in the report
@@ -56,13 +55,11 @@ def save(notebook: str, scale: Scale, tables: dict[str, pd.DataFrame], notes: st
          seeds: Sequence | Mapping | None = None) -> Path:
     """Write ``<notebook>.json`` (tables as records + markdown) and return its path.
 
-    ``seeds``: the seeds the numbers come from, a list or ``{"what": [...]}``. Without it the
-    scale's fine-tuning seeds are recorded, flagged as a default rather than what the notebook used.
+    ``seeds``: the seeds (or few-shot splits) the numbers come from, a list or
+    ``{"what": [...]}``; every notebook passes them (``seeds_of`` reads them off a table).
     """
-    if seeds is None:
-        seeds, source = list(scale.finetune.seeds), "scale default"
-    else:
-        source = "notebook"
+    source = "notebook" if seeds is not None else "not recorded"
+    seeds = seeds if seeds is not None else []
     payload = {
         "notebook": notebook,
         "scale": scale.name,
@@ -78,10 +75,7 @@ def save(notebook: str, scale: Scale, tables: dict[str, pd.DataFrame], notes: st
         },
     }
     path = results_dir(scale) / f"{notebook}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload, indent=1))
-    tmp.replace(path)
-    return path
+    return atomic_write(path, json.dumps(payload, indent=1))
 
 
 # ----------------------------------------------------------------------------------- figures

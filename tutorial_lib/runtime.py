@@ -1,19 +1,32 @@
-"""Where and how we compute: device, mixed precision, seeds, and the header every notebook prints."""
+"""Where and how we compute: device, mixed precision, seeds, memory, safe writes, and the header
+every notebook prints.
+
+* :func:`device`, :func:`autocast_dtype`, :func:`autocast` — the accelerator and the mixed
+  precision that is fast on it;
+* :func:`seed_everything`;
+* :class:`PeakMemory` — the memory meter of notebook 03 (CUDA tensors, or the process's RSS);
+* :func:`atomic_write` — the one way files are written: a temporary file renamed into place, so a
+  crash leaves the old file or the new one, never half of one;
+* :func:`describe` / :func:`quiet` — the first output of every notebook, and less library chatter.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import gc
 import os
 import platform
 import random
+import resource
+from collections.abc import Callable
 from importlib import metadata
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from .config import Scale
-
-PRECISION_ENV_VAR = "TUTORIAL_PRECISION"  # "auto" (default), "bf16" or "fp32"
+from .config import PRECISION_ENV_VAR, Scale
 
 
 def device() -> torch.device:
@@ -57,6 +70,112 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+# --- memory ----------------------------------------------------------------------------------------
+
+
+def _rss_kib(field_name: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field_name + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _malloc_trim() -> None:
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+class PeakMemory:
+    """Peak memory of the code inside ``with PeakMemory() as mem:``, in MiB (``mem.peak_mib``).
+
+    * GPU: ``torch.cuda.max_memory_allocated`` — exactly the tensors PyTorch allocated, peak
+      minus the amount allocated on entry (``mem.what = "CUDA tensors"``).
+    * CPU (Linux): the process's peak resident memory (``VmHWM``), reset on entry by writing 5 to
+      ``/proc/self/clear_refs``, minus the resident memory on entry (``"peak RSS increase"``;
+      freed heap memory is first returned to the system with glibc's ``malloc_trim``).
+      This counts everything the process touched — tensors, allocator caches, Python objects —
+      and the C allocator may reuse memory freed earlier without growing RSS, so read it as an
+      upper-level indication, good to a few MiB, not an exact tensor count.
+    * elsewhere: ``ru_maxrss`` growth, which only shows a new all-time peak of the process.
+    """
+
+    def __init__(self) -> None:
+        self.peak_mib = float("nan")
+        self.what = ""
+
+    def __enter__(self) -> PeakMemory:
+        gc.collect()
+        _malloc_trim()  # give memory freed by earlier runs back, so it cannot hide this run's growth
+        self._cuda = torch.cuda.is_available()
+        if self._cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self._start = torch.cuda.memory_allocated()
+            self.what = "CUDA tensors"
+            return self
+        self._proc = _rss_kib("VmRSS") is not None and os.access("/proc/self/clear_refs", os.W_OK)
+        if self._proc:
+            try:
+                with open("/proc/self/clear_refs", "w") as f:
+                    f.write("5")  # reset the peak-RSS watermark (Linux >= 4.0)
+            except OSError:
+                self._proc = False
+        if self._proc:
+            self._start = _rss_kib("VmRSS") * 1024
+            self.what = "peak RSS increase"
+        else:
+            self._start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            self.what = "max-RSS growth"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._cuda:
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated()
+        elif self._proc:
+            peak = (_rss_kib("VmHWM") or 0) * 1024
+        else:
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        self.peak_mib = max(0.0, peak - self._start) / 2**20
+
+
+
+# --- files -------------------------------------------------------------------------------------
+
+
+def atomic_write(path: str | Path, content: str | bytes | Callable[[Path], None]) -> Path:
+    """Write ``content`` to ``path`` through a temporary file in the same folder, then rename.
+
+    ``content`` is text, bytes, or a function that writes the temporary path it is given (e.g.
+    ``lambda tmp: torch.save(obj, tmp)``). ``os.replace`` is atomic on POSIX and Windows: readers
+    see the old file or the new one, never a half-written one. On an error the temporary file is
+    removed and the old file is left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        if callable(content):
+            content(tmp)
+        elif isinstance(content, bytes):
+            tmp.write_bytes(content)
+        else:
+            tmp.write_text(content)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+# --- the notebook header -------------------------------------------------------------------------
 
 
 def _version(pkg: str) -> str:

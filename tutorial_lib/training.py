@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import ignite.distributed as idist
 import torch
 import torch.nn.functional as F
 from ignite.engine import Engine, Events
@@ -37,6 +36,7 @@ from ignite.handlers import (
 from ignite.metrics import Accuracy, ConfusionMatrix, Loss, MetricsLambda, RunningAverage
 from torch import nn
 
+from .config import PROGRESS_ENV_VAR
 from .models import IGNORE_INDEX
 from .runtime import autocast
 
@@ -86,19 +86,32 @@ def mask_tokens(
     return inputs, labels
 
 
+def pad_ids(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token-id lists to the longest: ``(input_ids, attention_mask)``, both [B, T]."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.as_tensor(r, dtype=torch.long)
+        mask[i, : len(r)] = 1
+    return ids, mask
+
+
 def pad_collate(pad_id: int) -> Callable[[list[dict]], Batch]:
-    """Collate ``{"input_ids": list[int], "labels": int}`` rows into right-padded tensors."""
+    """Collate ``{"input_ids": list[int], "labels": ...}`` rows into right-padded tensors.
+
+    ``labels`` may be one value per row (classification, regression) or one per token (a list,
+    padded with IGNORE_INDEX: token classification).
+    """
 
     def collate(rows: list[dict]) -> Batch:
-        width = max(len(r["input_ids"]) for r in rows)
-        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, r in enumerate(rows):
-            ids[i, : len(r["input_ids"])] = torch.as_tensor(r["input_ids"])
-            mask[i, : len(r["input_ids"])] = 1
+        ids, mask = pad_ids([r["input_ids"] for r in rows], pad_id)
         batch = {"input_ids": ids, "attention_mask": mask}
         if "labels" in rows[0]:
-            batch["labels"] = torch.as_tensor([r["labels"] for r in rows])
+            labels = [r["labels"] for r in rows]
+            if isinstance(labels[0], (list, tuple)):
+                labels = pad_ids(labels, IGNORE_INDEX)[0]
+            batch["labels"] = torch.as_tensor(labels)
         return batch
 
     return collate
@@ -199,7 +212,7 @@ def attach_progress(trainer: Engine, description: str = "train") -> ProgressBar 
     ``TUTORIAL_PROGRESS=0`` (set by the main job) keeps the bar out of saved notebook outputs.
     """
     RunningAverage(output_transform=lambda loss: loss).attach(trainer, "loss")
-    if os.environ.get("TUTORIAL_PROGRESS", "1") == "0":
+    if os.environ.get(PROGRESS_ENV_VAR, "1") == "0":
         return None
     pbar = ProgressBar(persist=False, desc=description)
     pbar.attach(trainer, metric_names=["loss"])
@@ -323,7 +336,3 @@ class History:
         row.update({k: v for k, v in metrics.items() if isinstance(v, (int, float))})
         self.evals.append(row)
         return row
-
-
-def is_main_process() -> bool:
-    return idist.get_rank() == 0

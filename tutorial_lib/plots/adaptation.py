@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .training import History
+from ..training import History
 
 
 def plot_cost_vs_error(table: pd.DataFrame, by: str = "method") -> plt.Figure:
@@ -59,7 +59,7 @@ def plot_mix_weights(weights: np.ndarray, layer_names: Sequence[str]) -> plt.Fig
 
 def plot_unfreezing_timeline(timeline: Sequence[dict], layer_names: Sequence[str],
                              title: str = "trainable layers") -> plt.Figure:
-    """Which layers are trainable at each step (rows top-down as in ``freezing.layer_groups``)."""
+    """Which layers are trainable at each step (rows top-down as in ``backbones.layer_groups``)."""
     return plot_timelines({title: timeline}, layer_names)
 
 

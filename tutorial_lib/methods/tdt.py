@@ -37,12 +37,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .hf_models import HFClassifier
+from ..backbones import HFClassifier
+from ..backbones import hidden_size as encoder_width
+from ..training import Batch, pad_collate
 from .regularized import (
     check_classifier,
     check_labels,
@@ -53,7 +56,6 @@ from .regularized import (
     perturb_embeddings,
     repeat_batch,
 )
-from .training import Batch
 
 
 @dataclass(frozen=True)
@@ -123,9 +125,8 @@ def kl_hinge(log_p: torch.Tensor, log_pd: torch.Tensor, log_pn: torch.Tensor,
 
 
 def hidden_size(model: nn.Module) -> int:
-    if isinstance(model, HFClassifier):
-        return model.encoder.config.hidden_size
-    return model.config.d_model
+    """Width of a classifier's hidden states (ours or Hugging Face)."""
+    return encoder_width(model.encoder if isinstance(model, HFClassifier) else model.transformer)
 
 
 def attach(model: nn.Module, config: TDTConfig = TDTConfig()) -> nn.Module:
@@ -209,8 +210,6 @@ def views_for_batch(model: nn.Module, batch: Batch) -> dict[str, torch.Tensor]:
 def token_confidences(model: nn.Module, encoded: Sequence[Sequence[int]], tokenizer,
                       batch_size: int = 128) -> list[list[tuple[str, float]]]:
     """(token, m) for the content tokens of each encoded input, in order."""
-    from .training import pad_collate
-
     device = next(model.parameters()).device
     collate = pad_collate(tokenizer.pad_token_id)
     out = []
@@ -233,27 +232,10 @@ def confidence_table(confidences: Sequence[Sequence[tuple[str, float]]],
     return table[table["count"] >= min_count].sort_values("mean", ascending=False)
 
 
-def tokenizer_for(backbone: str, scale) -> object:
-    """The tokenizer of a backbone name (ours: the scale's WordPiece; else the HF encoder's)."""
-    from .finetuning import OUR_BACKBONES
-
-    if backbone in OUR_BACKBONES:
-        from .pretraining import get_tokenizer
-
-        return get_tokenizer(scale)
-    from transformers import AutoTokenizer
-
-    from .hf_models import encoder_path
-
-    return AutoTokenizer.from_pretrained(encoder_path(backbone))
-
-
 def label_association(confidences: Sequence[Sequence[tuple[str, float]]], labels: Sequence[int],
                       min_count: int = 5) -> pd.Series:
     """How much a token type alone says about the label: max over classes y of
     |log P(y | token) − log P(y)| (add-one smoothed), for types seen ≥ ``min_count`` times."""
-    import numpy as np
-
     frame = pd.DataFrame([(tok, y) for conf, y in zip(confidences, labels) for tok, _ in conf],
                          columns=["token", "label"])
     counts = pd.crosstab(frame["token"], frame["label"])

@@ -20,7 +20,8 @@ tasks those whose fingerprint ranks the heads like the main task's does.
    τ with the main task's *task-level* matrix is ≥ 0.62 (upstream, bert-base, 144 heads).
 
 This module works on any supported encoder and a callable loss. It does no training: fine-tuning
-and multi-task runs live in ``tutorial_lib.multitask``.
+and multi-task runs come from :mod:`tutorial_lib.methods.multitask`; :func:`gradts_settings`
+runs GradTS's four settings for one main task on them.
 
 Choices and differences from the released code (RenzeLou/GradTS, ``mt_dnn/model.py:update_no_grad``
 and ``mt_dnn/inference.py``):
@@ -57,7 +58,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -66,7 +67,8 @@ import torch
 from scipy.stats import kendalltau
 from torch import nn
 
-from .models import Transformer
+from ..models import Transformer
+from .multitask import Experiment, RunResult, head_loss
 
 Slicing = Literal["rows", "upstream"]
 LossFn = Callable[[Any], torch.Tensor]
@@ -481,3 +483,65 @@ def instance_filter(
     keep = torch.zeros(len(taus), dtype=torch.bool)
     keep[order[:n_keep]] = True
     return keep
+
+
+# --- GradTS's settings for one main task (notebook 07) ------------------------------------------
+
+
+@dataclass
+class GradTSOutcome:
+    """What GradTS chose for one main task, and the runs of every setting."""
+
+    main: str
+    ranked: list[str]  # auxiliaries by τ with the main task, highest first
+    trial_dev: dict[tuple[str, ...], float]  # prefix → mean dev score over the trial seeds
+    chosen: tuple[str, ...]
+    kept: dict[str, tuple[int, int]]  # GradTS-fg: aux task → (kept, scored) instances
+    taus: dict[str, np.ndarray]  # GradTS-fg: aux task → τ of each instance with the main task
+    cutoff: float  # the lowest τ that was kept
+    runs: list[RunResult]
+
+
+def gradts_settings(exp: Experiment, main: str, corr: pd.DataFrame,
+                    importance: Mapping[str, torch.Tensor], single: Mapping[str, RunResult]
+                    ) -> GradTSOutcome:
+    """Single-task, all-tasks MTL, GradTS-trial and GradTS-fg for ``main`` at equal main-task budget.
+
+    ``single[t]``: task t's single-task run with ``keep_model=True`` (seed = the first seed); its
+    model gives the instance-level matrices of t's examples (GradTS-fg, as upstream). Trial sets
+    are chosen on the **dev** split with ``settings.trial_seeds``; test is only reported.
+    """
+    s, seeds = exp.settings, list(exp.settings.seeds)
+    others = [t for t in exp.data if t != main]
+    runs = [replace(single[main], model=None)] if seeds[0] == single[main].seed else []
+    runs += [exp.single(main, seed) for seed in seeds if seed != single[main].seed]
+    runs += [exp.run("all tasks", [main, *others], seed, main=main) for seed in seeds]
+
+    ranked = rank_auxiliaries(corr, main)
+    trial_runs: dict[tuple[str, ...], list[RunResult]] = {}
+    for prefix in trial_candidates(ranked, s.max_k):
+        key = tuple(prefix)
+        trial_runs[key] = [exp.run(f"main + top-{len(key)}", [main, *key], seed, main=main)
+                           for seed in s.trial_seeds]
+    trial_dev = {k: float(np.mean([r.scores[main]["dev"]["score"] for r in rs]))
+                 for k, rs in trial_runs.items()}
+    chosen = select_best(trial_dev)
+    done = {r.seed: r for r in trial_runs[chosen]}
+    runs += [replace(done[seed], setting="GradTS-trial") if seed in done else
+             exp.run("GradTS-trial", [main, *chosen], seed, main=main) for seed in seeds]
+
+    rows, kept, taus, cutoffs = {}, {}, {}, []
+    for aux in chosen:
+        model = single[aux].model
+        inst = instance_importance(model, exp.batches(aux), head_loss(model, aux))
+        mask = instance_filter(importance[main], inst, threshold=s.threshold,
+                                      keep_fraction=s.keep_fraction)
+        tau = instance_taus(importance[main], inst).numpy()
+        rows[aux] = [exp.data[aux].train[i] for i in torch.nonzero(mask).flatten().tolist()]
+        kept[aux], taus[aux] = (int(mask.sum()), len(mask)), tau
+        if mask.any():
+            cutoffs.append(float(np.nanmin(tau[mask.numpy()])))
+    runs += [exp.run("GradTS-fg", [main, *chosen], seed, main=main, train_rows=rows)
+             for seed in seeds]
+    cutoff = min(cutoffs) if cutoffs else float("nan")
+    return GradTSOutcome(main, ranked, trial_dev, chosen, kept, taus, cutoff, runs)

@@ -24,7 +24,7 @@ averages over classes too — so their weights do not carry over one to one (see
 Perturbations act on the **output of the embedding layer** (token + position embeddings after
 LayerNorm/dropout; the vectors TDT perturbs too), through a forward hook (:func:`perturb_embeddings`)
 that works for our :class:`~tutorial_lib.models.TransformerClassifier` and for
-:class:`~tutorial_lib.hf_models.HFClassifier`. They never touch padding or the [CLS] token
+:class:`~tutorial_lib.backbones.HFClassifier`. They never touch padding or the [CLS] token
 (:func:`content_mask`): ours sits *after* the last real token, BERT's at position 0 (its final
 [SEP] is kept too). Only classification heads are supported: a regression head (STS-B) is refused
 with :class:`RegressionNotSupported` rather than silently reduced to its MSE.
@@ -42,9 +42,11 @@ from ignite.engine import Engine, Events
 from torch import nn
 from torch.utils.data import DataLoader
 
-from .hf_models import HFClassifier
-from .models import TransformerClassifier
-from .training import Batch, create_classifier_evaluator
+from ..backbones import Backbone, HFClassifier
+from ..models import TransformerClassifier
+from ..runtime import autocast_dtype, device
+from ..tasks import Task, load_task, subsample
+from ..training import Batch, create_classifier_evaluator, pad_collate
 
 # --- shared pieces -----------------------------------------------------------------------------
 
@@ -223,59 +225,12 @@ def cutoff(ratio: float = 0.1, ce_weight: float = 1.0, js_weight: float = 1.0) -
             "loss_fn": lambda model, batch: cutoff_loss(model, batch, ratio, ce_weight, js_weight)}
 
 
-# --- tasks: GLUE protocol, sentence pairs, transfer sets -------------------------------------------
-
-PAIR_COLUMNS = {"rte": ("sentence1", "sentence2"), "mrpc": ("sentence1", "sentence2")}
-SEP = " [SEP] "  # our tokenizer and BERT's both know [SEP] as a special token
-
-
-def load_task(name: str, scale, seed: int = 0, *, train_examples: int | None = None,
-              validation_examples: int | None = None):
-    """A :class:`~tutorial_lib.finetuning.Task` for a single-sentence or sentence-pair task.
-
-    GLUE's test labels are hidden, so for GLUE tasks (sst2, cola, rte, mrpc) the labelled GLUE
-    **dev set is our test split** (touched once, at the end) and the validation split is carved
-    from train (10%, by ``seed``), then capped at ``validation_examples``. Pairs become one text
-    "s1 [SEP] s2" (for BERT tokenizers this is exactly the [CLS] s1 [SEP] s2 [SEP] input, less the
-    segment ids, which our classifiers do not use). Other tasks: ``finetuning.load_task``.
-    """
-    from dataclasses import replace
-
-    from . import data, finetuning
-
-    glue = name in PAIR_COLUMNS or name in ("sst2", "cola")
-    if not glue:
-        task = finetuning.load_task(name, scale, seed)
-    else:
-        raw = data.load(name, validation_fraction=0.0)
-        split = raw["train"].train_test_split(test_size=0.1, seed=seed, stratify_by_column="label")
-        train, validation, test = split["train"], split["test"], raw["validation"]
-        if name in PAIR_COLUMNS:
-            a, b = PAIR_COLUMNS[name]
-            join = lambda batch: {"text": [x + SEP + y for x, y in zip(batch[a], batch[b])]}
-            train, validation, test = (s.map(join, batched=True) for s in (train, validation, test))
-            text = "text"
-        else:
-            text = "sentence"
-        limit = scale.finetune.max_train_examples
-        if limit and len(train) > limit:
-            train = train.shuffle(seed=seed).select(range(limit))
-        cap = scale.finetune.max_eval_examples  # smoke scale only
-        if cap:
-            validation, test = (s.select(range(min(cap, len(s)))) for s in (validation, test))
-        task = finetuning.Task(name, train, validation, test, text, "label",
-                               list(raw["train"].features["label"].names))
-    if validation_examples and len(task.validation) > validation_examples:
-        task = replace(task, validation=task.validation.shuffle(seed=seed)
-                       .select(range(validation_examples)))
-    return finetuning.with_train_subset(task, train_examples, seed)
+# --- evaluation on other tasks (transfer sets) ------------------------------------------------
 
 
 def encoded_loader(texts: Sequence[str], labels: Sequence[int], encode, pad_id: int,
                    batch_size: int = 128) -> DataLoader:
     """A padded evaluation loader for raw texts (e.g. another task's test split)."""
-    from .training import pad_collate
-
     rows = [{"input_ids": i, "labels": y} for i, y in zip(encode(list(texts)), labels)]
     return DataLoader(rows, batch_size=batch_size, collate_fn=pad_collate(pad_id))
 
@@ -296,8 +251,6 @@ class TransferEvaluation:
     def __call__(self, trainer: Engine, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
         @trainer.on(Events.COMPLETED)
         def _evaluate(_: Engine) -> None:
-            from .runtime import autocast_dtype, device
-
             evaluator = create_classifier_evaluator(model, device=device(),
                                                     num_labels=self.num_labels,
                                                     amp_dtype=autocast_dtype())
@@ -315,36 +268,35 @@ def chain_on_trainer(*hooks: Callable | None) -> Callable:
     return hook
 
 
-def compare_with_transfer(methods: Mapping[str, Mapping[str, object]], task, scale,
-                          transfer_sets: Mapping[str, DataLoader], **common: object):
-    """``finetuning.compare_methods`` plus, for every run, the error on each transfer set
-    (columns ``<name>_error``). Returns (table, runs, last model of each method)."""
-    from .finetuning import compare_methods
-
-    hooks = {name: TransferEvaluation(transfer_sets, task.num_labels) for name in methods}
+def with_transfer(methods: Mapping[str, Mapping[str, object]], num_labels: int,
+                  transfer_sets: Mapping[str, DataLoader]) -> tuple[dict, dict]:
+    """Each method's hooks plus a :class:`TransferEvaluation` (the error on each transfer set
+    after training, columns ``<name>_error``). Returns (wired methods, evaluation per method);
+    pass the first to ``finetuning.compare_methods`` and add :func:`transfer_columns`."""
+    hooks = {name: TransferEvaluation(transfer_sets, num_labels) for name in methods}
     wired = {name: {**kw, "on_trainer": chain_on_trainer(kw.get("on_trainer"), hooks[name])}
              for name, kw in methods.items()}
-    table, runs = compare_methods(wired, task, scale, **common)
-    extra = pd.DataFrame([r for name in methods for r in hooks[name].records], index=table.index)
-    return pd.concat([table, extra], axis=1), runs, {n: h.model for n, h in hooks.items()}
+    return wired, hooks
 
 
-def transfer_sets(names: Sequence[str], scale, backbone, label_names: Sequence[str],
-                  limit: int | None = None, batch_size: int = 128) -> dict[str, DataLoader]:
-    """Evaluation loaders for the *test* splits of other tasks with the same label names (e.g.
-    MR and CR for a model trained on SST-2); ``limit``: a fixed random subset (None = whole)."""
-    from .finetuning import load_task as load_single
+def transfer_columns(table: pd.DataFrame, hooks: Mapping[str, TransferEvaluation]) -> pd.DataFrame:
+    """``table`` (one row per run, methods in the order of ``hooks``) with the transfer errors."""
+    extra = pd.DataFrame([r for h in hooks.values() for r in h.records], index=table.index)
+    return pd.concat([table, extra], axis=1)
 
+
+def transfer_sets(names: Sequence[str], backbone: Backbone, task: Task, limit: int | None = None,
+                  batch_size: int = 128) -> dict[str, DataLoader]:
+    """Evaluation loaders for the *test* splits of other tasks with the label names of ``task``
+    (e.g. MR and CR for a model trained on SST-2); ``limit``: a fixed random subset (None = all)."""
     loaders = {}
     for name in names:
-        other = load_single(name, scale)
-        if list(other.label_names) != list(label_names):
-            raise ValueError(f"{name} labels {other.label_names} differ from {list(label_names)}")
-        test = other.test
-        if limit and len(test) > limit:
-            test = test.shuffle(seed=0).select(range(limit))
-        loaders[name] = encoded_loader(test[other.text_column], test[other.label_column],
-                                       backbone.encode, backbone.pad_id, batch_size)
+        other = load_task(name)
+        if list(other.label_names) != list(task.label_names):
+            raise ValueError(f"{name} labels {other.label_names} differ from {task.label_names}")
+        test = subsample(other.test, limit)
+        loaders[name] = encoded_loader(test["text"], test["label"], backbone.encode,
+                                       backbone.pad_id, batch_size)
     return loaders
 
 

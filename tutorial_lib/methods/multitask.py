@@ -14,7 +14,7 @@ proportional to the task sizes, T → ∞ uniform; ``round-robin`` cycles throug
 ``fixed={"rte": 0.5}`` pins a task's share (the main task of GradTS's runs) and spreads the rest
 over the others with the strategy.
 
-Budgets (the ``steps`` of ``config.METHODS["multitask"]``, S per task): single-task S steps;
+Budgets (``steps_per_task`` of ``config.MultiTaskRuns``, S per task): single-task S steps;
 multi-task over n tasks n·S steps (the compute of the n single-task runs together); a main task
 with fixed share p gets S/p steps in all, so it sees S of its own batches in every setting.
 """
@@ -35,15 +35,15 @@ from ignite.metrics import EpochMetric
 from torch import nn
 from torch.utils.data import DataLoader
 
-from . import glue
-from .config import Scale
-from .heads import HeadConfig, MultiHeadModel, causal_lm_targets, merge_batches, multihead_loss
-from .hf_models import load_hf_encoder
-from .models import IGNORE_INDEX, Transformer, TransformerClassifier, last_token
-from .pretraining import get_tokenizer, load_or_pretrain, make_optimizer, model_config
-from .runtime import autocast, autocast_dtype, device, seed_everything
-from .tokenization import encode_with_cls
-from .training import attach_progress, attach_schedule, create_trainer, pad_collate, to_device
+from .. import stats
+from ..backbones import Backbone, load_backbone
+from ..config import MultiTaskRuns, Scale
+from ..heads import HeadConfig, MultiHeadModel, causal_lm_targets, merge_batches, multihead_loss
+from ..models import IGNORE_INDEX, TransformerClassifier, last_token
+from ..params import make_optimizer
+from ..runtime import autocast, autocast_dtype, device, seed_everything
+from ..tasks import Task, compute_metrics, load_task, predictions_from_logits
+from ..training import attach_progress, attach_schedule, create_trainer, pad_collate, to_device
 
 STRATEGIES = ("proportional", "temperature", "round-robin")
 
@@ -142,54 +142,18 @@ class MultiTaskBatches:
             yield merge_batches({task: batch})
 
 
-# --- encoders and data --------------------------------------------------------------------------
+# --- data ----------------------------------------------------------------------------------------
 
 
-@dataclass
-class Encoder:
-    """A fresh shared encoder plus the function that turns texts into its token ids."""
-
-    name: str
-    module: nn.Module
-    encode: Callable[[Sequence[str]], list[list[int]]]
-    pad_id: int
-
-
-def make_encoder(name: str, scale: Scale, max_len: int | None = None) -> Encoder:
-    """``pretrained`` (our causal LM from 01), ``scratch`` (same, random init) or a Hugging Face
-    encoder (``minilm`` offline, any Hub id online; word embeddings frozen as in 02). Texts are
-    truncated to ``max_len`` tokens (default: the scale's)."""
-    max_len = min(max_len or scale.model.max_len, scale.model.max_len)
-    if name in ("pretrained", "scratch"):
-        tokenizer = get_tokenizer(scale)
-        if name == "scratch":
-            module = Transformer(model_config(scale, tokenizer, "causal"))
-        else:
-            module = load_or_pretrain(scale, "causal").model.transformer
-        return Encoder(name, module, lambda texts: encode_with_cls(tokenizer, texts, max_len),
-                       tokenizer.pad_token_id)
-    module, tokenizer = load_hf_encoder(name)
-    module.get_input_embeddings().weight.requires_grad_(False)
-
-    def encode(texts: Sequence[str]) -> list[list[int]]:
-        return tokenizer(list(texts), truncation=True, max_length=max_len)["input_ids"]
-
-    return Encoder(name, module, encode, tokenizer.pad_token_id)
-
-
-def head_config(task: glue.GlueTask) -> HeadConfig:
-    return HeadConfig(task.spec.num_labels, "sequence")
-
-
-def encode_rows(split, encode: Callable[[Sequence[str]], list[list[int]]]) -> list[dict]:
-    return [{"input_ids": i, "labels": y} for i, y in zip(encode(split["text"]), split["label"])]
+def head_config(task: Task) -> HeadConfig:
+    return HeadConfig(task.num_labels, "sequence")
 
 
 @dataclass
 class EncodedTask:
-    task: glue.GlueTask
+    task: Task
     train: list[dict]
-    dev: list[dict]
+    dev: list[dict]  # the task's validation split: every choice is made here
     test: list[dict]
 
 
@@ -206,12 +170,12 @@ def create_task_evaluator(model: MultiHeadModel, task: str, *, dev: torch.device
         batch = to_device(batch, dev)
         with autocast(dev, amp_dtype):
             logits = model(batch["input_ids"], batch["attention_mask"], head=task).logits
-        return glue.predictions_from_logits(task, logits.float()), batch["labels"]
+        return predictions_from_logits(task, logits.float()), batch["labels"]
 
     evaluator = Engine(step)
 
     def compute(y_pred: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
-        return glue.compute_metrics(task, y_pred.cpu().numpy(), y.cpu().numpy())
+        return compute_metrics(task, y_pred.cpu().numpy(), y.cpu().numpy())
 
     EpochMetric(compute, check_compute_fn=False).attach(evaluator, "glue")
     return evaluator
@@ -244,37 +208,38 @@ class RunResult:
 
 class Experiment:
     """GLUE tasks encoded once for one backbone; runs single-task, multi-task and sequential
-    fine-tuning with a seed each and returns :class:`RunResult`. Settings: ``config.METHODS``.
+    fine-tuning with a seed each and returns :class:`RunResult`.
     """
 
-    def __init__(self, scale: Scale, settings: Mapping[str, object], tasks: Sequence[str],
-                 backbone: str = "pretrained"):
-        self.scale, self.settings, self.backbone = scale, dict(settings), backbone
-        probe = make_encoder(backbone, scale, self.settings.get("max_len"))
-        self.encode, self.pad_id = probe.encode, probe.pad_id
+    def __init__(self, scale: Scale, settings: MultiTaskRuns, tasks: Sequence[str]):
+        self.scale, self.settings, self.backbone = scale, settings, settings.backbone
+        self.budget = settings.budget
+        bb: Backbone = load_backbone(self.backbone, scale)
+        self.pad_id = bb.pad_id
         self.data: dict[str, EncodedTask] = {}
         for name in tasks:
-            t = glue.load_glue_task(name, train_examples=self.settings["train_examples"],
-                                    dev_examples=self.settings["dev_examples"],
-                                    test_examples=self.settings["test_examples"])
-            self.data[name] = EncodedTask(t, *(encode_rows(s, self.encode)
-                                               for s in (t.train, t.dev, t.test)))
+            t = load_task(name, train_examples=settings.train_examples,
+                          validation_examples=settings.dev_examples,
+                          test_examples=settings.test_examples)
+            self.data[name] = EncodedTask(t, *(bb.encode_rows(s, self.budget.max_len)
+                                               for s in (t.train, t.validation, t.test)))
 
     # -- building blocks --
     def split_table(self) -> pd.DataFrame:
         """Sizes of each task's train / dev / test as used here, with the metric(s)."""
-        rows = [{"task": n, **e.task.sizes(), "labels": e.task.spec.num_labels,
-                 "metric": " / ".join(e.task.spec.metrics), "carved from": e.task.spec.carve}
+        rows = [{"task": n, **e.task.sizes(), "labels": e.task.num_labels,
+                 "metric": " / ".join(e.task.spec.metrics), "protocol": e.task.spec.protocol}
                 for n, e in self.data.items()]
         return pd.DataFrame(rows).set_index("task")
 
     def new_model(self, heads: Sequence[str], seed: int) -> MultiHeadModel:
         seed_everything(seed)
-        encoder = make_encoder(self.backbone, self.scale).module
-        return MultiHeadModel(encoder, {h: head_config(self.data[h].task) for h in heads})
+        bb = load_backbone(self.backbone, self.scale, seed=seed)
+        return MultiHeadModel(bb.encoder, {h: head_config(self.data[h].task) for h in heads},
+                              pool=bb.pool)
 
     def _loader(self, rows: list[dict], shuffle: bool, seed: int = 0) -> DataLoader:
-        bs = self.settings["batch_size"] if shuffle else self.scale.finetune.eval_batch_size
+        bs = self.budget.batch_size if shuffle else self.budget.eval_batch_size
         gen = torch.Generator().manual_seed(seed) if shuffle else None
         return DataLoader(rows, batch_size=bs, shuffle=shuffle, generator=gen,
                           collate_fn=pad_collate(self.pad_id))
@@ -288,13 +253,12 @@ class Experiment:
         rows = {t: (train_rows or {}).get(t, self.data[t].train) for t in sampler.sizes}
         loaders = {t: self._loader(r, True, seed + i) for i, (t, r) in enumerate(rows.items())}
         schedule = sampler.schedule(steps)
-        lr = self.settings["lr"] or (self.scale.finetune.lr if self.backbone in ("pretrained", "scratch")
-                                     else self.scale.finetune.hf_lr)
-        optimizer = make_optimizer(model, lr, self.scale.finetune.weight_decay)
-        trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp,
-                                 max_norm=self.scale.finetune.max_norm, loss_fn=multihead_loss)
-        attach_schedule(trainer, optimizer, kind="linear", lr=lr,
-                        warmup=int(self.scale.finetune.warmup_frac * steps), total=steps)
+        b = self.budget
+        optimizer = make_optimizer(model, b.lr, b.weight_decay)
+        trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp, max_norm=b.max_norm,
+                                 loss_fn=multihead_loss)
+        attach_schedule(trainer, optimizer, kind="linear", lr=b.lr,
+                        warmup=int(b.warmup_frac * steps), total=steps)
         losses: list[tuple[int, str, float]] = []
         trainer.add_event_handler(
             Events.ITERATION_COMPLETED,
@@ -321,16 +285,16 @@ class Experiment:
             train_rows: Mapping[str, list[dict]] | None = None,
             keep_model: bool = False) -> RunResult:
         """Train one model on ``tasks`` jointly. With ``main``: the main task's share is fixed at
-        ``settings["main_share"]`` and the run has S/share steps; without: n·S steps."""
+        ``settings.main_share`` and the run has S/share steps; without: n·S steps."""
         s = self.settings
-        steps_each = s["steps_per_task"]
+        steps_each = s.steps_per_task
         sizes = {t: len((train_rows or {}).get(t, self.data[t].train)) for t in tasks}
         if main is not None and len(tasks) > 1:
-            share = s["main_share"]
-            sampler = TaskSampler(sizes, s["strategy"], s["temperature"], {main: share}, seed)
+            share = s.main_share
+            sampler = TaskSampler(sizes, s.strategy, s.temperature, {main: share}, seed)
             steps = round(steps_each / share)
         else:
-            sampler = TaskSampler(sizes, s["strategy"], s["temperature"], seed=seed)
+            sampler = TaskSampler(sizes, s.strategy, s.temperature, seed=seed)
             steps = steps_each * len(tasks)
         model = self.new_model(tasks, seed)
         schedule, losses, seconds = self.train(model, sampler, steps, seed, train_rows)
@@ -349,16 +313,15 @@ class Experiment:
         data = getattr(self.data[task], split)
         if rows is not None:
             data = [data[i] for i in rows]
-        loader = DataLoader(data, batch_size=self.settings["batch_size"],
+        loader = DataLoader(data, batch_size=self.budget.batch_size,
                             collate_fn=pad_collate(self.pad_id))
         return list(itertools.islice(loader, limit))
 
 
     def sequential(self, intermediate: str, target: str, seed: int) -> RunResult:
         """S steps on ``intermediate``, then S on ``target`` (fresh head, same encoder)."""
-        s = self.settings
         model = self.new_model([intermediate, target], seed)
-        steps = s["steps_per_task"]
+        steps = self.settings.steps_per_task
         seconds = 0.0
         for t in (intermediate, target):
             _, _, sec = self.train(model, TaskSampler({t: 1}, seed=seed), steps, seed)
@@ -378,89 +341,12 @@ def collect(results: Sequence[RunResult]) -> pd.DataFrame:
     return pd.DataFrame(list(itertools.chain.from_iterable(r.rows() for r in results)))
 
 
-def score_table(table: pd.DataFrame, column: str = "test_score") -> pd.DataFrame:
-    """Mean ± std (over seeds, in percent) of ``column`` per task × setting."""
-    g = table.groupby(["task", "setting"], sort=False)[column]
-    stats = pd.DataFrame({"mean": 100 * g.mean(), "std": 100 * g.std(ddof=1).fillna(0.0),
-                          "seeds": g.count()})
-    stats["score % (mean ± std)"] = [f"{m:.1f} ± {s:.1f}" for m, s in zip(stats["mean"], stats["std"])]
-    return stats
-
-
 def compare_settings(table: pd.DataFrame, baseline: str = "single-task") -> pd.DataFrame:
-    """Per task, every setting against ``baseline`` on the test score (Δ in points, pooled std,
-    verdict; see ``finetuning.compare_to_baseline``). Tasks without a baseline row are skipped."""
-    from .finetuning import compare_to_baseline
-
+    """Per task, every setting against ``baseline`` on the test score (the rule of
+    :mod:`tutorial_lib.stats`: paired by seed). Tasks without a baseline row are skipped."""
     parts = {}
     for task, g in table.groupby("task", sort=False):
         if baseline in set(g["setting"]) and g["setting"].nunique() > 1:
-            parts[task] = compare_to_baseline(g, baseline, by="setting", column="test_score",
-                                              higher_is_better=True)
+            parts[task] = stats.compare(g, baseline, by="setting", column="test_score",
+                                        higher_is_better=True)
     return pd.concat(parts, names=["task"]) if parts else pd.DataFrame()
-
-
-# --- GradTS's settings for one main task (notebook 07) ------------------------------------------
-
-
-@dataclass
-class GradTSOutcome:
-    """What GradTS chose for one main task, and the runs of every setting."""
-
-    main: str
-    ranked: list[str]  # auxiliaries by τ with the main task, highest first
-    trial_dev: dict[tuple[str, ...], float]  # prefix → mean dev score over the trial seeds
-    chosen: tuple[str, ...]
-    kept: dict[str, tuple[int, int]]  # GradTS-fg: aux task → (kept, scored) instances
-    taus: dict[str, np.ndarray]  # GradTS-fg: aux task → τ of each instance with the main task
-    cutoff: float  # the lowest τ that was kept
-    runs: list[RunResult]
-
-
-def gradts_settings(exp: Experiment, main: str, corr: pd.DataFrame,
-                    importance: Mapping[str, torch.Tensor], single: Mapping[str, RunResult]
-                    ) -> GradTSOutcome:
-    """Single-task, all-tasks MTL, GradTS-trial and GradTS-fg for ``main`` at equal main-task budget.
-
-    ``single[t]``: task t's single-task run with ``keep_model=True`` (seed = the first seed); its
-    model gives the instance-level matrices of t's examples (GradTS-fg, as upstream). Trial sets
-    are chosen on the **dev** split with ``settings["trial_seeds"]``; test is only reported.
-    """
-    from dataclasses import replace
-
-    from . import gradts
-
-    s, seeds = exp.settings, list(exp.settings["seeds"])
-    others = [t for t in exp.data if t != main]
-    runs = [replace(single[main], model=None)] if seeds[0] == single[main].seed else []
-    runs += [exp.single(main, seed) for seed in seeds if seed != single[main].seed]
-    runs += [exp.run("all tasks", [main, *others], seed, main=main) for seed in seeds]
-
-    ranked = gradts.rank_auxiliaries(corr, main)
-    trial_runs: dict[tuple[str, ...], list[RunResult]] = {}
-    for prefix in gradts.trial_candidates(ranked, s["max_k"]):
-        key = tuple(prefix)
-        trial_runs[key] = [exp.run(f"main + top-{len(key)}", [main, *key], seed, main=main)
-                           for seed in s["trial_seeds"]]
-    trial_dev = {k: float(np.mean([r.scores[main]["dev"]["score"] for r in rs]))
-                 for k, rs in trial_runs.items()}
-    chosen = gradts.select_best(trial_dev)
-    done = {r.seed: r for r in trial_runs[chosen]}
-    runs += [replace(done[seed], setting="GradTS-trial") if seed in done else
-             exp.run("GradTS-trial", [main, *chosen], seed, main=main) for seed in seeds]
-
-    rows, kept, taus, cutoffs = {}, {}, {}, []
-    for aux in chosen:
-        model = single[aux].model
-        inst = gradts.instance_importance(model, exp.batches(aux), head_loss(model, aux))
-        mask = gradts.instance_filter(importance[main], inst, threshold=s["threshold"],
-                                      keep_fraction=s["keep_fraction"])
-        tau = gradts.instance_taus(importance[main], inst).numpy()
-        rows[aux] = [exp.data[aux].train[i] for i in torch.nonzero(mask).flatten().tolist()]
-        kept[aux], taus[aux] = (int(mask.sum()), len(mask)), tau
-        if mask.any():
-            cutoffs.append(float(np.nanmin(tau[mask.numpy()])))
-    runs += [exp.run("GradTS-fg", [main, *chosen], seed, main=main, train_rows=rows)
-             for seed in seeds]
-    cutoff = min(cutoffs) if cutoffs else float("nan")
-    return GradTSOutcome(main, ranked, trial_dev, chosen, kept, taus, cutoff, runs)

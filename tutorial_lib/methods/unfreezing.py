@@ -22,8 +22,8 @@ import torch
 from ignite.engine import Engine, Events
 from torch import nn
 
+from ..backbones import Layer, layer_groups
 from .discriminative import layer_param_groups
-from .freezing import Layer, layer_groups
 
 MODES = ("gradual", "chain-thaw")
 

@@ -12,33 +12,24 @@ Gao et al. 2021). Any masked LM works through :class:`MaskedLM`: our MLM from no
 (:class:`OurMaskedLM`, pretrained on WikiText lines ended by [SEP], without [CLS]) or any
 Hugging Face ``AutoModelForMaskedLM`` (:class:`HFMaskedLM`, e.g. ``roberta-large`` on Colab).
 
-Baselines for notebook 09: [CLS]-head fine-tuning (``finetuning.make_backbone``) and manual-prompt
-fine-tuning (:class:`PromptClassifier`); DART is in ``tutorial_lib.dart``. All three are trained by
-:func:`train_fewshot` (a fixed number of steps, the checkpoint chosen on the few-shot *dev* set,
-test evaluated once at the end) and compared by :func:`compare_fewshot`.
+Manual-prompt fine-tuning trains :class:`PromptClassifier`; DART (:mod:`.dart`) extends it; the
+few-shot loop that trains and compares them is :mod:`.fewshot`.
 """
 
 from __future__ import annotations
 
-import copy
-import math
 import re
-import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import pandas as pd
 import torch
 import torch.nn.functional as F
-from ignite.engine import Events
 from torch import nn
-from torch.utils.data import DataLoader
 
-from .fewshot import FewShotSplit
-from .models import Output, TransformerLM
-from .pretraining import ADAM_BETAS, ADAM_EPS
-from .runtime import autocast_dtype, device, seed_everything
-from .training import attach_schedule, create_classifier_evaluator, create_trainer, pad_collate
+from ..backbones import OURS, load_backbone
+from ..config import Scale
+from ..models import Output, TransformerLM
+from ..training import pad_collate
 
 MASK, TEXT = "[MASK]", "<x>"
 
@@ -117,7 +108,7 @@ class OurMaskedLM(MaskedLM):
     def __init__(self, lm: TransformerLM, tokenizer):
         super().__init__()
         if lm.config.causal:
-            raise PromptError("prompting needs a masked LM: load_or_pretrain(scale, 'mlm')")
+            raise PromptError("prompting needs a masked LM: load_mlm('ours-mlm', scale)")
         self.lm, self.tokenizer = lm, tokenizer
         self.max_len = lm.config.max_len
 
@@ -162,19 +153,6 @@ class HFMaskedLM(MaskedLM):
     def _capture(self, _module: nn.Module, inputs: tuple, _output: torch.Tensor) -> None:
         self._captured.append(inputs[0])
 
-    @classmethod
-    def from_pretrained(cls, name: str, max_len: int = 256) -> HFMaskedLM:
-        from transformers import AutoModelForMaskedLM, AutoTokenizer
-
-        try:
-            return cls(AutoModelForMaskedLM.from_pretrained(name),
-                       AutoTokenizer.from_pretrained(name), max_len)
-        except OSError as err:
-            raise PromptError(
-                f"could not load the masked LM {name!r} (Hub or cache). Go online (e.g. Colab) "
-                "or use our MLM: prompting.load_mlm('ours', scale)."
-            ) from err
-
     def input_embeddings(self) -> nn.Module:
         return self.model.get_input_embeddings()
 
@@ -202,16 +180,15 @@ class HFMaskedLM(MaskedLM):
         return full[:at], full[at + len(plain):]
 
 
-def load_mlm(name: str = "ours", scale=None) -> MaskedLM:
-    """``"ours"``: the scale's MLM from notebook 01 (pretrained now if not cached); else a Hub id."""
-    if name == "ours":
-        from .pretraining import load_or_pretrain
-
-        if scale is None:
-            raise PromptError("load_mlm('ours') needs the scale")
-        result = load_or_pretrain(scale, "mlm")
-        return OurMaskedLM(result.model, result.tokenizer)
-    return HFMaskedLM.from_pretrained(name)
+def load_mlm(name: str, scale: Scale) -> MaskedLM:
+    """A masked LM for prompting: ``"ours-mlm"`` (notebook 01's, pretrained now if not cached) or
+    a Hugging Face masked LM (``roberta-large`` … on the Hub)."""
+    bb = load_backbone(name, scale, kind=None if name in OURS else "masked")
+    if bb.kind != "masked":
+        raise PromptError(f"{name!r} is a {bb.kind} model; prompting with [MASK] needs a masked LM")
+    if bb.is_ours:
+        return OurMaskedLM(bb.lm, bb.tokenizer)
+    return HFMaskedLM(bb.lm, bb.tokenizer, bb.max_len)
 
 
 # --- templates and verbalizers -------------------------------------------------------------------
@@ -375,261 +352,3 @@ class PromptClassifier(nn.Module):
 
 
 # --- the few-shot loop ---------------------------------------------------------------------------
-
-
-@dataclass
-class Built:
-    """What a method needs to be trained: the model, its encoded splits and its optimiser groups."""
-
-    model: nn.Module
-    encode: Callable[[Sequence[Mapping]], list[dict]]
-    collate: Callable
-    param_groups: Callable[[float, float], list[dict]] | None = None  # (lr, wd) → groups
-
-
-def decay_groups(model: nn.Module, weight_decay: float, exclude: Sequence[nn.Parameter] = ()
-                 ) -> list[dict]:
-    """AdamW groups as in pretraining: no decay on biases, LayerNorms and embeddings."""
-    skip = {id(p) for p in exclude}
-    decay, no_decay, seen = [], [], set()
-    for name, p in model.named_parameters():
-        if not p.requires_grad or id(p) in skip or id(p) in seen:
-            continue
-        seen.add(id(p))
-        (no_decay if p.dim() < 2 or "emb" in name else decay).append(p)
-    return [g for g in ({"params": decay, "weight_decay": weight_decay},
-                        {"params": no_decay, "weight_decay": 0.0}) if g["params"]]
-
-
-@dataclass
-class FewShotRun:
-    test: dict
-    dev_accuracy: float
-    best_step: int
-    lr: float
-    seconds: float
-    history: list[dict] = field(default_factory=list)
-    built: Built | None = None
-
-    @property
-    def model(self) -> nn.Module | None:
-        return self.built.model if self.built else None
-
-
-def train_fewshot(
-    build: Callable[[], Built],
-    split: FewShotSplit,
-    *,
-    steps: int,
-    batch_size: int,
-    lr: float,
-    eval_every: int,
-    seed: int = 0,
-    weight_decay: float = 0.01,
-    max_norm: float = 1.0,
-    warmup_frac: float = 0.1,
-    eval_batch_size: int = 128,
-    evaluate_test: bool = True,
-) -> FewShotRun:
-    """Train ``steps`` AdamW steps on ``split.train``; every ``eval_every`` steps score the few-shot
-    dev set and keep the best checkpoint (accuracy, then lower loss); test that checkpoint once."""
-    seed_everything(seed)
-    built = build()
-    model, dev, amp = built.model, device(), autocast_dtype()
-    model.to(dev)
-    groups = (built.param_groups(lr, weight_decay) if built.param_groups
-              else decay_groups(model, weight_decay))
-    optimizer = torch.optim.AdamW(groups, lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS)
-    gen = torch.Generator().manual_seed(seed)
-    train_rows = built.encode(split.train)
-    loader = DataLoader(train_rows, batch_size=min(batch_size, len(train_rows)), shuffle=True,
-                        collate_fn=built.collate, generator=gen, drop_last=True)
-    dev_loader = DataLoader(built.encode(split.dev), batch_size=eval_batch_size,
-                            collate_fn=built.collate)
-    trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp, max_norm=max_norm)
-    attach_schedule(trainer, optimizer, kind="linear", lr=lr, warmup=int(warmup_frac * steps),
-                    total=steps)
-    evaluator = create_classifier_evaluator(model, device=dev, num_labels=split.num_labels,
-                                            amp_dtype=amp)
-    best = {"key": (-1.0, 0.0), "step": 0, "state": None}
-    history: list[dict] = []
-
-    def _state() -> dict:
-        return {k: v.detach().clone() for k, v in model.state_dict().items()}
-
-    @trainer.on(Events.ITERATION_COMPLETED(every=eval_every) | Events.COMPLETED)
-    def _dev(engine) -> None:
-        step = engine.state.iteration
-        if history and history[-1]["step"] == step:
-            return
-        m = evaluator.run(dev_loader).metrics
-        history.append({"step": step, "dev_accuracy": m["accuracy"], "dev_loss": m["loss"],
-                        "train_loss": engine.state.output})
-        if (m["accuracy"], -m["loss"]) > best["key"]:
-            best.update(key=(m["accuracy"], -m["loss"]), step=step, state=_state())
-
-    @trainer.on(Events.ITERATION_COMPLETED(once=steps))
-    def _stop(engine) -> None:
-        _dev(engine)
-        engine.terminate()
-
-    start = time.perf_counter()
-    trainer.run(loader, max_epochs=math.ceil(steps / len(loader)))
-    if best["state"] is not None:
-        model.load_state_dict(best["state"])
-    test = {}
-    if evaluate_test:
-        test_loader = DataLoader(built.encode(split.test), batch_size=eval_batch_size,
-                                 collate_fn=built.collate)
-        test = dict(evaluator.run(test_loader).metrics)
-    return FewShotRun(test, best["key"][0], best["step"], lr, time.perf_counter() - start,
-                      history, built)
-
-
-def select_and_test(build: Callable[[], Built], split: FewShotSplit, lrs: Sequence[float],
-                    **kwargs) -> FewShotRun:
-    """LM-BFF's per-split grid search, on the few-shot **dev** set only: train once per learning
-    rate, keep the best dev accuracy, and evaluate *only that* model on test."""
-    runs = [train_fewshot(build, split, lr=lr, evaluate_test=False, **kwargs) for lr in lrs]
-    winner = max(runs, key=lambda r: r.dev_accuracy)  # first best on ties
-    built = winner.built
-    evaluator = create_classifier_evaluator(built.model, device=device(),
-                                            num_labels=split.num_labels,
-                                            amp_dtype=autocast_dtype())
-    loader = DataLoader(built.encode(split.test), batch_size=kwargs.get("eval_batch_size", 128),
-                        collate_fn=built.collate)
-    winner.test = dict(evaluator.run(loader).metrics)
-    winner.seconds = sum(r.seconds for r in runs)
-    return winner
-
-
-# --- the three methods of notebook 09 ------------------------------------------------------------
-
-
-def cls_method(backbone: str, scale) -> Callable[[FewShotSplit], Callable[[], Built]]:
-    """[CLS]-head fine-tuning through ``finetuning.make_backbone`` (our MLM: "pretrained-mlm")."""
-    from .finetuning import make_backbone
-
-    def for_split(split: FewShotSplit) -> Callable[[], Built]:
-        def build() -> Built:
-            b = make_backbone(backbone, scale, split.num_labels)
-
-            def encode(rows):
-                ids = b.encode([r["text"] for r in rows])
-                return [{"input_ids": i, "labels": int(r["label"])} for i, r in zip(ids, rows)]
-
-            return Built(b.model, encode, pad_collate(b.pad_id))
-
-        return build
-
-    return for_split
-
-
-def prompt_method(
-    mlm: MaskedLM | Callable[[], MaskedLM],
-    templates: Mapping[str, str],
-    verbalizers: Mapping[str, Mapping[str, str]],
-    max_len: int | None = None,
-) -> Callable[[FewShotSplit], Callable[[], Built]]:
-    """Manual-prompt fine-tuning; each run starts from a fresh copy of ``mlm``."""
-
-    def for_split(split: FewShotSplit) -> Callable[[], Built]:
-        def build() -> Built:
-            lm = fresh(mlm)
-            ids = verbalizer_ids(lm, verbalizers[split.task], split.label_names)
-            model = PromptClassifier(lm, templates[split.task], ids)
-            return Built(model, lambda rows: model.encode(rows, max_len), prompt_collate(lm.pad_id))
-
-        return build
-
-    return for_split
-
-
-def fresh(mlm: MaskedLM | Callable[[], MaskedLM]) -> MaskedLM:
-    """A private copy of a masked LM (or a new one from a factory), so runs never share weights."""
-    return copy.deepcopy(mlm) if isinstance(mlm, nn.Module) else mlm()
-
-
-def compare_fewshot(
-    methods: Mapping[str, Callable[[FewShotSplit], Callable[[], Built]]],
-    splits: Sequence[FewShotSplit],
-    *,
-    lrs: Mapping[str, Sequence[float]],
-    keep: Callable[[str, FewShotSplit], bool] | None = None,
-    progress: Callable[[str], None] | None = None,
-    **train_kwargs,
-) -> tuple[pd.DataFrame, dict]:
-    """Every method on every split (grid over ``lrs[method]`` chosen on dev); one row per run.
-    ``keep(method, split)`` marks runs whose trained model is returned in the second value."""
-    rows, kept = [], {}
-    for split in splits:
-        for name, method in methods.items():
-            run = select_and_test(method(split), split, lrs[name], **train_kwargs)
-            rows.append({"task": split.task, "K": split.k if split.k else "full",
-                         "split": split.seed, "method": name,
-                         "test_accuracy": run.test["accuracy"], "test_error": run.test["error"],
-                         "dev_accuracy": run.dev_accuracy, "best_step": run.best_step,
-                         "lr": run.lr, "seconds": run.seconds})
-            if keep and keep(name, split):
-                kept[(name, split.task, split.k, split.seed)] = run
-            if progress:
-                progress(f"{split.task} K={split.k} split {split.seed} {name}: "
-                         f"test {100 * run.test['accuracy']:.1f}")
-    return pd.DataFrame(rows), kept
-
-
-def zero_shot(mlm: MaskedLM, split: FewShotSplit, template: str, verbalizer: Mapping[str, str],
-              eval_batch_size: int = 128) -> dict:
-    """Test metrics of the untrained prompt classifier (no training, nothing selected)."""
-    model = PromptClassifier(mlm, template, verbalizer_ids(mlm, verbalizer, split.label_names))
-    dev = device()
-    model.to(dev)
-    evaluator = create_classifier_evaluator(model, device=dev, num_labels=split.num_labels,
-                                            amp_dtype=autocast_dtype())
-    loader = DataLoader(model.encode(split.test), batch_size=eval_batch_size,
-                        collate_fn=prompt_collate(mlm.pad_id))
-    return dict(evaluator.run(loader).metrics)
-
-
-def summarize(table: pd.DataFrame, by: Sequence[str] = ("task", "method")) -> pd.DataFrame:
-    """Mean ± std (sample std over splits) of test accuracy in %, one cell per task and method."""
-    g = table.groupby(list(by), sort=False)["test_accuracy"]
-    stats = pd.DataFrame({"mean": 100 * g.mean(), "std": 100 * g.std(ddof=1).fillna(0.0),
-                          "splits": g.count()})
-    stats["accuracy % (mean ± std)"] = [f"{m:.1f} ± {s:.1f}" for m, s in
-                                        zip(stats["mean"], stats["std"])]
-    return stats
-
-
-def verdicts(table: pd.DataFrame, baseline: str) -> pd.DataFrame:
-    """Per task, every method against ``baseline`` (``finetuning.compare_to_baseline`` on test
-    error over the splits: within noise when |Δ| ≤ pooled std)."""
-    from .finetuning import compare_to_baseline
-
-    parts = []
-    for task, g in table.groupby("task", sort=False):
-        c = compare_to_baseline(g, baseline, by="method", column="test_error")
-        c.insert(0, "task", task)
-        parts.append(c.reset_index())
-    return pd.concat(parts, ignore_index=True)
-
-
-def verdict_lines(comparison: pd.DataFrame, baseline: str) -> str:
-    """The :func:`verdicts` table as sentences, in points of test *accuracy* (Δ = −Δ error)."""
-    words = {"lower error (beyond noise)": "better (beyond noise)",
-             "higher error (beyond noise)": "worse (beyond noise)"}
-    lines = []
-    for _, r in comparison.iterrows():
-        if r["method"] == baseline:
-            continue
-        lines.append(f"{r['task']}: {r['method']} {-r['Δ mean (points)']:+.1f} points of accuracy "
-                     f"vs {baseline} (pooled std {r['pooled std (points)']:.1f}) → "
-                     f"{words.get(r['verdict'], r['verdict'])}")
-    return "\n".join(lines)
-
-
-def beats(comparison: pd.DataFrame, method: str) -> list[str]:
-    """The tasks on which ``method`` has lower test error than the baseline beyond noise."""
-    rows = comparison[(comparison["method"] == method)
-                      & (comparison["verdict"] == "lower error (beyond noise)")]
-    return list(rows["task"])

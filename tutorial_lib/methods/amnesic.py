@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -31,15 +31,16 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
+from ..backbones import Backbone
+from ..config import Budget
+from ..heads import HeadConfig, MultiHeadModel, MultiTaskLoader, multihead_loss
+from ..models import IGNORE_INDEX
+from ..params import make_optimizer
+from ..runtime import autocast, autocast_dtype, device, seed_everything
+from ..tasks import Task
+from ..training import attach_schedule, create_trainer, pad_collate, pad_ids
 from . import probing
-from .config import Scale
-from .finetuning import Task
-from .heads import HeadConfig, MultiHeadModel, MultiTaskLoader, multihead_loss
-from .models import TransformerLM
-from .pretraining import make_optimizer
-from .runtime import autocast, autocast_dtype, device, seed_everything
-from .tokenization import encode_with_cls
-from .training import attach_schedule, create_trainer, pad_collate
+from .inlp import directions_removed
 
 # Word-index buckets of the control property "where in the sentence is the word":
 # 0-3, 4-8, 9-15, 16+.
@@ -66,23 +67,21 @@ class MaskedPositions:
 
 @torch.no_grad()
 def masked_positions(
-    lm: TransformerLM,
-    tokenizer,
+    backbone: Backbone,
     sentences: probing.Sentences,
     *,
     mask_fraction: float = 0.15,
     rounds: int = 1,
     seed: int = 0,
-    max_len: int = 128,
     batch_size: int = 64,
 ) -> MaskedPositions:
     """Mask ``mask_fraction`` of the words of every sentence (at least one), ``rounds`` times with
     different masks, and collect the MLM's final hidden state at each masked word."""
-    if lm.config.causal:
-        raise ValueError("amnesic probing here needs the masked LM (objective 'mlm')")
+    if backbone.kind != "masked":
+        raise ValueError(f"masked-word positions need a masked LM, not {backbone.name!r} ({backbone.kind})")
+    tokenizer = backbone.tokenizer
     rng = np.random.default_rng(seed)
-    encoded = probing.encode_words(tokenizer, sentences.tokens, add_special_tokens=False,
-                                   max_len=max_len)
+    encoded = probing.encode_sentences(backbone, sentences)
     rows = []  # (input ids with masks, [(first position, sentence, word)])
     for _ in range(rounds):
         for s, e in enumerate(encoded):
@@ -98,19 +97,15 @@ def masked_positions(
             first = dict(zip(e.words, e.positions))
             rows.append((ids, e.input_ids, [(first[w], s, w) for w in chosen]))
     dev, amp = device(), autocast_dtype()
-    lm = lm.to(dev).eval()
+    encoder = backbone.encoder.to(dev).eval()
     hidden, target, where = [], [], []
     order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
-        width = max(len(rows[i][0]) for i in idx)
-        ids = torch.full((len(idx), width), tokenizer.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(idx), width), dtype=torch.long)
-        for r, i in enumerate(idx):
-            ids[r, : len(rows[i][0])] = torch.tensor(rows[i][0])
-            mask[r, : len(rows[i][0])] = 1
+        ids, mask = pad_ids([rows[i][0] for i in idx], backbone.pad_id)
         with autocast(dev, amp):
-            h = lm.transformer(ids.to(dev), mask.to(dev)).last_hidden_state.float().cpu()
+            h = encoder(input_ids=ids.to(dev),
+                        attention_mask=mask.to(dev)).last_hidden_state.float().cpu()
         for r, i in enumerate(idx):
             for pos, s, w in rows[i][2]:
                 hidden.append(h[r, pos].numpy())
@@ -126,20 +121,21 @@ def masked_positions(
 
 
 @torch.no_grad()
-def lm_logits(lm: TransformerLM, hidden: np.ndarray, P: np.ndarray | None = None) -> torch.Tensor:
-    """The MLM's logits for hidden states h, optionally projected first: lm_head(P h)."""
+def lm_logits(backbone: Backbone, hidden: np.ndarray, P: np.ndarray | None = None) -> torch.Tensor:
+    """The LM's logits for hidden states h, optionally projected first: lm_head(P h)."""
     h = torch.as_tensor(hidden, dtype=torch.float32)
     if P is not None:
         h = h @ torch.as_tensor(P, dtype=torch.float32).T
-    return lm.lm_head.to("cpu").float()(h)
+    return backbone.lm_head.to("cpu").float()(h)
 
 
 def lm_metrics(
-    lm: TransformerLM, positions: MaskedPositions, P: np.ndarray | None = None
+    backbone: Backbone, positions: MaskedPositions, P: np.ndarray | None = None
 ) -> dict[str, float]:
     """Masked-word accuracy with h ↦ P h, and D_KL(p_original ‖ p_projected) (nats, mean)."""
-    original = F.log_softmax(lm_logits(lm, positions.hidden), dim=-1)
-    projected = original if P is None else F.log_softmax(lm_logits(lm, positions.hidden, P), -1)
+    original = F.log_softmax(lm_logits(backbone, positions.hidden), dim=-1)
+    projected = (original if P is None
+                 else F.log_softmax(lm_logits(backbone, positions.hidden, P), -1))
     target = torch.as_tensor(positions.target)
     accuracy = float((projected.argmax(-1) == target).float().mean())
     kl = float((original.exp() * (original - projected)).sum(-1).mean())
@@ -147,18 +143,16 @@ def lm_metrics(
 
 
 def projection_table(
-    lm: TransformerLM,
+    backbone: Backbone,
     test: MaskedPositions,
     projections: dict[str, tuple[str, np.ndarray | None]],
 ) -> pd.DataFrame:
     """One row per projection: ``{row name: (group, P)}`` → directions removed, LM acc, KL."""
-    from .inlp import directions_removed
-
     rows = []
     for name, (group, P) in projections.items():
         k = 0 if P is None else directions_removed(P)
         rows.append({"projection": name, "group": group, "directions": k,
-                     **lm_metrics(lm, test, P)})
+                     **lm_metrics(backbone, test, P)})
     return pd.DataFrame(rows)
 
 
@@ -192,30 +186,28 @@ def head_accuracy(model: MultiHeadModel, loader: Sequence[dict], head: str) -> f
             logits = model(batch["input_ids"].to(dev), batch["attention_mask"].to(dev),
                            head=head).logits
         labels = batch["labels"].to(dev)
-        keep = labels != -100
+        keep = labels != IGNORE_INDEX
         correct += int((logits.argmax(-1)[keep] == labels[keep]).sum())
         total += int(keep.sum())
     return correct / max(total, 1)
 
 
 def adversarial_finetune(
-    lm: TransformerLM,
-    tokenizer,
+    backbone: Backbone,
     task: Task,
     adv_sentences: probing.Sentences,
     probe_train: probing.Sentences,
     probe_test: probing.Sentences,
-    scale: Scale,
+    budget: Budget,
     *,
     lambda_: float,
     seed: int = 0,
-    epochs: int = 1,
     adv_batch_size: int = 16,
     adv_weight: float = 1.0,
     probe_max_iter: int = 100,
     keep_model: bool = False,
 ) -> AdversarialRun:
-    """Fine-tune ``lm``'s encoder on ``task`` with a POS head behind a gradient reversal of
+    """Fine-tune ``backbone``'s encoder on ``task`` with a POS head behind a gradient reversal of
     strength ``lambda_`` (λ = 0: the head trains, the encoder ignores it), then measure.
 
     Every step sums the main loss on one task batch and ``adv_weight`` × the POS loss on one
@@ -223,64 +215,52 @@ def adversarial_finetune(
     accuracy, and a fresh linear UPOS probe on the encoder output (trained on ``probe_train``,
     tested on ``probe_test``).
     """
-    ft = scale.finetune
     seed_everything(seed)
-    encoder = copy.deepcopy(lm.transformer)
+    encoder = copy.deepcopy(backbone.encoder)
     model = MultiHeadModel(encoder, {
         "main": HeadConfig(task.num_labels, "sequence"),
         "pos": HeadConfig(len(probing.upos_names()), "token", loss_weight=adv_weight,
                           reverse_gradient=True, lambda_=lambda_),
-    })
-    max_len = lm.config.max_len
-    pad = tokenizer.pad_token_id
-    main_rows = [{"input_ids": i, "labels": y} for i, y in zip(
-        encode_with_cls(tokenizer, task.train[task.text_column], max_len),
-        task.train[task.label_column])]
-    test_rows = [{"input_ids": i, "labels": y} for i, y in zip(
-        encode_with_cls(tokenizer, task.test[task.text_column], max_len),
-        task.test[task.label_column])]
-    adv_rows = probing.token_label_rows(tokenizer, adv_sentences, "upos", max_len=max_len)
+    }, pool=backbone.pool)
+    collate = pad_collate(backbone.pad_id)
     gen = torch.Generator().manual_seed(seed)
     loaders = {
-        "main": DataLoader(main_rows, batch_size=ft.batch_size, shuffle=True,
-                           collate_fn=pad_collate(pad), generator=gen),
-        "pos": DataLoader(adv_rows, batch_size=adv_batch_size, shuffle=True,
-                          collate_fn=probing.token_collate(pad), generator=gen),
+        "main": DataLoader(backbone.encode_rows(task.train), batch_size=budget.batch_size,
+                           shuffle=True, collate_fn=collate, generator=gen),
+        "pos": DataLoader(probing.token_label_rows(backbone, adv_sentences, "upos"),
+                          batch_size=adv_batch_size, shuffle=True, collate_fn=collate,
+                          generator=gen),
     }
     train_loader = MultiTaskLoader(loaders, main="main")
     dev, amp = device(), autocast_dtype()
     model.to(dev)
-    optimizer = make_optimizer(model, ft.lr, ft.weight_decay)
-    trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp, max_norm=ft.max_norm,
+    optimizer = make_optimizer(model, budget.lr, budget.weight_decay)
+    trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp, max_norm=budget.max_norm,
                              loss_fn=multihead_loss)
-    total = epochs * len(train_loader)
-    attach_schedule(trainer, optimizer, kind="linear", lr=ft.lr,
-                    warmup=int(ft.warmup_frac * total), total=total)
+    total = budget.epochs * len(train_loader)
+    attach_schedule(trainer, optimizer, kind="linear", lr=budget.lr,
+                    warmup=int(budget.warmup_frac * total), total=total)
     start = time.perf_counter()
-    trainer.run(train_loader, max_epochs=epochs)
+    trainer.run(train_loader, max_epochs=budget.epochs)
     seconds = time.perf_counter() - start
 
-    test_loader = DataLoader(test_rows, batch_size=ft.eval_batch_size,
-                             collate_fn=pad_collate(pad))
-    pos_test = DataLoader(probing.token_label_rows(tokenizer, probe_test, "upos", max_len=max_len),
-                          batch_size=ft.eval_batch_size, collate_fn=probing.token_collate(pad))
-    target = probing.ProbeTarget("adversarial", model.encoder, tokenizer, False, max_len)
-    f_tr = probing.extract_features(target, probe_train, final=True)
-    f_te = probing.extract_features(target, probe_test, final=True)
-    probe = probing.probe_accuracy(f_tr.layers[0], f_tr.labels(probe_train, "upos"),
-                                   f_te.layers[0], f_te.labels(probe_test, "upos"), probe_max_iter)
+    test_loader = DataLoader(backbone.encode_rows(task.test), batch_size=budget.eval_batch_size,
+                             collate_fn=collate)
+    pos_test = DataLoader(probing.token_label_rows(backbone, probe_test, "upos"),
+                          batch_size=budget.eval_batch_size, collate_fn=collate)
+    probe = final_probe_accuracy(replace(backbone, encoder=model.encoder), probe_train, probe_test,
+                                 max_iter=probe_max_iter)
     return AdversarialRun(lambda_, seed, head_accuracy(model, test_loader, "main"),
                           head_accuracy(model, pos_test, "pos"), probe, seconds,
                           model if keep_model else None)
 
 
 def final_probe_accuracy(
-    lm: TransformerLM, tokenizer, probe_train: probing.Sentences, probe_test: probing.Sentences,
+    backbone: Backbone, probe_train: probing.Sentences, probe_test: probing.Sentences,
     prop: str = "upos", max_iter: int = 100,
 ) -> float:
-    """A fresh linear probe for ``prop`` on an LM's encoder output (for the λ = 'none' row)."""
-    target = probing.ProbeTarget("lm", lm, tokenizer, False, lm.config.max_len)
-    f_tr = probing.extract_features(target, probe_train, final=True)
-    f_te = probing.extract_features(target, probe_test, final=True)
+    """A fresh linear probe for ``prop`` on a backbone's encoder output."""
+    f_tr = probing.extract_features(backbone, probe_train, final=True)
+    f_te = probing.extract_features(backbone, probe_test, final=True)
     return probing.probe_accuracy(f_tr.layers[0], f_tr.labels(probe_train, prop),
                                   f_te.layers[0], f_te.labels(probe_test, prop), max_iter)

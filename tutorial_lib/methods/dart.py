@@ -32,16 +32,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .fewshot import FewShotSplit
-from .models import Output
+from ..models import Output
+from ..params import decay_groups
+from ..tasks import FewShotSplit
+from .fewshot import Built, fresh
 from .prompting import (
-    Built,
     MaskedLM,
     PromptClassifier,
     Template,
-    decay_groups,
     encode_prompts,
-    fresh,
     prompt_collate,
     verbalizer_ids,
 )
@@ -254,7 +253,7 @@ def dart_method(
     freeze_backbone: bool = False,
     max_len: int | None = None,
 ) -> Callable[[FewShotSplit], Callable[[], Built]]:
-    """DART for ``prompting.compare_fewshot``; each run starts from a fresh copy of ``mlm``."""
+    """DART for ``fewshot.compare_fewshot``; each run starts from a fresh copy of ``mlm``."""
 
     def for_split(split: FewShotSplit) -> Callable[[], Built]:
         def build() -> Built:

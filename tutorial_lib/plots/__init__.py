@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .training import History
+from ..training import History
 
 
 def _smooth(values: Sequence[float], window: int) -> np.ndarray:

@@ -23,7 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .freezing import freeze, unfreeze
+from ..models import Block
+from ..params import freeze, unfreeze
 
 
 class Adapter(nn.Module):
@@ -60,7 +61,6 @@ def add_adapters(model: nn.Module, bottleneck: int, init_std: float = 1e-3) -> l
     BERT layers (wraps ``attention.output.dense`` and ``output.dense``). New adapters are
     trainable; call :func:`freeze_for_adapters` to freeze the rest.
     """
-    from .models import Block  # local import: models is the lower layer
 
     added: list[Adapter] = []
     for module in list(model.modules()):

@@ -26,13 +26,11 @@ from ignite.engine import Engine, Events
 from ignite.handlers import PiecewiseLinear
 from torch import nn
 
-from .freezing import Layer, decay_split, layer_groups
-from .training import attach_lr_scales
+from ..backbones import Layer, layer_groups
+from ..params import ADAMW_DEFAULTS, decay_groups
+from ..training import attach_lr_scales
 
 ULMFIT_FACTOR = 2.6
-# AdamW settings of pretraining.make_optimizer (the plain fine-tuning baseline), repeated in each
-# group so that a method's optimizer differs from the baseline's only where it means to
-ADAMW_DEFAULTS = {"betas": (0.9, 0.98), "eps": 1e-6}
 
 
 def layer_param_groups(
@@ -52,22 +50,18 @@ def layer_param_groups(
     Parameters in none of the layers go into a last group ``"other"`` at scale 1.
     """
     layers = list(layers) if layers is not None else layer_groups(model, merge_final_norm=True)
-    names = {id(p): n for n, p in model.named_parameters(remove_duplicate=False)}
-    seen: set[int] = set()
     groups: list[dict] = []
-
-    def add(name: str, depth: int, scale: float, params: list[nn.Parameter]) -> None:
-        params = [p for p in params if id(p) not in seen and (include_frozen or p.requires_grad)]
-        seen.update(id(p) for p in params)
-        decay, no_decay = decay_split(params, names)
-        for ps, wd in ((decay, weight_decay), (no_decay, 0.0)):
-            if ps:
-                groups.append({"params": ps, "weight_decay": wd, "name": name, "depth": depth,
-                               "lr_scale": scale, **ADAMW_DEFAULTS})
-
-    for depth, layer in enumerate(layers):
-        add(layer.name, depth, factor ** -depth, layer.parameters())
-    add("other", 0, 1.0, list(model.parameters()))
+    seen: list[nn.Parameter] = []  # a parameter in two layers (tied) belongs to the first
+    named = [*((layer.name, depth, factor ** -depth, layer.parameters())
+               for depth, layer in enumerate(layers)), ("other", 0, 1.0, list(model.parameters()))]
+    for name, depth, scale, params in named:
+        # the AdamW settings repeated in each group, so that a method's optimizer differs from
+        # the plain fine-tuning baseline's only where it means to
+        new = decay_groups(model, weight_decay, params=params, exclude=seen,
+                           include_frozen=include_frozen, name=name, depth=depth, lr_scale=scale,
+                           **ADAMW_DEFAULTS)
+        seen += [p for g in new for p in g["params"]]
+        groups += new
     return groups
 
 

@@ -17,10 +17,9 @@ The recipe of Part 3 of the 2019 tutorial ("what is in a representation?"):
 It also recomputes attention weights for plots (:func:`attention_maps`): our model runs
 ``scaled_dot_product_attention``, which never materialises them.
 
-Models are given as a :class:`ProbeTarget`: our ``TransformerLM`` (its ``transformer``) or a
-Hugging Face encoder, its tokenizer, and whether the tokenizer adds [CLS]/[SEP]. Layer 0 is the
-embedding output; layer i the output of block i (our blocks: the residual stream before the
-final LayerNorm; BERT-style encoders: after each layer's LayerNorm).
+Models are :class:`~tutorial_lib.backbones.Backbone` objects (ours, MiniLM, any Hub model).
+Layer 0 is the embedding output; layer i the output of block i (our blocks: the residual stream,
+the top one after the final LayerNorm; BERT-style encoders: after each layer's LayerNorm).
 """
 
 from __future__ import annotations
@@ -43,9 +42,11 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 from torch import nn
 
-from . import data
-from .models import IGNORE_INDEX, Transformer, TransformerLM
-from .runtime import autocast, autocast_dtype, device
+from .. import data
+from ..backbones import Backbone, layer_states
+from ..models import IGNORE_INDEX, TransformerLM
+from ..runtime import autocast, autocast_dtype, device
+from ..training import pad_ids
 
 # The 37 universal dependency relations of UD v2; subtypes (nmod:poss) map to their base.
 DEPREL_NAMES = [
@@ -155,42 +156,11 @@ def encode_words(
 # --- models and feature extraction ----------------------------------------------------------
 
 
-@dataclass
-class ProbeTarget:
-    """A frozen model to probe: our ``TransformerLM``/``Transformer`` or a Hugging Face encoder."""
-
-    name: str
-    model: nn.Module
-    tokenizer: object
-    add_special_tokens: bool = False  # our tokenizer: no [CLS]/[SEP]; BERT-style: True
-    max_len: int = 128
-
-    @property
-    def encoder(self) -> nn.Module:
-        return self.model.transformer if isinstance(self.model, TransformerLM) else self.model
-
-    @property
-    def n_layers(self) -> int:
-        """Number of hidden states returned (embeddings + one per block)."""
-        enc = self.encoder
-        if isinstance(enc, Transformer):
-            return enc.config.n_layer + 1
-        return enc.config.num_hidden_layers + 1
-
-
-def hidden_states(
-    encoder: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-    final: bool = False,
-) -> tuple[torch.Tensor, ...]:
-    """All hidden states (embeddings + each block) of our ``Transformer`` or an HF encoder;
-    with ``final=True`` only the encoder's output (ours: after the final LayerNorm), which is
-    what a head on the encoder reads."""
-    if final:
-        return (encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,)
-    if isinstance(encoder, Transformer):
-        return encoder(input_ids, attention_mask, output_hidden_states=True).hidden_states
-    return encoder(input_ids=input_ids, attention_mask=attention_mask,
-                   output_hidden_states=True).hidden_states
+def encode_sentences(backbone: Backbone, sentences: Sentences) -> list[EncodedSentence]:
+    """Pre-split sentences encoded for ``backbone`` with its special tokens (ours: none), words
+    aligned to their first sub-words."""
+    return encode_words(backbone.tokenizer, sentences.tokens,
+                        add_special_tokens=not backbone.is_ours, max_len=backbone.max_len)
 
 
 @dataclass
@@ -213,29 +183,21 @@ class WordFeatures:
 
 @torch.no_grad()
 def extract_features(
-    target: ProbeTarget, sentences: Sentences, batch_size: int = 64, final: bool = False
+    backbone: Backbone, sentences: Sentences, batch_size: int = 64, final: bool = False
 ) -> WordFeatures:
     """First-sub-word vectors of every word at every layer (frozen model, eval mode, bf16
     autocast where fast). Sentences are batched by length to save padding. ``final=True``:
-    one layer, the encoder's output (see :func:`hidden_states`)."""
-    encoded = encode_words(target.tokenizer, sentences.tokens,
-                           add_special_tokens=target.add_special_tokens, max_len=target.max_len)
-    encoder = target.encoder.to(device()).eval()
+    one layer, the encoder's output (see :func:`tutorial_lib.backbones.layer_states`)."""
+    encoded = encode_sentences(backbone, sentences)
     dev, amp = device(), autocast_dtype()
-    pad_id = target.tokenizer.pad_token_id
+    encoder = backbone.encoder.to(dev).eval()
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].input_ids))
     per_sentence: dict[int, list[np.ndarray]] = {}
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
-        width = max(len(encoded[i].input_ids) for i in idx)
-        ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(idx), width), dtype=torch.long)
-        for row, i in enumerate(idx):
-            n = len(encoded[i].input_ids)
-            ids[row, :n] = torch.tensor(encoded[i].input_ids)
-            mask[row, :n] = 1
+        ids, mask = pad_ids([encoded[i].input_ids for i in idx], backbone.pad_id)
         with autocast(dev, amp):
-            states = hidden_states(encoder, ids.to(dev), mask.to(dev), final)
+            states = layer_states(encoder, ids.to(dev), mask.to(dev), final)
         stacked = torch.stack(states, dim=0).float().cpu()  # [L, B, T, D]
         for row, i in enumerate(idx):
             per_sentence[i] = stacked[:, row, encoded[i].positions].numpy()  # [L, n_words, D]
@@ -395,14 +357,10 @@ def attention_maps(
 # --- token-level batches (for the adversarial POS head of notebook 11) ------------------------
 
 
-def token_label_rows(
-    tokenizer, sentences: Sentences, prop: str = "upos", *, add_special_tokens: bool = False,
-    max_len: int = 128,
-) -> list[dict]:
+def token_label_rows(backbone: Backbone, sentences: Sentences, prop: str = "upos") -> list[dict]:
     """``{"input_ids", "labels"}`` rows: the label at each word's first sub-word, IGNORE_INDEX
     elsewhere (the usual token-classification layout)."""
-    encoded = encode_words(tokenizer, sentences.tokens, add_special_tokens=add_special_tokens,
-                           max_len=max_len)
+    encoded = encode_sentences(backbone, sentences)
     rows = []
     values = getattr(sentences, prop)
     for e, labels in zip(encoded, values):
@@ -411,52 +369,3 @@ def token_label_rows(
             y[pos] = labels[w]
         rows.append({"input_ids": e.input_ids, "labels": y})
     return rows
-
-
-def token_collate(pad_id: int):
-    """Collate token-labelled rows into right-padded ``input_ids``, ``attention_mask``, ``labels``."""
-
-    def collate(rows: list[dict]) -> dict[str, torch.Tensor]:
-        width = max(len(r["input_ids"]) for r in rows)
-        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        labels = torch.full((len(rows), width), IGNORE_INDEX, dtype=torch.long)
-        for i, r in enumerate(rows):
-            n = len(r["input_ids"])
-            ids[i, :n] = torch.as_tensor(r["input_ids"])
-            mask[i, :n] = 1
-            labels[i, :n] = torch.as_tensor(r["labels"])
-        return {"input_ids": ids, "attention_mask": mask, "labels": labels}
-
-    return collate
-
-
-# --- the four models of notebook 10 ------------------------------------------------------------
-
-
-def probe_targets(scale, names: Sequence[str] = ("causal", "mlm", "random", "minilm"),
-                  seed: int = 0) -> dict[str, ProbeTarget]:
-    """The models notebook 10 probes, by short name.
-
-    ``causal``/``mlm``: notebook 01's pretrained LMs (``load_or_pretrain``: from the cache, or
-    pretrained now); ``random``: the causal architecture with fresh random weights (seed ``seed``);
-    any other name: a Hugging Face encoder (``minilm`` is shipped offline).
-    """
-    from .hf_models import load_hf_encoder
-    from .pretraining import get_tokenizer, load_or_pretrain, model_config
-
-    max_len = scale.model.max_len
-    targets: dict[str, ProbeTarget] = {}
-    for name in names:
-        if name in ("causal", "mlm"):
-            lm = load_or_pretrain(scale, name).model
-            targets[name] = ProbeTarget(name, lm, get_tokenizer(scale), False, max_len)
-        elif name == "random":
-            tokenizer = get_tokenizer(scale)
-            torch.manual_seed(seed)
-            lm = TransformerLM(model_config(scale, tokenizer, "causal"))
-            targets[name] = ProbeTarget(name, lm, tokenizer, False, max_len)
-        else:
-            encoder, tokenizer = load_hf_encoder(name)
-            targets[name] = ProbeTarget(name, encoder, tokenizer, True, max_len)
-    return targets

