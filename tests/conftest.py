@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tutorial_lib import prompting
-from tutorial_lib.data import DATA_ENV_VAR
+from tutorial_lib.config import DATA_ENV_VAR
+from tutorial_lib.methods import prompting
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,10 +39,10 @@ def with_data(monkeypatch, data_dir, tmp_path):
 def tiny_bert():
     """A randomly initialised BertForMaskedLM (no offline HF MLM has a pretrained head)."""
     transformers = pytest.importorskip("transformers")
-    from tutorial_lib.hf_models import BackboneError, encoder_path
+    from tutorial_lib.backbones import BackboneError, model_path
 
     try:
-        tok = transformers.AutoTokenizer.from_pretrained(encoder_path("minilm"))
+        tok = transformers.AutoTokenizer.from_pretrained(model_path("minilm"))
     except BackboneError:
         pytest.skip("offline MiniLM tokenizer not installed")
     torch.manual_seed(0)

@@ -3,7 +3,7 @@
 import torch
 from transformers import BertConfig, BertModel
 
-from tutorial_lib.hf_models import HFClassifier
+from tutorial_lib.backbones import HFClassifier
 from tutorial_lib.models import TransformerClassifier, TransformerConfig
 
 
