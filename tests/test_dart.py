@@ -1,11 +1,11 @@
-"""Tests for tutorial_lib.dart (tiny masked LMs built from configs; no pretraining, no data)."""
+"""Tests for tutorial_lib.methods.dart (tiny masked LMs built from configs; no pretraining, no data)."""
 
 import copy
 
 import pytest
 import torch
 
-from tutorial_lib import dart, prompting
+from tutorial_lib.methods import dart, fewshot, prompting
 from tutorial_lib.models import TransformerConfig, TransformerLM
 from tutorial_lib.tokenization import train_wordpiece
 
@@ -127,3 +127,25 @@ def test_nearest_words_start_at_the_initial_words(mlm):
     assert table.loc["label positive", "started from"] == "good"
     assert table.loc["label positive", "nearest words"].startswith("good (1.00)")
     assert table["cos(start, learned)"].tolist() == pytest.approx([1.0] * 5)
+
+
+def test_dart_method_trains_a_fresh_copy_in_the_few_shot_loop(mlm):
+    from tutorial_lib.tasks import FewShotSplit
+
+    split = FewShotSplit("sst2", 2, 13, train=ROWS[:2] * 2, dev=ROWS[1:], test=ROWS,
+                         label_names=NAMES)
+    method = dart.dart_method(mlm, {"sst2": "<x> It was [MASK] ."}, {"sst2": VERBALIZER},
+                              prompt_lr=1e-2)
+    built = method(split)()
+    assert isinstance(built.model, dart.DARTClassifier) and built.model.mlm is not mlm
+    groups = built.param_groups(1e-3, 0.01)
+    assert groups[-1]["lr_scale"] == pytest.approx(10) and groups[-1]["weight_decay"] == 0.0
+    assert {id(p) for p in groups[-1]["params"]} == {id(p) for p in built.model.prompt_parameters()}
+    table, kept = fewshot.compare_fewshot({"DART": method}, [split], lrs={"DART": (1e-3,)},
+                                          steps=3, batch_size=2, eval_every=3,  # keeps step 3
+                                          keep=lambda m, s: True)
+    run = kept[("DART", "sst2", 2, 13)]
+    start = built.model.embedding.labels.detach()  # an untrained copy: the words' embeddings
+    assert not torch.equal(run.model.embedding.labels.detach(), start)  # the prompts moved
+    assert not isinstance(mlm.input_embeddings(), dart.ExtendedEmbedding)  # original untouched
+    assert table.iloc[0]["method"] == "DART" and 0 <= table.iloc[0]["test_accuracy"] <= 1

@@ -1,5 +1,6 @@
-"""Tests for tutorial_lib.gradts (GradTS, Ma et al. EMNLP 2021): K/V head slicing, normalisation,
-per-example gradients, Kendall τ and the selection helpers. Tiny models only (milliseconds)."""
+"""Tests for tutorial_lib.methods.gradts (GradTS, Ma et al. EMNLP 2021): K/V head slicing,
+normalisation, per-example gradients, Kendall τ and the selection helpers (tiny models,
+milliseconds), and GradTS's four settings end to end on real GLUE data (smoke scale)."""
 
 import math
 
@@ -10,8 +11,8 @@ import torch
 from scipy.stats import kendalltau
 from transformers import BertConfig, BertModel
 
-from tutorial_lib import gradts
 from tutorial_lib.heads import HeadConfig, MultiHeadModel
+from tutorial_lib.methods import gradts
 from tutorial_lib.models import Transformer, TransformerClassifier, TransformerConfig
 
 D, L, H = 16, 2, 4
@@ -356,3 +357,69 @@ def test_instance_filter_threshold_and_keep_fraction():
         gradts.instance_filter(main, inst, threshold=0.5, keep_fraction=0.5)
     with pytest.raises(ValueError):
         gradts.instance_filter(main, inst, keep_fraction=0.0)
+
+
+# --- GradTS's four settings for one main task (notebook 07) --------------------------------------
+
+
+def test_gradts_settings_end_to_end_on_real_glue_data(with_data, monkeypatch):
+    """Single-task, all-tasks, GradTS-trial (chosen on dev) and GradTS-fg (the kept instances
+    only) for one main task at equal main-task budget: smoke scale, random-init encoder."""
+    from tutorial_lib import config
+    from tutorial_lib.methods import multitask
+
+    scale = config.get_scale("smoke")
+    s = config.settings(scale, "07").replace(
+        backbone="scratch", seeds=(0, 1), tasks=("rte", "mrpc", "sst2"), trial_seeds=(0,),
+        max_k=2, keep_fraction=0.5, threshold=None, steps_per_task=2, train_examples=24,
+        dev_examples=16, test_examples=16)
+    exp = multitask.Experiment(scale, s, s.tasks)
+    single = {t: exp.single(t, 0, keep_model=True) for t in s.tasks}
+    importance = {t: gradts.head_importance(single[t].model, exp.batches(t, limit=2),
+                                            multitask.head_loss(single[t].model, t))
+                  for t in s.tasks}
+    corr = gradts.task_correlation(importance)
+    calls = []
+    run = exp.run
+
+    def spy(setting, tasks, seed, **kwargs):
+        calls.append((setting, list(tasks), seed, kwargs))
+        return run(setting, tasks, seed, **kwargs)
+
+    monkeypatch.setattr(exp, "run", spy)
+    out = gradts.gradts_settings(exp, "rte", corr, importance, single)
+
+    assert out.main == "rte" and out.ranked == gradts.rank_auxiliaries(corr, "rte")
+    assert sorted(out.ranked) == ["mrpc", "sst2"]
+    assert list(out.trial_dev) == [(out.ranked[0],), tuple(out.ranked)]  # the prefixes, max_k=2
+    assert out.chosen == gradts.select_best(out.trial_dev)
+    # trial runs: one per prefix and trial seed, and never scored on test for the choice
+    trials = [c for c in calls if c[0].startswith("main + top-")]
+    assert [(c[1], c[2]) for c in trials] == [(["rte", *k], 0) for k in out.trial_dev]
+
+    by_setting = {}
+    for r in out.runs:
+        by_setting.setdefault(r.setting, []).append(r.seed)
+    assert by_setting == {"single-task": [0, 1], "all tasks": [0, 1], "GradTS-trial": [0, 1],
+                          "GradTS-fg": [0, 1]}
+    assert out.runs[0].model is None and out.runs[0].scores == single["rte"].scores  # reused
+    for r in out.runs:
+        assert list(r.scores) == ["rte"]  # only the main task is scored
+        main_steps = 2 / s.main_share if r.setting != "single-task" else 2
+        assert sum(r.steps_per_task.values()) == round(main_steps)
+    # GradTS-trial: the seed-0 trial run is reused, only the other seed is trained again
+    assert [c[2] for c in calls if c[0] == "GradTS-trial"] == [1]
+
+    # GradTS-fg: ⌈½·24⌉ of each chosen auxiliary's instances, the highest τ with the main task
+    fg = [c for c in calls if c[0] == "GradTS-fg"]
+    assert len(fg) == 2 and all(c[1] == ["rte", *out.chosen] for c in fg)
+    lowest = []
+    for aux in out.chosen:
+        n = len(exp.data[aux].train)
+        assert out.kept[aux] == (n // 2, n) and out.taus[aux].shape == (n,)
+        rows = fg[0][3]["train_rows"][aux]
+        assert len(rows) == n // 2 and all(row in exp.data[aux].train for row in rows)
+        kept_taus = [out.taus[aux][exp.data[aux].train.index(row)] for row in rows]
+        assert (out.taus[aux] > min(kept_taus)).sum() < n // 2  # nothing better was dropped
+        lowest.append(min(kept_taus))
+    assert out.cutoff == pytest.approx(min(lowest))

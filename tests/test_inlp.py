@@ -1,9 +1,9 @@
-"""Tests for tutorial_lib.inlp: the projection's algebra and that INLP really erases a property."""
+"""Tests for tutorial_lib.methods.inlp: the projection's algebra and that INLP really erases a property."""
 
 import numpy as np
 import pytest
 
-from tutorial_lib import inlp
+from tutorial_lib.methods import inlp
 
 
 def gaussian_task(n: int, d: int = 16, classes: int = 3, seed: int = 0, data_seed: int = 0):

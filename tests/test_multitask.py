@@ -1,14 +1,17 @@
-"""Tests for tutorial_lib.multitask: the task sampler, one-task-per-step batches, head loss
-weights reaching the shared encoder, the auxiliary LM loss and the GLUE evaluator."""
+"""Tests for tutorial_lib.methods.multitask: the task sampler, one-task-per-step batches, head loss
+weights reaching the shared encoder, the auxiliary LM loss, the GLUE evaluator, the Experiment
+runs and the per-task comparison with the stats rule."""
 
 import collections
 
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
 from tiny import padded_batch, tiny_classifier
 
-from tutorial_lib import glue, heads, multitask
+from tutorial_lib import heads, tasks
+from tutorial_lib.methods import multitask
 from tutorial_lib.models import IGNORE_INDEX, Transformer, TransformerConfig
 
 SIZES = {"big": 3000, "mid": 1000, "small": 200}
@@ -111,9 +114,6 @@ def test_a_head_loss_reaches_the_encoder_with_its_weight(weight):
     torch.testing.assert_close(g_both, g_a + weight * g_plain)
 
 
-
-
-
 def test_lm_aux_loss_is_clf_plus_weighted_next_token_loss():
     model = tiny_classifier(vocab_size=50).eval()
     b = padded_batch()
@@ -142,7 +142,7 @@ def test_task_evaluator_reports_the_glue_metric():
     metrics = ev.run([b, b]).metrics["glue"]
     with torch.no_grad():
         pred = model(b["input_ids"], b["attention_mask"], head="cola").logits.argmax(-1)
-    expected = glue.compute_metrics("cola", torch.cat([pred, pred]), torch.cat([b["labels"]] * 2))
+    expected = tasks.compute_metrics("cola", torch.cat([pred, pred]), torch.cat([b["labels"]] * 2))
     assert metrics == pytest.approx(expected)
     assert set(metrics) == {"mcc", "score"}
 
@@ -182,16 +182,73 @@ def test_experiment_runs_every_setting_on_real_glue_data(with_data):
     from tutorial_lib import config
 
     scale = config.get_scale("smoke")
-    settings = {**config.method_settings(scale, "multitask"), "steps_per_task": 2,
-                "train_examples": 32, "dev_examples": 16, "test_examples": 16}
-    exp = multitask.Experiment(scale, settings, ["rte", "sst2"], backbone="scratch")
+    settings = config.settings(scale, "06").replace(
+        backbone="scratch", steps_per_task=2, train_examples=32, dev_examples=16, test_examples=16)
+    exp = multitask.Experiment(scale, settings, ["rte", "sst2"])
+    assert exp.split_table().loc["rte", "validation"] == 16  # the validation split is "dev"
     single = exp.single("rte", 0)
     assert single.steps_per_task == {"rte": 2}
+    assert set(single.scores["rte"]) == {"dev", "test"}
     mtl = exp.run("all", ["rte", "sst2"], 0, main="rte")
-    assert sum(mtl.steps_per_task.values()) == round(2 / settings["main_share"])
+    assert sum(mtl.steps_per_task.values()) == round(2 / settings.main_share)
     assert list(mtl.scores) == ["rte"]  # a main task: only it is scored
     seq = exp.sequential("sst2", "rte", 0)
     assert seq.steps_per_task == {"sst2": 2, "rte": 2} and list(seq.scores) == ["rte"]
     table = multitask.collect([single, mtl, seq])
     assert set(table["setting"]) == {"single-task", "all", "sequential (sst2 → rte)"}
     assert table["test_score"].between(0, 1).all()
+    # each seed starts from its own random encoder (scratch: the seed is the init)
+    a, b = exp.new_model(["rte"], 0), exp.new_model(["rte"], 1)
+    assert not torch.equal(a.encoder.tok_emb.weight, b.encoder.tok_emb.weight)
+    assert torch.equal(a.encoder.tok_emb.weight, exp.new_model(["rte"], 0).encoder.tok_emb.weight)
+
+
+def _runs(rows: dict[tuple[str, str], list[float]]) -> pd.DataFrame:
+    return pd.DataFrame([{"task": t, "setting": s, "seed": seed, "test_score": v}
+                         for (t, s), values in rows.items() for seed, v in enumerate(values)])
+
+
+def test_compare_settings_pairs_by_seed_and_skips_tasks_without_a_baseline():
+    table = _runs({
+        ("rte", "single-task"): [0.50, 0.60, 0.70],
+        ("rte", "all"): [0.55, 0.66, 0.74],  # +5, +6, +4 points on every seed: paired → better
+        ("rte", "noisy"): [0.40, 0.75, 0.70],  # Δ −1.7 points, differences −10 .. +15: noise
+        ("qqp", "all"): [0.8, 0.7, 0.9],  # no baseline for qqp: not compared
+    })
+    out = multitask.compare_settings(table)
+    assert set(out.index.get_level_values("task")) == {"rte"}
+    rte = out.loc["rte"]
+    assert rte.loc["single-task", "verdict"] == "(baseline)"
+    assert rte.loc["all", "test"] == "paired t"
+    assert rte.loc["all", "Δ (points)"] == pytest.approx(5.0)
+    assert rte.loc["all", "verdict"] == "better"
+    assert rte.loc["noisy", "verdict"] == "within noise"
+    # unpaired, the same scores of "all" are within noise (Welch cannot see the shared seeds)
+    shuffled = table.copy()
+    shuffled.loc[(shuffled["task"] == "rte") & (shuffled["setting"] == "all"), "seed"] = [10, 11, 12]
+    welch = multitask.compare_settings(shuffled).loc["rte"]
+    assert welch.loc["all", "test"] == "Welch t" and welch.loc["all", "verdict"] == "within noise"
+    assert multitask.compare_settings(table[table["task"] == "qqp"]).empty
+
+
+def test_a_hugging_face_backbone_keeps_its_word_embeddings_frozen(with_data):
+    """As in 02 (``Backbone.classifier``): MiniLM's word embeddings are half its parameters and
+    their AdamW update dominates a CPU step, so multi-task runs do not train them either."""
+    from tutorial_lib import config
+    from tutorial_lib.backbones import BackboneError
+
+    scale = config.get_scale("smoke")
+    settings = config.settings(scale, "06").replace(
+        backbone="minilm", train_examples=8, dev_examples=8, test_examples=8)
+    try:
+        exp = multitask.Experiment(scale, settings, ["rte"])
+    except BackboneError:
+        pytest.skip("offline MiniLM not installed")
+    model = exp.new_model(["rte"], 0)
+    assert model.pool == "first"  # BERT's [CLS]
+    assert not model.encoder.get_input_embeddings().weight.requires_grad
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert any(n.startswith("encoder.encoder.layer.") for n in trainable)
+    assert any(n.startswith("heads.rte.") for n in trainable)
+    ours = multitask.Experiment(scale, settings.replace(backbone="scratch"), ["rte"])
+    assert ours.new_model(["rte"], 0).encoder.tok_emb.weight.requires_grad  # ours: all trained

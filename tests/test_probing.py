@@ -1,18 +1,37 @@
-"""Tests for tutorial_lib.probing: sub-word alignment, control tasks, selectivity, attention."""
+"""Tests for tutorial_lib.methods.probing: sub-word alignment, feature extraction from a Backbone
+(ours and Hugging Face), control tasks, selectivity, attention maps and token-label rows."""
 
 import numpy as np
 import pytest
 import torch
 
-from tutorial_lib import probing
+from tutorial_lib.backbones import Backbone
+from tutorial_lib.config import PRECISION_ENV_VAR
+from tutorial_lib.methods import probing
 from tutorial_lib.models import TransformerConfig, TransformerLM
 from tutorial_lib.tokenization import train_wordpiece
+from tutorial_lib.training import pad_collate
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
     lines = ["the cat sat on the mat", "unbelievable things happen", "cats and dogs"] * 50
     return train_wordpiece(lines, vocab_size=60, min_frequency=1)
+
+
+def tiny_backbone(tokenizer, causal: bool = False, n_layer: int = 2) -> Backbone:
+    """Our architecture, random weights, the tiny tokenizer (no [CLS]/[SEP] around sentences)."""
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=len(tokenizer), d_model=16, n_layer=n_layer, n_head=2,
+                            d_ff=32, max_len=64, dropout=0.0, causal=causal,
+                            pad_id=tokenizer.pad_token_id)
+    return Backbone("tiny", "causal" if causal else "masked", tokenizer, TransformerLM(cfg), 64)
+
+
+SENTENCES = probing.Sentences(
+    tokens=[["unbelievable", "cats"], ["the", "cat", "sat", "on", "the", "mat"], ["dogs"]],
+    upos=[[1, 2], [3, 2, 4, 5, 3, 2], [2]], deprel=[[0, 1], [2, 3, 4, 5, 2, 6], [7]],
+    sent_ids=["a", "b", "c"])
 
 
 def test_first_subword_positions_skip_specials_and_continuations():
@@ -97,12 +116,60 @@ def test_recomputed_attention_weights_reproduce_the_attention_output(causal):
 
 
 def test_token_label_rows_put_labels_on_first_subwords_only(tokenizer):
+    backbone = tiny_backbone(tokenizer)
     sentences = probing.Sentences([["unbelievable", "cats"]], [[3, 7]], [[0, 1]], ["s"])
-    row = probing.token_label_rows(tokenizer, sentences, "upos")[0]
+    row = probing.token_label_rows(backbone, sentences, "upos")[0]
     enc = probing.encode_words(tokenizer, sentences.tokens, add_special_tokens=False,
                                max_len=128)[0]
+    assert row["input_ids"] == enc.input_ids  # ours: no special tokens around the words
     expected = [-100] * len(row["input_ids"])
     expected[enc.positions[0]], expected[enc.positions[1]] = 3, 7
     assert row["labels"] == expected
-    batch = probing.token_collate(0)([row, {"input_ids": [5], "labels": [2]}])
+    batch = pad_collate(0)([row, {"input_ids": [5], "labels": [2]}])  # token labels: padded
     assert batch["labels"][1].tolist() == [2] + [-100] * (len(expected) - 1)
+    assert batch["attention_mask"][1].tolist() == [1] + [0] * (len(expected) - 1)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_extract_features_reads_every_layer_at_first_subwords(tokenizer, monkeypatch, causal):
+    monkeypatch.setenv(PRECISION_ENV_VAR, "fp32")  # exact comparison
+    backbone = tiny_backbone(tokenizer, causal=causal)
+    feats = probing.extract_features(backbone, SENTENCES, batch_size=2)  # batched by length
+    assert len(feats.layers) == backbone.n_layers + 1 == 3
+    assert all(x.shape == (SENTENCES.n_words, 16) and x.dtype == np.float32 for x in feats.layers)
+    assert feats.sentence.tolist() == [0, 0, 1, 1, 1, 1, 1, 1, 2]
+    assert feats.word.tolist() == [0, 1, 0, 1, 2, 3, 4, 5, 0]
+    assert feats.labels(SENTENCES, "upos").tolist() == [1, 2, 3, 2, 4, 5, 3, 2, 2]
+    assert feats.words(SENTENCES)[2:4] == ["the", "cat"]
+    encoded = probing.encode_sentences(backbone, SENTENCES)
+    row = 0
+    for enc in encoded:  # each sentence alone, unpadded
+        ids = torch.tensor([enc.input_ids])
+        with torch.no_grad():
+            out = backbone.encoder(ids, torch.ones_like(ids), output_hidden_states=True)
+        want = [out.hidden_states[0], out.hidden_states[1], out.last_hidden_state]  # top: ln_f
+        for layer, h in enumerate(want):
+            np.testing.assert_allclose(feats.layers[layer][row: row + len(enc.words)],
+                                       h[0, enc.positions].numpy(), atol=1e-5, rtol=1e-4)
+        row += len(enc.words)
+    final = probing.extract_features(backbone, SENTENCES, final=True)
+    assert len(final.layers) == 1
+    np.testing.assert_allclose(final.layers[0], feats.layers[-1], atol=1e-5, rtol=1e-4)
+
+
+def test_extract_features_of_a_hugging_face_encoder_skip_its_special_tokens(tiny_bert,
+                                                                            monkeypatch):
+    monkeypatch.setenv(PRECISION_ENV_VAR, "fp32")
+    backbone = Backbone("tiny-bert", "masked", tiny_bert.tokenizer, tiny_bert.model, 64)
+    encoded = probing.encode_sentences(backbone, SENTENCES)
+    assert encoded[0].input_ids[0] == tiny_bert.tokenizer.cls_token_id
+    assert encoded[0].input_ids[-1] == tiny_bert.tokenizer.sep_token_id
+    assert encoded[0].positions[0] == 1  # the first word comes after [CLS]
+    feats = probing.extract_features(backbone, SENTENCES)
+    assert len(feats.layers) == backbone.n_layers + 1
+    ids = torch.tensor([encoded[1].input_ids])
+    with torch.no_grad():
+        out = backbone.encoder(input_ids=ids, attention_mask=torch.ones_like(ids),
+                               output_hidden_states=True)
+    np.testing.assert_allclose(feats.layers[-1][2:8], out.last_hidden_state[0, encoded[1].positions],
+                               atol=1e-5, rtol=1e-4)

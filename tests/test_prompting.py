@@ -1,11 +1,11 @@
-"""Tests for tutorial_lib.fewshot and tutorial_lib.prompting (tiny models, no pretraining)."""
-
-from collections import Counter
+"""Tests for tutorial_lib.methods.prompting: masked-LM wrappers, templates, verbalizers, prompt
+encoding and the prompt classifier (tiny models, no pretraining). The few-shot loop is tested in
+test_fewshot.py, the few-shot splits in test_tasks_metrics.py."""
 
 import pytest
 import torch
 
-from tutorial_lib import fewshot, prompting
+from tutorial_lib.methods import prompting
 from tutorial_lib.models import TransformerConfig, TransformerLM
 from tutorial_lib.tokenization import train_wordpiece
 
@@ -24,34 +24,6 @@ def ours(tokenizer):
     cfg = TransformerConfig(vocab_size=len(tokenizer), d_model=32, n_layer=1, n_head=2, d_ff=64,
                             max_len=32, causal=False, pad_id=tokenizer.pad_token_id)
     return prompting.OurMaskedLM(TransformerLM(cfg), tokenizer)
-
-
-# --- few-shot sampling --------------------------------------------------------------------------
-
-
-def test_fewshot_sampling_is_reproducible_balanced_and_disjoint():
-    labels = [0] * 50 + [1] * 30 + [2] * 40
-    train, dev = fewshot.sample_indices(labels, k=8, seed=13)
-    assert (train, dev) == fewshot.sample_indices(labels, k=8, seed=13)
-    assert fewshot.sample_indices(labels, k=8, seed=21) != (train, dev)
-    assert Counter(labels[i] for i in train) == {0: 8, 1: 8, 2: 8}
-    assert Counter(labels[i] for i in dev) == {0: 8, 1: 8, 2: 8}
-    assert not set(train) & set(dev)
-    full, dev_full = fewshot.sample_indices(labels, k=None, seed=13, dev_k=4)
-    assert len(full) == len(labels) - 12 and not set(full) & set(dev_full)
-
-
-def test_k_larger_than_a_class_is_a_clear_error():
-    with pytest.raises(fewshot.FewShotError, match="class 1 has only 30 .* smaller K"):
-        fewshot.sample_indices([0] * 50 + [1] * 30, k=16, seed=13)
-
-
-def test_load_fewshot_uses_train_for_train_and_dev_and_the_test_split(with_data):
-    split = fewshot.load_fewshot("trec", k=4, seed=42)
-    assert len(split.train) == len(split.dev) == 4 * 6 and len(split.test) == 500
-    assert {r["text"] for r in split.train}.isdisjoint({r["text"] for r in split.dev})
-    again = fewshot.load_fewshot("trec", k=4, seed=42)
-    assert again.train == split.train and again.dev == split.dev
 
 
 # --- templates, verbalizers, encoding -----------------------------------------------------------
@@ -103,23 +75,32 @@ def test_prompt_logits_are_the_mlm_logits_of_the_label_words(backbone, request):
     torch.testing.assert_close(logits, expected, rtol=1e-4, atol=1e-5)
 
 
-def test_train_fewshot_selects_on_dev_and_tests_once(ours):
-    split = fewshot.FewShotSplit(
-        "sst2", 2, 13,
-        train=[{"text": "good fun", "label": 1}, {"text": "bad cat", "label": 0}] * 2,
-        dev=[{"text": "good", "label": 1}, {"text": "bad", "label": 0}],
-        test=[{"text": "fun", "label": 1}, {"text": "dog", "label": 0}] * 3,
-        label_names=["negative", "positive"])
-    method = prompting.prompt_method(ours, {"sst2": "<x> It was [MASK] ."},
-                                     {"sst2": {"negative": "bad", "positive": "good"}})
-    table, kept = prompting.compare_fewshot(
-        {"manual prompt": method}, [split], lrs={"manual prompt": (1e-3, 1e-2)}, steps=4,
-        batch_size=2, eval_every=2, keep=lambda m, s: True)
-    row = table.iloc[0]
-    assert row["lr"] in (1e-3, 1e-2) and row["best_step"] in (2, 4)
-    run = kept[("manual prompt", "sst2", 2, 13)]
-    assert [h["step"] for h in run.history] == [2, 4]
-    assert run.dev_accuracy == max(h["dev_accuracy"] for h in run.history)
-    assert run.test["confusion"].sum().item() == len(split.test)
-    # the original masked LM was copied, never trained in place
-    assert run.model.mlm is not ours
+def test_our_masked_lm_refuses_a_causal_lm(tokenizer):
+    cfg = TransformerConfig(vocab_size=len(tokenizer), d_model=32, n_layer=1, n_head=2, d_ff=64,
+                            max_len=32, causal=True, pad_id=tokenizer.pad_token_id)
+    with pytest.raises(prompting.PromptError, match="masked LM"):
+        prompting.OurMaskedLM(TransformerLM(cfg), tokenizer)
+
+
+def test_load_mlm_refuses_backbones_without_a_masked_lm_head(with_data):
+    from tutorial_lib import config
+    from tutorial_lib.backbones import BackboneError
+
+    scale = config.get_scale("smoke")
+    with pytest.raises(prompting.PromptError, match="causal model.*masked LM"):
+        prompting.load_mlm("scratch", scale)  # our architecture, but a causal LM
+    with pytest.raises(BackboneError, match="no masked head"):
+        prompting.load_mlm("minilm", scale)  # MiniLM was saved without its MLM head
+
+
+def test_hugging_face_masked_lm_features_give_its_own_logits(tiny_bert):
+    ids = torch.tensor([[tiny_bert.tokenizer.cls_token_id, 1000, 2000, tiny_bert.mask_id,
+                         tiny_bert.tokenizer.sep_token_id]])
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        h = tiny_bert.features(ids, mask)
+        want = tiny_bert.model(input_ids=ids, attention_mask=mask).logits
+    got = h @ tiny_bert.decoder_weight.T + tiny_bert.decoder_bias
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    before, after = tiny_bert.special_wrap()
+    assert before == [tiny_bert.tokenizer.cls_token_id] and after == [tiny_bert.tokenizer.sep_token_id]

@@ -1,4 +1,5 @@
-"""Tests for tutorial_lib.regularized: R-Drop, R3F, token cutoff and their shared pieces."""
+"""Tests for tutorial_lib.methods.regularized: R-Drop, R3F, token cutoff, their shared pieces and
+the evaluation on transfer sets (other tasks' test splits)."""
 
 import pytest
 import torch
@@ -6,8 +7,8 @@ import torch.nn.functional as F
 from tiny import padded_batch as _batch
 from tiny import tiny_bert_classifier as _hf
 
-from tutorial_lib import regularized
-from tutorial_lib.hf_models import HFClassifier
+from tutorial_lib.backbones import HFClassifier
+from tutorial_lib.methods import regularized
 from tutorial_lib.models import TransformerClassifier, TransformerConfig
 
 
@@ -16,9 +17,6 @@ def _ours(dropout: float = 0.0, num_labels: int = 3) -> TransformerClassifier:
     cfg = TransformerConfig(vocab_size=40, d_model=16, n_layer=2, n_head=2, d_ff=32, max_len=12,
                             dropout=dropout, causal=False)
     return TransformerClassifier(cfg, num_labels=num_labels, dropout=dropout)
-
-
-
 
 
 def _log_p(seed: int) -> torch.Tensor:
@@ -124,3 +122,76 @@ def test_methods_train_end_to_end():
         trainer = create_trainer(model, opt, device=torch.device("cpu"), loss_fn=kwargs["loss_fn"])
         state = trainer.run([batch] * 3, max_epochs=1)
         assert torch.isfinite(torch.tensor(state.output))
+
+
+# --- transfer sets ----------------------------------------------------------------------------
+
+
+def test_with_transfer_adds_an_evaluation_and_keeps_each_methods_own_hooks():
+    import pandas as pd
+
+    from tutorial_lib.training import create_trainer, default_loss
+
+    own_calls = []
+    methods = {"fine-tuning": {},
+               "R-Drop": {**regularized.rdrop(), "on_trainer": lambda *a: own_calls.append(a)}}
+    sets = {"a": [_batch()], "b": [_batch(), {**_batch(), "labels": _batch()["labels"].flip(0)}]}
+    wired, hooks = regularized.with_transfer(methods, 3, sets)
+    assert list(wired) == list(hooks) == list(methods)
+    assert "on_trainer" not in methods["fine-tuning"]  # the caller's dicts are not changed
+    assert wired["R-Drop"]["loss_fn"] is methods["R-Drop"]["loss_fn"]
+    models = {}
+    for name, kwargs in wired.items():
+        model = _ours()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        trainer = create_trainer(model, opt, device=torch.device("cpu"),
+                                 loss_fn=kwargs.get("loss_fn", default_loss))
+        kwargs["on_trainer"](trainer, model, opt)
+        trainer.run([_batch()] * 2, max_epochs=1)
+        models[name] = model
+        assert hooks[name].model is model
+    assert len(own_calls) == 1 and own_calls[0][1] is models["R-Drop"]
+    for name, model in models.items():
+        model.eval()
+        with torch.no_grad():
+            errors = {}
+            for set_name, loader in sets.items():
+                wrong = sum(int((model(b["input_ids"], b["attention_mask"]).logits.argmax(-1)
+                                 != b["labels"]).sum()) for b in loader)
+                errors[f"{set_name}_error"] = wrong / sum(len(b["labels"]) for b in loader)
+        assert hooks[name].records == [pytest.approx(errors)]
+    table = pd.DataFrame({"method": ["fine-tuning", "R-Drop"], "seed": [0, 0]}, index=[7, 9])
+    out = regularized.transfer_columns(table, hooks)
+    assert list(out.columns) == ["method", "seed", "a_error", "b_error"]
+    assert list(out.index) == [7, 9]
+    assert out.loc[9, "b_error"] == pytest.approx(hooks["R-Drop"].records[0]["b_error"])
+
+
+def test_transfer_sets_encode_other_tasks_test_splits_for_the_backbone(with_data):
+    from tutorial_lib.backbones import Backbone
+    from tutorial_lib.models import TransformerLM
+    from tutorial_lib.tasks import load_task
+    from tutorial_lib.tokenization import train_wordpiece
+
+    tok = train_wordpiece(["a good movie", "a bad film", "great fun"] * 20, vocab_size=80)
+    cfg = TransformerConfig(vocab_size=len(tok), d_model=16, n_layer=1, n_head=2, d_ff=32,
+                            max_len=24, pad_id=tok.pad_token_id)
+    bb = Backbone("tiny", "causal", tok, TransformerLM(cfg), max_len=24)
+    sst2 = load_task("sst2", train_examples=8, validation_examples=8, test_examples=8)
+    loaders = regularized.transfer_sets(["mr", "cr"], bb, sst2, limit=20, batch_size=8)
+    assert list(loaders) == ["mr", "cr"]
+    for name, loader in loaders.items():
+        batches = list(loader)
+        assert sum(len(b["labels"]) for b in batches) == 20
+        test = load_task(name).test
+        for b in batches:
+            last = b["attention_mask"].sum(1) - 1  # ours: [CLS] appended after the text
+            assert (b["input_ids"][torch.arange(len(last)), last] == tok.cls_token_id).all()
+            assert b["input_ids"].shape[1] <= 24 and set(b["labels"].tolist()) <= {0, 1}
+        first = batches[0]["input_ids"][0, : int(batches[0]["attention_mask"][0].sum())].tolist()
+        assert first in bb.encode(test["text"])  # a row of the *test* split
+    again = regularized.transfer_sets(["mr"], bb, sst2, limit=20, batch_size=8)["mr"]
+    assert [b["input_ids"].tolist() for b in again] == [b["input_ids"].tolist()
+                                                        for b in loaders["mr"]]
+    with pytest.raises(ValueError, match="labels"):
+        regularized.transfer_sets(["trec"], bb, sst2)

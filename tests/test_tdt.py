@@ -1,4 +1,4 @@
-"""Tests for tutorial_lib.tdt: confidences, views, the KL hinge and the plain-fine-tuning limit."""
+"""Tests for tutorial_lib.methods.tdt: confidences, views, the KL hinge and the plain-fine-tuning limit."""
 
 import pytest
 import torch
@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from tiny import padded_batch as _batch
 from tiny import tiny_bert_classifier as _hf
 
-from tutorial_lib import regularized, tdt
+from tutorial_lib.methods import regularized, tdt
 from tutorial_lib.models import TransformerClassifier, TransformerConfig
 
 
@@ -135,3 +135,20 @@ def test_training_logs_terms_and_confidence_tables():
     assert [t for t, _ in rows[0]] == ["t5", "t6", "t7"]  # the final [CLS] is not content
     table = tdt.confidence_table(rows, min_count=2)
     assert list(table.index) == ["t6"] and table.loc["t6", "count"] == 3
+
+
+def test_label_association_is_the_largest_smoothed_log_odds_shift():
+    import math
+
+    confidences = [[("good", 0.9), ("the", 0.5)], [("good", 0.8), ("the", 0.4)],
+                   [("bad", 0.9), ("the", 0.5)], [("bad", 0.1), ("the", 0.3)], [("rare", 0.2)]]
+    labels = [1, 1, 0, 0, 1]
+    assoc = tdt.label_association(confidences, labels, min_count=2)
+    assert set(assoc.index) == {"good", "bad", "the"}  # "rare" is seen once
+    prior = {0: 2 / 5, 1: 3 / 5}
+    # "good": 2 of label 1 → P(1 | good) = (2+1)/(2+2), P(0 | good) = 1/4 (add-one)
+    assert assoc["good"] == pytest.approx(max(abs(math.log(3 / 4) - math.log(prior[1])),
+                                              abs(math.log(1 / 4) - math.log(prior[0]))))
+    assert assoc["the"] == pytest.approx(max(abs(math.log(1 / 2) - math.log(p))
+                                             for p in prior.values()))
+    assert assoc["bad"] > assoc["the"] and assoc["good"] > assoc["the"]

@@ -162,8 +162,9 @@ class Backbone:
 
     @property
     def pool(self) -> str:
-        """Where the sequence representation is: the last real token for causal models."""
-        return "last" if self.kind == "causal" else "first"
+        """Where the sequence representation is: the last real token for causal models and for
+        ours (their [CLS] is appended at the end, whatever the objective), else the first."""
+        return "last" if self.kind == "causal" or self.is_ours else "first"
 
     @property
     def pad_id(self) -> int:

@@ -59,7 +59,7 @@ def lm_aux_loss(lm_weight: float = 0.5, clf_weight: float = 1.0) -> Callable[[nn
     def loss_fn(model: nn.Module, batch: dict) -> torch.Tensor:
         if not isinstance(model, TransformerClassifier) or not model.config.causal:
             raise ValueError("the auxiliary LM loss needs our causal TransformerClassifier "
-                             "(backbone 'pretrained' or 'scratch')")
+                             "(backbone 'ours' or 'scratch')")
         ids, mask = batch["input_ids"], batch["attention_mask"]
         h = model.transformer(ids, mask).last_hidden_state
         clf = F.cross_entropy(model.head(model.dropout(last_token(h, mask))).float(), batch["labels"])
@@ -233,8 +233,12 @@ class Experiment:
         return pd.DataFrame(rows).set_index("task")
 
     def new_model(self, heads: Sequence[str], seed: int) -> MultiHeadModel:
+        """A fresh encoder with one new head per task; a Hugging Face encoder's word embeddings
+        stay frozen, as in :meth:`tutorial_lib.backbones.Backbone.classifier`."""
         seed_everything(seed)
         bb = load_backbone(self.backbone, self.scale, seed=seed)
+        if not bb.is_ours:
+            bb.encoder.get_input_embeddings().weight.requires_grad_(False)
         return MultiHeadModel(bb.encoder, {h: head_config(self.data[h].task) for h in heads},
                               pool=bb.pool)
 

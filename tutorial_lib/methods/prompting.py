@@ -1,4 +1,4 @@
-"""Prompt-based classification with a masked LM (LM-BFF style), and the few-shot loop (09).
+"""Prompt-based classification with a masked LM (LM-BFF style), notebook 09.
 
 A task becomes a cloze question: a **template** with one ``[MASK]`` wraps the input
 (``"<x> It was [MASK] ."``) and a **verbalizer** maps each label to a word (negative → "terrible",
@@ -350,5 +350,3 @@ class PromptClassifier(nn.Module):
         loss = None if labels is None else F.cross_entropy(logits.float(), labels)
         return Output(logits, loss)
 
-
-# --- the few-shot loop ---------------------------------------------------------------------------

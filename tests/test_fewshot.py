@@ -1,0 +1,153 @@
+"""Tests for tutorial_lib.methods.fewshot: the few-shot loop of notebook 09 (train, choose on the
+few-shot dev set, test once), the [CLS] and prompt methods, zero-shot scoring and the verdicts
+(the stats rule, paired by split). Tiny models; one test loads our smoke tokenizer."""
+
+import pandas as pd
+import pytest
+import torch
+
+from tutorial_lib.methods import fewshot, prompting
+from tutorial_lib.models import TransformerClassifier, TransformerConfig, TransformerLM
+from tutorial_lib.tasks import FewShotSplit
+from tutorial_lib.tokenization import train_wordpiece
+
+LINES = ["It was great . The movie was good and fun .", "It was bad . A terrible cat and a dog .",
+         "What is the name of the city ? Who is the man ?"] * 20
+TEMPLATES = {"sst2": "<x> It was [MASK] ."}
+VERBALIZERS = {"sst2": {"negative": "bad", "positive": "good"}}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_wordpiece(LINES, vocab_size=200)
+
+
+@pytest.fixture
+def ours(tokenizer):
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=len(tokenizer), d_model=32, n_layer=1, n_head=2, d_ff=64,
+                            max_len=32, causal=False, pad_id=tokenizer.pad_token_id)
+    return prompting.OurMaskedLM(TransformerLM(cfg), tokenizer)
+
+
+def toy_split(seed: int = 13) -> FewShotSplit:
+    return FewShotSplit(
+        "sst2", 2, seed,
+        train=[{"text": "good fun", "label": 1}, {"text": "bad cat", "label": 0}] * 2,
+        dev=[{"text": "good", "label": 1}, {"text": "bad", "label": 0}],
+        test=[{"text": "fun", "label": 1}, {"text": "dog", "label": 0}] * 3,
+        label_names=["negative", "positive"])
+
+
+def test_train_fewshot_selects_on_dev_and_tests_once(ours):
+    split = toy_split()
+    method = fewshot.prompt_method(ours, TEMPLATES, VERBALIZERS)
+    table, kept = fewshot.compare_fewshot(
+        {"manual prompt": method}, [split], lrs={"manual prompt": (1e-3, 1e-2)}, steps=4,
+        batch_size=2, eval_every=2, keep=lambda m, s: True)
+    row = table.iloc[0]
+    assert row["lr"] in (1e-3, 1e-2) and row["best_step"] in (2, 4)
+    assert (row["task"], row["K"], row["split"], row["method"]) == ("sst2", 2, 13, "manual prompt")
+    assert row["test_error"] == pytest.approx(1 - row["test_accuracy"])
+    run = kept[("manual prompt", "sst2", 2, 13)]
+    assert [h["step"] for h in run.history] == [2, 4]
+    assert run.dev_accuracy == max(h["dev_accuracy"] for h in run.history)
+    assert run.test["confusion"].sum().item() == len(split.test)
+    # the original masked LM was copied, never trained in place
+    assert run.model.mlm is not ours
+
+
+def test_the_grid_keeps_the_best_dev_run_and_tests_only_it(ours, monkeypatch):
+    split = toy_split()
+    runs = []
+    train = fewshot.train_fewshot
+
+    def spy(build, split, **kwargs):
+        run = train(build, split, **kwargs)
+        run.dev_accuracy = {1e-3: 0.5, 1e-2: 1.0, 1e-4: 1.0}[kwargs["lr"]]  # a known dev ranking
+        runs.append((kwargs["lr"], kwargs["evaluate_test"], run.seconds))
+        return run
+
+    monkeypatch.setattr(fewshot, "train_fewshot", spy)
+    method = fewshot.prompt_method(ours, TEMPLATES, VERBALIZERS)
+    winner = fewshot.select_and_test(method(split), split, (1e-3, 1e-2, 1e-4), steps=2,
+                                     batch_size=2, eval_every=1)
+    assert [lr for lr, _, _ in runs] == [1e-3, 1e-2, 1e-4]
+    assert not any(evaluate for _, evaluate, _ in runs)  # no run looked at test while training
+    assert winner.lr == 1e-2  # best dev; the tie with 1e-4 goes to the first
+    assert winner.test["confusion"].sum().item() == len(split.test)
+    assert winner.seconds == pytest.approx(sum(seconds for _, _, seconds in runs))  # whole grid
+
+
+def test_zero_shot_scores_the_untrained_prompt_classifier(ours):
+    split = toy_split()
+    metrics = fewshot.zero_shot(ours, split, TEMPLATES["sst2"], VERBALIZERS["sst2"])
+    ids = prompting.verbalizer_ids(ours, VERBALIZERS["sst2"], split.label_names)
+    model = prompting.PromptClassifier(ours, TEMPLATES["sst2"], ids).eval()
+    batch = prompting.prompt_collate(ours.pad_id)(model.encode(split.test))
+    with torch.no_grad():
+        pred = model(**{k: v for k, v in batch.items() if k != "labels"}).logits.argmax(-1)
+    assert metrics["accuracy"] == pytest.approx((pred == batch["labels"]).float().mean().item())
+
+
+def test_fresh_copies_a_module_and_calls_a_factory(ours):
+    copy = fewshot.fresh(ours)
+    assert copy is not ours and copy.lm is not ours.lm
+    assert torch.equal(copy.decoder_weight, ours.decoder_weight)
+    assert fewshot.fresh(lambda: ours) is ours
+
+
+def test_cls_method_builds_a_fresh_classifier_of_the_backbone(with_data):
+    from tutorial_lib import config
+
+    scale = config.get_scale("smoke")
+    split = toy_split()
+    build = fewshot.cls_method("scratch", scale)(split)
+    built = build()
+    assert isinstance(built.model, TransformerClassifier) and built.model.num_labels == 2
+    rows = built.encode(split.train)
+    cls_id = 2  # our tokenizer: [CLS] = 2, appended at the end
+    assert all(r["input_ids"][-1] == cls_id for r in rows)
+    assert [r["labels"] for r in rows] == [r["label"] for r in split.train]
+    run = fewshot.train_fewshot(build, split, steps=2, batch_size=2, lr=1e-3, eval_every=1)
+    assert [h["step"] for h in run.history] == [1, 2]
+    assert run.test["confusion"].sum().item() == len(split.test)
+
+
+def _table() -> pd.DataFrame:
+    rows = []
+    for task, deltas in (("sst2", (0.05, 0.06, 0.04)), ("mr", (-0.10, 0.12, 0.0))):
+        for split, (base, d) in zip((13, 21, 42), zip((0.60, 0.70, 0.80), deltas)):
+            rows.append({"task": task, "K": 16, "split": split, "method": "fine-tuning",
+                         "test_accuracy": base, "test_error": 1 - base})
+            rows.append({"task": task, "K": 16, "split": split, "method": "DART",
+                         "test_accuracy": base + d, "test_error": 1 - base - d})
+    return pd.DataFrame(rows)
+
+
+def test_verdicts_pair_methods_by_split_on_test_accuracy():
+    table = _table()
+    out = fewshot.verdicts(table, "fine-tuning")
+    assert {"task", "method", "verdict"} <= set(out.columns)
+    dart = out[out["method"] == "DART"].set_index("task")
+    assert (dart["test"] == "paired t").all()
+    assert dart.loc["sst2", "Δ (points)"] == pytest.approx(5.0)
+    assert dart.loc["sst2", "verdict"] == "better"  # +4..+6 points on every split
+    assert dart.loc["mr", "verdict"] == "within noise"
+    assert (out[out["method"] == "fine-tuning"]["verdict"] == "(baseline)").all()
+    assert fewshot.beats(out, "DART") == ["sst2"]
+    lines = fewshot.verdict_lines(out).splitlines()
+    assert len(lines) == 2 and lines[0].startswith("sst2: DART: +5.00 points of test accuracy")
+    assert lines[0].endswith("→ better") and lines[1].startswith("mr: DART:")
+    # worse is worse: swap the roles
+    flipped = table.assign(method=table["method"].map({"DART": "fine-tuning",
+                                                        "fine-tuning": "DART"}))
+    assert fewshot.verdicts(flipped, "fine-tuning").set_index(["task", "method"]).loc[
+        ("sst2", "DART"), "verdict"] == "worse"
+
+
+def test_summarize_is_mean_and_std_over_splits_in_percent():
+    out = fewshot.summarize(_table())
+    row = out.loc[("sst2", "fine-tuning")]
+    assert row["mean"] == pytest.approx(0.70) and row["std"] == pytest.approx(0.10)
+    assert row["runs"] == 3 and row["test_accuracy (mean ± std)"] == "70.0 ± 10.0 %"
