@@ -7,15 +7,18 @@ import torch
 from ignite.engine import Events
 from torch.utils.data import DataLoader, TensorDataset
 
+from tutorial_lib.config import PROGRESS_ENV_VAR
 from tutorial_lib.models import IGNORE_INDEX, TransformerConfig, TransformerLM
 from tutorial_lib.training import (
     History,
     attach_checkpointing,
+    attach_progress,
     attach_schedule,
     create_lm_evaluator,
     create_trainer,
     mask_tokens,
     pad_collate,
+    pad_ids,
     resume_if_possible,
 )
 
@@ -49,6 +52,24 @@ def test_pad_collate_right_pads_with_mask():
     assert batch["input_ids"].tolist() == [[5, 6, 2], [7, 2, 0]]
     assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
     assert batch["labels"].tolist() == [1, 0]
+    regression = pad_collate(0)([{"input_ids": [5], "labels": 0.5}, {"input_ids": [7, 2], "labels": 4.0}])
+    assert regression["labels"].dtype == torch.float32 and regression["labels"].tolist() == [0.5, 4.0]
+    assert "labels" not in pad_collate(0)([{"input_ids": [5]}])
+
+
+def test_pad_ids_right_pads_with_the_given_id():
+    ids, mask = pad_ids([[5, 6, 7], [8]], pad_id=3)
+    assert ids.dtype == mask.dtype == torch.long
+    assert ids.tolist() == [[5, 6, 7], [8, 3, 3]]
+    assert mask.tolist() == [[1, 1, 1], [1, 0, 0]]
+
+
+def test_pad_collate_pads_per_token_labels_with_the_ignore_index():
+    """Token classification: one label per token, padding never a target."""
+    rows = [{"input_ids": [5, 6, 2], "labels": [1, 4, 0]}, {"input_ids": [7, 2], "labels": [3, 2]}]
+    batch = pad_collate(0)(rows)
+    assert batch["labels"].tolist() == [[1, 4, 0], [3, 2, IGNORE_INDEX]]
+    assert batch["labels"].shape == batch["input_ids"].shape
 
 
 def _tiny_lm(seed: int = 0) -> TransformerLM:
@@ -181,3 +202,15 @@ def test_per_group_lr_scales_follow_the_schedule_without_compounding():
     for row in hist.train:
         assert row["lr"] == pytest.approx(row["lr_1"] / 2.6)
     assert hist.train[5]["lr_1"] == pytest.approx(1.0)
+
+
+def test_progress_env_var_zero_hides_the_bar_but_keeps_the_running_loss(monkeypatch):
+    model = _tiny_lm()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    trainer = create_trainer(model, opt, device=torch.device("cpu"))
+    monkeypatch.setenv(PROGRESS_ENV_VAR, "0")
+    assert attach_progress(trainer) is None
+    trainer.run(_loader(), max_epochs=1, epoch_length=2)
+    assert "loss" in trainer.state.metrics
+    monkeypatch.setenv(PROGRESS_ENV_VAR, "1")
+    assert attach_progress(create_trainer(model, opt, device=torch.device("cpu"))) is not None

@@ -26,7 +26,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .config import PRECISION_ENV_VAR, Scale
+from .config import PRECISION_ENV_VAR, ConfigError, Scale
+
+PRECISIONS = ("auto", "bf16", "fp32")
 
 
 def device() -> torch.device:
@@ -48,7 +50,9 @@ def autocast_dtype(dev: torch.device | None = None) -> torch.dtype | None:
     Override with ``TUTORIAL_PRECISION=fp32`` or ``bf16``.
     """
     dev = dev or device()
-    choice = os.environ.get(PRECISION_ENV_VAR, "auto").lower()
+    choice = os.environ.get(PRECISION_ENV_VAR, "auto").strip().lower() or "auto"
+    if choice not in PRECISIONS:
+        raise ConfigError(f"{PRECISION_ENV_VAR}={choice!r}: choose one of {', '.join(PRECISIONS)}")
     if choice == "fp32":
         return None
     if choice == "bf16":

@@ -1,0 +1,244 @@
+"""Tests for tutorial_lib.tasks: the split protocols on the local data copy, metrics, few-shot."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+from datasets import ClassLabel, Dataset, Features, Value
+
+from tutorial_lib import data, tasks
+from tutorial_lib.config import DATA_ENV_VAR
+
+
+@pytest.fixture(scope="module")
+def load(data_dir):
+    """``load(name, **sizes)``: tasks from the local copy, each loaded once per module."""
+    loaded: dict = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(DATA_ENV_VAR, str(data_dir))
+
+        def get(name: str, **sizes) -> tasks.Task:
+            key = (name, *sorted(sizes.items()))
+            if key not in loaded:
+                loaded[key] = tasks.load_task(name, **sizes)
+            return loaded[key]
+
+        yield get
+
+
+def texts(ds: Dataset) -> Counter:
+    return Counter(ds["text"])
+
+
+def assert_carved_from(pool: Dataset, *splits: Dataset) -> None:
+    """``splits`` partition ``pool``: their sizes add up and a text is in two splits only if the
+    pool itself holds it twice (raw data sets have a few duplicates)."""
+    assert sum(len(s) for s in splits) == len(pool)
+    assert sum((texts(s) for s in splits), Counter()) == texts(pool)
+    duplicated = {t for t, n in texts(pool).items() if n > 1}
+    for i, a in enumerate(splits):
+        for b in splits[i + 1:]:
+            assert set(a["text"]) & set(b["text"]) <= duplicated
+
+
+def test_every_task_has_a_known_protocol_and_dataset():
+    for name, spec in tasks.TASKS.items():
+        assert spec.name == name and spec.protocol in tasks.PROTOCOLS
+        assert spec.dataset in data.list_datasets(), name
+        assert 1 <= len(spec.columns) <= 2
+    assert set(tasks.GLUE_TASKS) <= set(tasks.TASKS)
+
+
+def test_unknown_task_is_a_clear_error_listing_the_tasks():
+    with pytest.raises(tasks.TaskError, match="unknown task 'imdb'") as err:
+        tasks.load_task("imdb")
+    assert "trec" in str(err.value) and "sst2" in str(err.value)
+    assert issubclass(tasks.TaskError, ValueError)
+
+
+def test_official_protocol_trec(load):
+    """TREC: validation = 10 % of the official train set, test = the official 500 questions."""
+    task = load("trec")
+    assert task.sizes() == {"train": 4906, "validation": 546, "test": 500}
+    assert len(task.pool) == 5452
+    assert_carved_from(task.pool, task.train, task.validation)
+    assert task.test["text"] == load_raw("trec")["test"]["text"]
+    assert task.label_names == ["ABBR", "ENTY", "DESC", "HUM", "LOC", "NUM"] and task.num_labels == 6
+    assert task.train.column_names == ["text", "label"]
+    assert isinstance(task.train.features["label"], ClassLabel)
+
+
+def load_raw(name: str):
+    return data.load(name, validation_fraction=0.0)
+
+
+def test_glue_dev_protocol_sst2_tests_on_the_labelled_dev_set(load):
+    """GLUE's test labels are hidden (-1): test = the labelled GLUE dev set (872 for SST-2)."""
+    task = load("sst2")
+    raw = load_raw("sst2")
+    assert len(task.test) == 872 and task.test["text"] == raw["validation"]["sentence"]
+    assert min(task.test["label"]) >= 0 and min(task.validation["label"]) >= 0
+    assert len(task.validation) == round(0.1 * len(raw["train"]))
+    assert_carved_from(task.pool, task.train, task.validation)
+    assert not set(task.train["text"]) & set(task.test["text"])
+    # stratified: the class shares of train and validation agree
+    share = [np.mean(s["label"]) for s in (task.train, task.validation)]
+    assert share[0] == pytest.approx(share[1], abs=0.005)
+    assert task.label_names == ["negative", "positive"]
+
+
+def test_train_only_protocol_qqp_is_80_10_10_of_train(load):
+    task = load("qqp")
+    n = len(load_raw("qqp")["train"])
+    assert task.sizes() == {"train": 0.8 * n, "validation": 0.1 * n, "test": 0.1 * n}
+    rest = task.pool  # train + validation; the test tenth is outside the pool
+    assert_carved_from(rest, task.train, task.validation)
+    assert not set(task.test["text"]) & set(rest["text"])
+    assert task.spec.metrics == ("f1", "accuracy")
+
+
+def test_dev_only_protocol_mnli_is_70_10_20_of_dev(load):
+    task = load("mnli")
+    n = len(load_raw("mnli")["validation"])
+    sizes = task.sizes()
+    assert sizes["test"] == round(0.2 * n)
+    assert sizes["validation"] == round(0.125 * (n - sizes["test"]))
+    assert sum(sizes.values()) == n
+    assert [round(v / n, 2) for v in sizes.values()] == [0.7, 0.1, 0.2]
+    assert_carved_from(task.pool, task.train, task.validation)
+    assert not set(task.test["text"]) & set(task.pool["text"])
+    assert task.label_names == ["entailment", "neutral", "contradiction"]
+
+
+def test_pairs_are_joined_with_sep(load):
+    task = load("mrpc")
+    raw = load_raw("mrpc")["validation"]  # MRPC's test = GLUE dev, in its order
+    assert task.test["text"] == [a + " [SEP] " + b for a, b in zip(raw["sentence1"], raw["sentence2"])]
+    assert task.test["label"] == raw["label"]
+    assert tasks.SEP == " [SEP] "
+
+
+def test_splits_are_reproducible_and_subsets_fixed(load, data_dir, monkeypatch):
+    monkeypatch.setenv(DATA_ENV_VAR, str(data_dir))
+    a = load("trec", train_examples=256, validation_examples=200, test_examples=100)
+    b = tasks.load_task("trec", train_examples=256, validation_examples=200, test_examples=100)
+    assert a.sizes() == {"train": 256, "validation": 200, "test": 100}
+    for split in ("train", "validation", "test"):
+        assert getattr(a, split)["text"] == getattr(b, split)["text"]
+        assert getattr(a, split)["label"] == getattr(b, split)["label"]
+    full = load("trec")
+    assert set(a.train["text"]) <= set(full.train["text"])  # a subset of the same carving
+    assert set(a.validation["text"]) <= set(full.validation["text"])
+    assert load("trec", train_examples=10**6).sizes() == full.sizes()  # more than there is: all
+
+
+def test_with_train_subset_cuts_train_only(load):
+    full = load("trec")
+    small = tasks.with_train_subset(full, 100)
+    assert len(small.train) == 100 and small.validation is full.validation and small.test is full.test
+    assert small.train["text"] == tasks.with_train_subset(full, 100).train["text"]
+    assert tasks.with_train_subset(full, None).train is full.train
+    assert tasks.subsample(full.train, None) is full.train
+
+
+def test_regression_task_has_one_output_and_no_label_names(load):
+    task = load("stsb", train_examples=50, validation_examples=10, test_examples=10)
+    assert task.is_regression and task.num_labels == 1 and task.label_names == []
+    assert all(0.0 <= y <= 5.0 for y in task.train["label"])
+
+
+# --- majority baseline and metrics on hand-made cases ---------------------------------------------
+
+
+def hand_task(name: str, train: list, test: list) -> tasks.Task:
+    spec = tasks.TASKS[name]
+    feature = Value("float32") if spec.is_regression else ClassLabel(names=["a", "b", "c"])
+    make = lambda labels: Dataset.from_dict(
+        {"text": [f"t{i}" for i in range(len(labels))], "label": labels},
+        features=Features({"text": Value("string"), "label": feature}))
+    names = [] if spec.is_regression else ["a", "b", "c"]
+    return tasks.Task(spec, make(train), make(test[:1]), make(test), names, make(train))
+
+
+def test_majority_baseline_predicts_the_most_frequent_training_label():
+    task = hand_task("trec", train=[0, 1, 1, 2, 1], test=[1, 0, 1, 1, 2, 1, 0, 0])
+    assert task.majority_baseline() == {"accuracy": 0.5, "score": 0.5}
+    assert task.majority_baseline("validation") == {"accuracy": 1.0, "score": 1.0}
+    mrpc = hand_task("mrpc", train=[1, 1, 0], test=[1, 0, 1, 1])
+    assert mrpc.majority_baseline() == pytest.approx(
+        {"f1": 6 / 7, "accuracy": 0.75, "score": (6 / 7 + 0.75) / 2})
+    # regression: the training mean, a constant whose correlation is undefined → 0
+    sts = hand_task("stsb", train=[1.0, 2.0, 3.0], test=[0.5, 4.0, 2.5])
+    assert sts.majority_baseline() == {"pearson": 0.0, "spearman": 0.0, "score": 0.0}
+
+
+def test_compute_metrics_match_hand_computed_values():
+    assert tasks.compute_metrics("sst2", [1, 0, 1, 1], [1, 0, 0, 1]) == {"accuracy": 0.75, "score": 0.75}
+    # MRPC: tp=2, fp=1, fn=1 → F1 = 2·2/(2·2+1+1) = 2/3; accuracy 3/5
+    m = tasks.compute_metrics("mrpc", [1, 1, 1, 0, 0], [1, 1, 0, 1, 0])
+    assert m == pytest.approx({"f1": 2 / 3, "accuracy": 0.6, "score": (2 / 3 + 0.6) / 2})
+    # CoLA: tp=2, tn=1, fp=1, fn=1 → MCC = (2·1 − 1·1)/sqrt(3·3·2·2) = 1/6
+    m = tasks.compute_metrics("cola", [1, 1, 1, 0, 0], [1, 1, 0, 1, 0])
+    assert m == pytest.approx({"mcc": 1 / 6, "score": 1 / 6})
+    # STS-B: predictions a linear function of the labels → Pearson 1; reversed order → Spearman −1
+    m = tasks.compute_metrics("stsb", [0.0, 2.0, 4.0, 6.0], [1.0, 2.0, 3.0, 4.0])
+    assert m == pytest.approx({"pearson": 1.0, "spearman": 1.0, "score": 1.0})
+    m = tasks.compute_metrics("stsb", [4.0, 3.0, 2.0, 1.0], [1.0, 2.0, 4.0, 8.0])
+    assert m["spearman"] == pytest.approx(-1.0) and -1.0 < m["pearson"] < -0.8
+    assert m["score"] == pytest.approx((m["pearson"] + m["spearman"]) / 2)
+    # Task.metrics is compute_metrics of that task
+    assert hand_task("cola", [0], [0]).metrics([1, 1, 1, 0, 0], [1, 1, 0, 1, 0]) == pytest.approx(
+        {"mcc": 1 / 6, "score": 1 / 6})
+
+
+def test_predictions_from_logits():
+    logits = torch.tensor([[0.1, 2.0], [3.0, -1.0]])
+    assert tasks.predictions_from_logits("sst2", logits).tolist() == [1, 0]
+    assert tasks.predictions_from_logits("stsb", torch.tensor([[2.5], [0.5]])).tolist() == [2.5, 0.5]
+
+
+# --- few-shot splits --------------------------------------------------------------------------------
+
+
+def test_sample_indices_k_per_class_dev_disjoint_and_reproducible():
+    labels = [0] * 30 + [1] * 20 + [2] * 10
+    train, dev = tasks.sample_indices(labels, k=4, seed=13, dev_k=3)
+    assert Counter(labels[i] for i in train) == {0: 4, 1: 4, 2: 4}
+    assert Counter(labels[i] for i in dev) == {0: 3, 1: 3, 2: 3}
+    assert not set(train) & set(dev)
+    assert (train, dev) == tasks.sample_indices(labels, k=4, seed=13, dev_k=3)
+    assert (train, dev) != tasks.sample_indices(labels, k=4, seed=21, dev_k=3)
+    full, dev = tasks.sample_indices(labels, k=None, seed=13, dev_k=2)  # K = None: all but dev
+    assert sorted(full + dev) == list(range(len(labels))) and len(dev) == 6
+    with pytest.raises(tasks.TaskError, match="class 2 has only 10"):
+        tasks.sample_indices(labels, k=8, seed=13)  # 8 + 8 > 10
+    with pytest.raises(tasks.TaskError, match="dev_k"):
+        tasks.sample_indices(labels, k=None, seed=13)
+    with pytest.raises(tasks.TaskError, match="≥ 1"):
+        tasks.sample_indices(labels, k=0, seed=13)
+
+
+def test_few_shot_split_of_trec(load):
+    task = load("trec")
+    split = tasks.few_shot(task, k=4, seed=13, test_examples=50)
+    assert split.sizes() == {"task": "trec", "K": 4, "seed": 13, "train": 24, "dev": 24,
+                             "test": 50, "classes": 6}
+    assert Counter(r["label"] for r in split.train) == {c: 4 for c in range(6)}
+    assert Counter(r["label"] for r in split.dev) == {c: 4 for c in range(6)}
+    pool = set(task.pool["text"])
+    assert all(r["text"] in pool for r in split.train + split.dev)
+    assert not {r["text"] for r in split.train} & {r["text"] for r in split.dev}
+    assert [r["text"] for r in split.test] == tasks.subsample(task.test, 50)["text"]
+    again = tasks.few_shot(task, k=4, seed=13, test_examples=50)
+    assert (again.train, again.dev) == (split.train, split.dev)
+    assert tasks.few_shot(task, k=4, seed=21).train != split.train
+    assert tasks.LMBFF_SEEDS == (13, 21, 42, 87, 100)
+    abbr = Counter(task.pool["label"])[0]  # ABBR, TREC's smallest class
+    with pytest.raises(tasks.TaskError, match="Choose a smaller K"):
+        tasks.few_shot(task, k=abbr, seed=13)
+
+
+def test_few_shot_refuses_a_regression_task(load):
+    with pytest.raises(tasks.TaskError, match="regression"):
+        tasks.few_shot(load("stsb", train_examples=50, validation_examples=10, test_examples=10), k=4)
