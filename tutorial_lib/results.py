@@ -51,12 +51,31 @@ def seeds_of(table: pd.DataFrame, by: str | None = None, column: str = "seed") -
     return first if all(v == first for v in groups.values()) else groups
 
 
+def effects(comparison: pd.DataFrame, *, metric: str, backbone: str, expected: str = "none",
+            source: str = "", higher_is_better: bool = False) -> list[dict]:
+    """The rows of a :func:`tutorial_lib.stats.compare` table as effect records for the report's
+    "Results at a glance": one per method with Δ, its CI, p, the verdict, the sign the literature
+    expects (``"+"`` better, ``"-"`` worse, ``"none"``: no sign claimed) and where that comes from."""
+    unit = next(c for c in comparison.columns if c.startswith("Δ"))
+    baseline = comparison.index[0]
+    out = []
+    for method, r in comparison.iloc[1:].iterrows():
+        out.append({"backbone": backbone, "method": str(method), "baseline": str(baseline),
+                    "metric": metric + (" (higher is better)" if higher_is_better else ""),
+                    "delta": round(float(r[unit]), 3), "unit": unit[unit.index("(") + 1: -1],
+                    "ci95": r["95% CI"], "p": None if pd.isna(r["p"]) else float(r["p"]),
+                    "test": r["test"], "verdict": r["verdict"], "expected": expected,
+                    "source": source})
+    return out
+
+
 def save(notebook: str, scale: Scale, tables: dict[str, pd.DataFrame], notes: str = "",
-         seeds: Sequence | Mapping | None = None) -> Path:
-    """Write ``<notebook>.json`` (tables as records + markdown) and return its path.
+         seeds: Sequence | Mapping | None = None, effects: Sequence[dict] = ()) -> Path:
+    """Write ``<notebook>.json`` (tables as records + markdown, effects) and return its path.
 
     ``seeds``: the seeds (or few-shot splits) the numbers come from, a list or
     ``{"what": [...]}``; every notebook passes them (``seeds_of`` reads them off a table).
+    ``effects``: the notebook's main comparisons (see :func:`effects`).
     """
     source = "notebook" if seeds is not None else "not recorded"
     seeds = seeds if seeds is not None else []
@@ -68,6 +87,7 @@ def save(notebook: str, scale: Scale, tables: dict[str, pd.DataFrame], notes: st
         "seeds": _plain(seeds),
         "seeds_source": source,
         "notes": notes,
+        "effects": [{"notebook": notebook, **e} for e in effects],
         "tables": {
             name: {"markdown": table.to_markdown(),
                    "records": json.loads(table.reset_index().to_json(orient="records"))}
@@ -142,6 +162,11 @@ def _table_markdown(name: str, table: dict) -> str:
     return f"### {name}\n\n{table['markdown']}\n"
 
 
+def collect_effects(blobs: Mapping[str, dict], names: Sequence[str]) -> list[dict]:
+    """All notebooks' effect records, in notebook order (what ``effects.json`` holds)."""
+    return [e for n in names if n in blobs for e in blobs[n].get("effects", [])]
+
+
 def report_markdown(directory: Path, notebooks: Sequence[str] | None = None,
                     wall_times: Mapping[str, float] | None = None,
                     this_run: Sequence[str] | None = None,
@@ -195,6 +220,14 @@ def report_markdown(directory: Path, notebooks: Sequence[str] | None = None,
             label = "" if len(envs) == 1 else f"{_join(who)}:\n\n"
             parts.append(f"{label}```\n{env}\n```\n")
 
+    glance = collect_effects(blobs, names)
+    if glance:
+        parts.append("## Results at a glance\n")
+        parts.append("Every notebook's main comparisons, one row per effect (Δ = method − baseline; "
+                     "the verdict follows `tutorial_lib.stats`: paired t-test over shared seeds or "
+                     "splits, else Welch, α = 0.05; \"expected\" is the sign the literature "
+                     "reports, \"none\" where no sign is claimed).\n")
+        parts.append(pd.DataFrame(glance).drop(columns=["unit"]).to_markdown(index=False) + "\n")
     parts.append("## Contents\n")
     for name in names:
         status = (f"run {blobs[name]['date']}" + (" (earlier run)" if name in earlier else "")
