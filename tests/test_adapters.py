@@ -1,12 +1,19 @@
-"""Tests for tutorial_lib.adapters: near-identity at init, only adapters/head/LNs train."""
+"""Tests for tutorial_lib.methods.adapters: near-identity at init, only adapters/head/LNs train."""
 
+import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from tutorial_lib.adapters import Adapter, adapter_modules, add_adapters, freeze_for_adapters
-from tutorial_lib.freezing import trainable_summary
-from tutorial_lib.hf_models import HFClassifier
+from tutorial_lib.backbones import HFClassifier
+from tutorial_lib.methods.adapters import (
+    Adapter,
+    adapter_modules,
+    add_adapters,
+    freeze_for_adapters,
+    prepare_adapters,
+)
 from tutorial_lib.models import TransformerClassifier, TransformerConfig
+from tutorial_lib.params import trainable_summary
 
 
 def _clf() -> TransformerClassifier:
@@ -73,3 +80,21 @@ def test_adapters_wrap_a_hugging_face_bert_and_start_near_identity():
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     assert any("adapter" in n for n in trainable) and any(n.startswith("head.") for n in trainable)
     assert all("adapter" in n or "LayerNorm" in n or n.startswith("head.") for n in trainable)
+
+
+def test_prepare_hook_adds_then_freezes_and_a_model_without_blocks_is_an_error():
+    model = _clf()
+    prepare_adapters(4, train_layer_norms=False)(model)
+    assert len(adapter_modules(model)) == 2 * model.config.n_layer
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert trainable and all("adapter" in n or n.startswith("head.") for n in trainable)
+    with pytest.raises(TypeError, match="no Transformer blocks"):
+        add_adapters(torch.nn.Linear(4, 4), bottleneck=2)
+
+
+def test_train_embeddings_option_unfreezes_them():
+    model = _clf()
+    add_adapters(model, bottleneck=4)
+    freeze_for_adapters(model, train_layer_norms=False, train_embeddings=True)
+    assert model.transformer.tok_emb.weight.requires_grad and model.transformer.pos_emb.weight.requires_grad
+    assert not model.transformer.blocks[0].attn.qkv.weight.requires_grad

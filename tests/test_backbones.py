@@ -126,6 +126,26 @@ def test_two_loads_are_independent_copies(ours_env):
     assert a.lm.lm_head.weight is a.lm.transformer.tok_emb.weight
 
 
+def test_a_first_load_leaves_the_callers_random_numbers_alone(ours_env):
+    """A seeded run must not depend on whether its backbone was already loaded in the process."""
+    import random
+
+    import numpy as np
+
+    from tutorial_lib.runtime import seed_everything
+
+    def draws_after_load() -> tuple:
+        seed_everything(0)
+        backbones.load_backbone("scratch", SMOKE, seed=5)
+        return torch.rand(3).tolist(), random.random(), float(np.random.rand())
+
+    backbones.forget_loaded()
+    first = draws_after_load()  # builds the prototype: a random init
+    assert draws_after_load() == first  # from the cache: no random numbers drawn
+    seed_everything(0)
+    assert (torch.rand(3).tolist(), random.random(), float(np.random.rand())) == first
+
+
 # --- Hugging Face --------------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Tests for tutorial_lib.discriminative: per-layer rates that hold through the whole schedule."""
+"""Tests for tutorial_lib.methods.discriminative: per-layer rates that hold through the whole schedule."""
 
 import pytest
 import torch
@@ -6,12 +6,17 @@ from ignite.engine import Events
 from tiny import tiny_classifier as _clf
 from torch.utils.data import DataLoader
 
-from tutorial_lib.discriminative import (
+from tutorial_lib.methods.discriminative import (
     attach_stlr,
     compounding_lrs,
+    discriminative_groups,
+    group_names,
     layer_param_groups,
     stlr,
+    stlr_schedule,
+    warmup_linear,
 )
+from tutorial_lib.params import ADAMW_DEFAULTS, decay_groups, freeze
 from tutorial_lib.training import History, attach_schedule, create_trainer
 
 XI = 2.6
@@ -98,3 +103,37 @@ def test_stlr_matches_the_paper():
     assert stlr(1000, 1000, 1.0) == pytest.approx(1 / 32)
     assert stlr(550, 1000, 1.0) == pytest.approx((1 + 0.5 * 31) / 32)
     assert stlr(50, 1000, 1.0) == pytest.approx((1 + 0.5 * 31) / 32)
+
+
+def test_factor_one_groups_are_plain_fine_tunings_optimizer():
+    """A method's optimizer differs from the baseline's only where it means to: with ξ = 1 the
+    same parameters are decayed (the tied embedding / lm_head is not), at the same settings."""
+    model = _clf()
+    groups = layer_param_groups(model, weight_decay=0.01, factor=1.0)
+    plain = decay_groups(model, 0.01)
+    ids = lambda gs, wd: {id(p) for g in gs if (g["weight_decay"] > 0) == wd for p in g["params"]}
+    assert ids(groups, True) == ids(plain, True) and ids(groups, False) == ids(plain, False)
+    assert id(model.transformer.tok_emb.weight) in ids(groups, False)
+    assert all(g["lr_scale"] == 1.0 and g["betas"] == ADAMW_DEFAULTS["betas"] for g in groups)
+    assert discriminative_groups(XI, 0.01)(model)[0]["lr_scale"] == 1.0
+    assert group_names(groups)[:2] == ["head", "head"] and group_names([{}]) == ["group 0"]
+
+
+def test_frozen_parameters_stay_in_the_groups_unless_asked():
+    model = _clf()
+    freeze(model, r"blocks\.0\.")
+    names = {g["name"] for g in layer_param_groups(model, weight_decay=0.01, factor=XI)}
+    assert "block 0" in names  # so gradual unfreezing needs no new optimizer
+    names = {g["name"] for g in layer_param_groups(model, weight_decay=0.01, factor=XI,
+                                                   include_frozen=False)}
+    assert "block 0" not in names
+
+
+def test_stlr_schedule_hook_and_the_default_schedule_for_plots():
+    attach = lambda tr, opt: stlr_schedule(cut_frac=0.1, ratio=32)(tr, opt, lr=1e-3, total=30)
+    groups, history = _run(attach)
+    _assert_ratios(groups, history, lambda t: stlr(t, 30, 1e-3, 0.1, 32))
+    # warmup_linear is finetune's default schedule: warm-up int(0.1 · total) steps, then linear decay
+    attach = lambda tr, opt: attach_schedule(tr, opt, kind="linear", lr=1e-3, warmup=3, total=30)
+    groups, history = _run(attach)
+    _assert_ratios(groups, history, lambda t: warmup_linear(t, 30, 1e-3, 0.1))

@@ -1,54 +1,97 @@
-"""Tests for tutorial_lib.finetuning at smoke scale (real TREC data, tiny budget)."""
+"""Tests for tutorial_lib.finetuning at smoke scale (real TREC data, tiny budget).
 
-import pandas as pd
+Moved with the code: the backbones ("ours" starts from the LM) → test_backbones.py; mean ± std and
+the baseline comparison → test_stats.py; tasks, GLUE's dev set as test → test_tasks.py.
+"""
+
 import pytest
 import torch
 
-from tutorial_lib import config, finetuning
+from tutorial_lib import config, finetuning, tasks
+from tutorial_lib.config import CACHE_ENV_VAR, DATA_ENV_VAR
+from tutorial_lib.params import freeze
+
+SMOKE = config.get_scale("smoke")
+SETTINGS = config.settings(SMOKE, "02")
 
 
-@pytest.fixture
-def smoke(with_data):
-    return config.get_scale("smoke")
+@pytest.fixture(scope="module")
+def task(data_dir, tmp_path_factory):
+    """TREC at the smoke sizes of notebook 02; local data and one cache (one tokenizer) per module."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(DATA_ENV_VAR, str(data_dir))
+        mp.setenv(CACHE_ENV_VAR, str(tmp_path_factory.mktemp("cache")))
+        yield tasks.load_task(SETTINGS.task, train_examples=SETTINGS.train_examples,
+                              validation_examples=SETTINGS.validation_examples,
+                              test_examples=SETTINGS.test_examples)
 
 
-def test_finetune_reports_test_metrics_and_history(smoke):
-    task = finetuning.load_task("trec", smoke)
-    assert task.num_labels == 6 and len(task.train) == smoke.finetune.max_train_examples
-    result = finetuning.finetune("scratch", task, smoke, seed=0)
+def test_finetune_reports_test_metrics_and_history(task):
+    budget = SETTINGS.budget
+    assert task.num_labels == 6 and len(task.train) == SETTINGS.train_examples
+    result = finetuning.finetune("scratch", task, budget, seed=0, scale=SMOKE)
     assert 0.0 <= result.test["error"] <= 1.0
     assert result.test["error"] == pytest.approx(1 - result.test["accuracy"])
     assert result.test["confusion"].sum().item() == len(task.test)
-    assert result.history.evals[-1]["epoch"] == pytest.approx(smoke.finetune.epochs)
-    assert result.trainable_params == result.total_params
+    assert result.history.evals[-1]["epoch"] == pytest.approx(budget.epochs)
+    steps = budget.epochs * -(-len(task.train) // budget.batch_size)
+    assert len(result.history.train) == steps
+    assert result.trainable_params == result.total_params and result.model is None
+    row = result.row()
+    assert row["trained_pct"] == 100 and row["test_error"] == result.test["error"]
 
 
-def test_same_seed_same_result_and_pretrained_backbone_starts_from_the_lm(smoke):
-    task = finetuning.load_task("trec", smoke)
-    a = finetuning.finetune("scratch", task, smoke, seed=3)
-    b = finetuning.finetune("scratch", task, smoke, seed=3)
+def test_same_seed_same_result_and_the_seed_matters(task):
+    budget = SETTINGS.budget
+    a = finetuning.finetune("scratch", task, budget, seed=3, scale=SMOKE)
+    b = finetuning.finetune("scratch", task, budget, seed=3, scale=SMOKE)
+    c = finetuning.finetune("scratch", task, budget, seed=4, scale=SMOKE)
     assert a.test["error"] == b.test["error"]
-    lm = finetuning.load_or_pretrain(smoke, "causal").model
-    backbone = finetuning.make_backbone("pretrained", smoke, 6)
-    assert torch.equal(backbone.model.transformer.tok_emb.weight, lm.transformer.tok_emb.weight)
+    assert [r["loss"] for r in a.history.train] == [r["loss"] for r in b.history.train]
+    assert [r["loss"] for r in a.history.train] != [r["loss"] for r in c.history.train]
 
 
-def test_mean_std_uses_sample_std():
-    table = pd.DataFrame({"backbone": ["a", "a", "b"], "test_error": [0.1, 0.3, 0.2]})
-    out = finetuning.mean_std(table)
-    assert out.loc["a", "mean"] == pytest.approx(0.2)
-    assert out.loc["a", "std"] == pytest.approx(0.1414, abs=1e-4)
-    assert out.loc["b", "seeds"] == 1
-    assert "20.00 ± 14.14 %" in out.loc["a"].iloc[-1]
+def test_hooks_and_the_methods_own_learning_rate(task):
+    """prepare (freezing), lr (a method's own rate) and keep_model reach the run."""
+    budget = SETTINGS.budget.replace(warmup_frac=0.0)
+    result = finetuning.finetune(
+        "scratch", task, budget, seed=0, scale=SMOKE, lr=0.02, keep_model=True,
+        prepare=lambda model: freeze(model, r"^transformer\."))
+    assert max(r["lr"] for r in result.history.train) == pytest.approx(0.02)
+    head = sum(p.numel() for p in result.model.head.parameters())
+    assert result.trainable_params == head < result.total_params
+    assert all(not p.requires_grad for p in result.model.transformer.parameters())
 
 
-def test_unknown_task_is_a_clear_error(smoke):
-    with pytest.raises(ValueError, match="unknown task"):
-        finetuning.load_task("imdb", smoke)
+def test_compare_methods_runs_every_method_and_seed_on_one_budget(task):
+    methods = {"full": {}, "head only": {"prepare": lambda m: freeze(m, r"^transformer\.")}}
+    table, runs = finetuning.compare_methods(methods, task, SETTINGS.budget, scale=SMOKE,
+                                             backbone="scratch", seeds=(0, 1), measure_memory=True)
+    assert list(table["method"]) == ["full", "full", "head only", "head only"]
+    assert list(table["seed"]) == [0, 1, 0, 1] and set(runs) == set(methods)
+    assert {"test_error", "seconds_per_epoch", "trained_pct", "peak_mib", "total_params"} <= set(table)
+    assert (table["peak_mib"] >= 0).all()
+    full, head = (table[table["method"] == m] for m in methods)
+    assert (full["trained_pct"] == 100).all() and (head["trained_pct"] < 10).all()
+    # the same seed and budget: "full" here is exactly a plain finetune run
+    alone = finetuning.finetune("scratch", task, SETTINGS.budget, seed=1, scale=SMOKE)
+    assert full["test_error"].iloc[1] == alone.test["error"]
 
 
-def test_glue_task_uses_the_labelled_dev_set_as_test(smoke):
-    """GLUE's test labels are hidden (-1): evaluating on them would be meaningless."""
-    task = finetuning.load_task("sst2", smoke)
-    assert min(task.test["label"]) >= 0 and min(task.validation["label"]) >= 0
-    assert not set(task.train["sentence"]) & set(task.validation["sentence"][:50])
+def test_loaders_shuffle_train_by_seed_and_keep_evaluation_order(task):
+    from tutorial_lib.backbones import load_backbone
+
+    backbone = load_backbone("scratch", SMOKE)
+    first = lambda seed: next(iter(finetuning.loaders(backbone, task, 8, 16, seed)[0]))["input_ids"]
+    assert torch.equal(first(0), first(0)) and not torch.equal(first(0), first(1))
+    _, val, test = finetuning.loaders(backbone, task, 8, 16, seed=0, max_len=12)
+    batch = next(iter(test))
+    assert batch["labels"].tolist() == task.test["label"][:16]
+    assert batch["input_ids"].shape[1] <= 12
+
+
+def test_a_regression_task_is_refused(task, data_dir, monkeypatch):
+    monkeypatch.setenv(DATA_ENV_VAR, str(data_dir))
+    sts = tasks.load_task("stsb", train_examples=16, validation_examples=8, test_examples=8)
+    with pytest.raises(ValueError, match="regression"):
+        finetuning.finetune("scratch", sts, SETTINGS.budget, scale=SMOKE)

@@ -1,4 +1,4 @@
-"""Tests for tutorial_lib.unfreezing: the handler really unfreezes (the slides' typo did not)."""
+"""Tests for tutorial_lib.methods.unfreezing: the handler really unfreezes (the slides' typo did not)."""
 
 import pytest
 import torch
@@ -6,9 +6,14 @@ from ignite.engine import Events
 from tiny import tiny_classifier as _clf
 from torch.utils.data import DataLoader
 
-from tutorial_lib.freezing import layer_groups
+from tutorial_lib.backbones import layer_groups
+from tutorial_lib.methods.unfreezing import (
+    Unfreezing,
+    UnfreezingHandler,
+    chain_thaw_stages,
+    gradual_stages,
+)
 from tutorial_lib.training import create_trainer
-from tutorial_lib.unfreezing import Unfreezing, UnfreezingHandler, chain_thaw_stages, gradual_stages
 
 
 def _loader(n_batches: int) -> DataLoader:
@@ -94,3 +99,15 @@ def test_bad_arguments():
         Unfreezing(every=1, mode="thaw")
     with pytest.raises(ValueError, match="event"):
         UnfreezingHandler(_clf(), [[]], every=1, event="batch")
+
+
+def test_hooks_and_stage_counts():
+    model = _clf()
+    gradual, chain = Unfreezing(every=1), Unfreezing(every=1, mode="chain-thaw")
+    assert set(gradual.hooks()) == {"prepare", "param_groups", "on_trainer"}
+    n_layers = len(layer_groups(model, merge_final_norm=True))  # head, 3 blocks, embeddings
+    assert gradual.n_stages(model) == n_layers == 5 and chain.n_stages(model) == n_layers + 1
+    gradual.prepare(model)
+    assert {n for n, p in model.named_parameters() if p.requires_grad} == {"head.weight", "head.bias"}
+    with pytest.raises(ValueError, match="every"):
+        UnfreezingHandler(model, [[]], every=0)

@@ -33,12 +33,14 @@ from __future__ import annotations
 import copy
 import importlib.util
 import os
+import random
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -334,10 +336,16 @@ def load_backbone(
                             "(all-MiniLM-L6-v2 was saved without its MLM head)")
     key = (name, scale.name, kind, seed if name == "scratch" else None, max_len)
     if key not in _PROTOTYPES:
-        if name in OURS:
-            proto = _load_ours(name, scale, seed)
-        else:
-            proto = _load_hf(name, kind, max_len or 512)
+        # A first load draws random numbers (scratch's init, pretraining), a cached one none: keep
+        # the caller's generators untouched, so a seeded run does not depend on what was loaded.
+        states = random.getstate(), np.random.get_state()
+        with torch.random.fork_rng():
+            if name in OURS:
+                proto = _load_ours(name, scale, seed)
+            else:
+                proto = _load_hf(name, kind, max_len or 512)
+        random.setstate(states[0])
+        np.random.set_state(states[1])
         _PROTOTYPES[key] = proto
     proto = _PROTOTYPES[key]
     return Backbone(proto.name, proto.kind, proto.tokenizer, copy.deepcopy(proto.lm),

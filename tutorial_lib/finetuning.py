@@ -96,6 +96,9 @@ def finetune(
     ``lr_scale``), ``loss_fn(model, batch)`` (replaces the training loss; evaluation always uses
     the model's plain forward) and ``lr`` (a method's own rate, e.g. adapters').
     """
+    if task.is_regression:  # the classifiers' loss and the evaluator's accuracy need classes
+        raise ValueError(f"finetune trains classifiers; {task.name} is a regression task "
+                         "(use heads.MultiHeadModel with a 1-output head, as notebook 06 does)")
     seed_everything(seed)
     backbone = load_backbone(backbone_name, scale, seed=seed)
     model = backbone.classifier(task.num_labels)

@@ -129,7 +129,10 @@ def decay_groups(
     parameter of ``model``), each parameter once, ``exclude`` left out; ``extra`` keys (``lr_scale``,
     ``name`` …) are copied into both groups. Frozen parameters are skipped unless
     ``include_frozen`` (so that they can be unfrozen later without a new optimizer)."""
-    names = {id(p): n for n, p in _named_params(model)}
+    # every name of a tied tensor counts: the tied lm_head is the token embedding (not decayed)
+    names: dict[int, list[str]] = {}
+    for n, p in _named_params(model):
+        names.setdefault(id(p), []).append(n)
     wanted = None if params is None else {id(p) for p in params}
     skip = {id(p) for p in exclude}
     decay, plain, seen = [], [], set()
@@ -139,7 +142,8 @@ def decay_groups(
         if not (p.requires_grad or include_frozen):
             continue
         seen.add(id(p))
-        (plain if no_decay(names.get(id(p), ""), p) else decay).append(p)
+        exempt = any(no_decay(n, p) for n in names.get(id(p), [""]))
+        (plain if exempt else decay).append(p)
     groups = ({"params": decay, "weight_decay": weight_decay, **extra},
               {"params": plain, "weight_decay": 0.0, **extra})
     return [g for g in groups if g["params"]]
