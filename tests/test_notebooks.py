@@ -1,5 +1,8 @@
 """Checks on the committed notebooks (their execution is tested by nbval in the same run)."""
 
+import ast
+import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -7,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tutorial_lib import REPO_SLUG
+from tutorial_lib import REPO_SLUG, config
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -56,3 +59,50 @@ def test_committed_outputs_come_from_a_classroom_run(path):
     assert images, f"{path.name}: no figure in the committed outputs"
     counts = [c.get("execution_count") for c in code]
     assert all(counts) and counts == sorted(counts), f"{path.name}: cells not all run in order"
+
+
+def _python(source: str) -> str:
+    """A cell's source with IPython's ``%magic`` and ``!shell`` lines made ``pass`` (same indent)."""
+    return "\n".join(re.sub(r"^(\s*)[%!].*$", r"\1pass", line) for line in source.splitlines())
+
+
+def _stale_names(path: Path) -> list[str]:
+    """``tutorial_lib`` imports and module attributes a notebook uses that the package lacks."""
+    nb = nbformat.read(path, as_version=4)
+    modules, missing = {}, set()
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        tree = ast.parse(_python(cell.source))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tutorial_lib"):
+                for alias in node.names:
+                    try:
+                        obj = importlib.import_module(f"{node.module}.{alias.name}")
+                    except ModuleNotFoundError:
+                        obj = getattr(importlib.import_module(node.module), alias.name, None)
+                    if obj is None:
+                        missing.add(f"from {node.module} import {alias.name}")
+                    else:
+                        modules[alias.asname or alias.name] = obj
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in modules and hasattr(modules[node.value.id], "__file__")
+                    and not hasattr(modules[node.value.id], node.attr)):
+                missing.add(f"{node.value.id}.{node.attr}")
+    return sorted(missing)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_uses_only_names_the_package_has(path):
+    """Static and instant: a module or function the package no longer has (moved or renamed)
+    fails here, before a notebook runs."""
+    assert _stale_names(path) == []
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.stem in config.SETTINGS],
+                         ids=lambda p: p.stem)
+def test_notebook_reads_its_own_settings(path):
+    """Sizes come from ``config.settings(scale, "<notebook>")``, never typed into a cell."""
+    nb = nbformat.read(path, as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    number = path.stem[:2]
+    assert re.search(rf"config\.settings\(scale, \"({number}|{path.stem})\"\)", code), path.stem

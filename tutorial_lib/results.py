@@ -145,8 +145,8 @@ def _join(values: object) -> str:
 
 def _seeds_text(blob: dict) -> str:
     seeds = blob.get("seeds")
-    if seeds is None:
-        return "not recorded"
+    if seeds is None or blob.get("seeds_source") == "not recorded":
+        return "not recorded (the notebook did not pass its seeds to `results.save`)"
     text = ("; ".join(f"{k}: {_join(v)}" for k, v in seeds.items()) if isinstance(seeds, dict)
             else _join(seeds))
     if blob.get("seeds_source") == "scale default":
