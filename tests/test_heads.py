@@ -1,11 +1,12 @@
 """Tests for tutorial_lib.heads: gradient reversal and multi-head models."""
 
 import copy
+import dataclasses
 
 import pytest
 import torch
 import torch.nn.functional as F
-from tiny import padded_batch
+from tiny import padded_batch, tiny_bert_classifier
 
 from tutorial_lib import heads
 from tutorial_lib.models import IGNORE_INDEX, Transformer, TransformerConfig
@@ -101,6 +102,11 @@ def test_with_a_trainable_encoder_the_head_descends_and_the_encoder_ascends():
 def test_sequence_head_pools_the_last_real_token_for_our_encoder_and_first_for_hf_style():
     model = heads.MultiHeadModel(tiny_encoder(), {"cls": heads.HeadConfig(2)})
     assert model.pool == "last"
+    masked = tiny_encoder()
+    masked.config = dataclasses.replace(masked.config, causal=False)
+    assert heads.MultiHeadModel(masked, {"cls": heads.HeadConfig(2)}).pool == "last"  # [CLS] at the end
+    assert heads.MultiHeadModel(tiny_bert_classifier().encoder, {"cls": heads.HeadConfig(2)}).pool == "first"
+    assert heads.MultiHeadModel(tiny_encoder(), {"cls": heads.HeadConfig(2)}, pool="first").pool == "first"
     hidden = torch.arange(2 * 4 * 1.0).view(2, 4, 1)
     mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
     assert model.pooled(hidden, mask).flatten().tolist() == [1.0, 7.0]

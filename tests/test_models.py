@@ -10,6 +10,7 @@ from tutorial_lib.models import (
     TransformerConfig,
     TransformerLM,
     count_parameters,
+    last_token,
     load_pretrained,
     save_pretrained,
 )
@@ -122,3 +123,9 @@ def test_count_parameters_counts_tied_weights_once():
         p.requires_grad_(False)
     frozen = sum(p.numel() for p in model.transformer.blocks[0].parameters())
     assert count_parameters(model, trainable_only=True) == direct - frozen
+
+
+def test_last_token_reads_the_last_real_position_of_each_row():
+    hidden = torch.arange(2 * 5 * 1.0).view(2, 5, 1)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    assert last_token(hidden, mask).flatten().tolist() == [2.0, 9.0]

@@ -159,7 +159,9 @@ class MultiHeadModel(nn.Module):
     ):
         super().__init__()
         self.encoder = encoder
-        self.pool = pool or ("last" if is_causal(encoder) else "first")
+        # ours append [CLS] at the end whatever the objective; other causal models end with theirs
+        self.pool = pool or ("last" if isinstance(encoder, Transformer) or is_causal(encoder)
+                             else "first")
         if self.pool not in ("first", "last"):
             raise ValueError(f"pool must be 'first' or 'last', got {self.pool!r}")
         d = hidden_size(encoder)
