@@ -55,7 +55,15 @@ copy: they get a fixed, stratified 80/10/10 train/validation/test split made wit
 :data:`SENTEVAL_SPLIT_SEED`, so their test split never changes (``validation_fraction`` and
 ``seed`` do not apply to them). Blank lines are dropped. This split differs from the fixed
 split of the Hub's ``rotten_tomatoes`` (8,530/1,066/1,066), which ``mr`` uses when loaded from
-the Hub, so scores from the two sources are not comparable.
+the Hub, so scores from the two sources are not comparable. The same holds for ``cr`` and
+``subj`` (SetFit's train/test, validation carved from train) and ``mpqa`` (``jxm/mpqa``'s
+train/dev/test).
+
+Other differences between the two sources (tested offline in
+``tests/test_data_hub_schemas.py``): the Hub's MRPC text is tokenized (``brother , whom``); one
+RTE train sentence loses its leading space; the Hub has splits the local copy lacks (WNLI test,
+QNLI train, QQP validation and test, all GLUE test splits unlabeled); and QQP's ``idx`` is the
+row number on the Hub but the QQP pair id (e.g. ``133273``) in the local copy.
 
 Results are memoised in-process per ``(name, validation_fraction, seed, source)``, and file
 verification per ``(path, size, mtime)``; :func:`clear_cache` forgets both.
