@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 from data_helpers import DATA_DIR, FakeHub, ds, go_online, install, sizes
 from datasets import ClassLabel, DatasetDict, Features, List, Value
+from datasets.exceptions import DatasetNotFoundError
 
 from tutorial_lib import data
 
@@ -272,3 +273,67 @@ def test_hub_connection_error_becomes_data_error(
     msg = str(info.value)
     assert data.DATA_ENV_VAR in msg and "nyu-mll/glue" in msg
     assert isinstance(info.value.__cause__, ConnectionError)
+
+
+def _offline_advice(hub_id: str) -> str:
+    """The advice part of the offline error when TUTORIAL_DATA_DIR is unset."""
+    return (
+        f"there is no local copy ({data.DATA_ENV_VAR} is not set). Set {data.DATA_ENV_VAR} to a "
+        "local copy of the data (the folder holding MANIFEST.md; see README), or go online to "
+        f"load it from hub {hub_id}"
+    )
+
+
+@pytest.mark.parametrize("cause", ["HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "no network"])
+def test_offline_without_local_copy_is_one_clear_error(
+    online: None, monkeypatch: pytest.MonkeyPatch, cause: str
+) -> None:
+    """Offline by flag or by a failed connection, with no local copy: the same error, saying
+    to set TUTORIAL_DATA_DIR or go online."""
+    if cause == "no network":
+        install(monkeypatch, FakeHub(ConnectionError("Couldn't reach 'CogComp/trec' on the Hub")))
+        reason = "the Hub could not be reached: Couldn't reach 'CogComp/trec' on the Hub"
+    else:
+        install(monkeypatch, FakeHub(None))
+        monkeypatch.setenv(cause, "1")
+        reason = f"{cause}=1 is set"
+    with pytest.raises(data.DataError) as info:
+        data.load("trec")
+    assert str(info.value) == (
+        f"cannot load trec: offline ({reason}); "
+        + _offline_advice("CogComp/trec (revision refs/convert/parquet)")
+    )
+
+
+def test_offline_hub_only_dataset_says_go_online(online: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv(data.DATA_ENV_VAR, "/anywhere")
+    with pytest.raises(data.DataError) as info:
+        data.load("wikitext-103")
+    msg = str(info.value)
+    assert msg.startswith("cannot load wikitext-103: offline (HF_HUB_OFFLINE=1 is set)")
+    assert "not part of the local copy: go online" in msg and "Salesforce/wikitext" in msg
+
+
+def test_offline_with_hub_forced_points_to_the_local_copy(
+    online: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "true")
+    monkeypatch.setenv(data.DATA_ENV_VAR, "/anywhere")
+    with pytest.raises(data.DataError) as info:
+        data.load("trec", source="hub")
+    msg = str(info.value)
+    assert msg.startswith("cannot load trec: offline (HF_DATASETS_OFFLINE=true is set)")
+    assert "source='hub' was asked for. Use source='auto'" in msg and "$TUTORIAL_DATA_DIR" in msg
+
+
+def test_dataset_missing_on_the_hub_is_not_called_offline(
+    online: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install(monkeypatch, FakeHub(DatasetNotFoundError("Dataset 'nyu-mll/glue' doesn't exist")))
+    with pytest.raises(data.DataError) as info:
+        data.load("rte")
+    msg = str(info.value)
+    assert "hub nyu-mll/glue (config rte) was not found on the Hub" in msg
+    assert "offline" not in msg and data.DATA_ENV_VAR in msg
+    assert isinstance(info.value.__cause__, DatasetNotFoundError)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,13 +30,25 @@ def online(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @needs_data
 def test_source_of_local_and_auto(local: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(data.DATA_ENV_VAR, str(DATA_DIR))
-    assert data.source_of("TREC") == f"local copy {DATA_DIR / 'trec'}"
+    assert data.source_of("TREC") == "local copy $TUTORIAL_DATA_DIR/trec"
     assert data.source_of("wikitext-103") == "hub Salesforce/wikitext (config wikitext-103-v1)"
     assert data.source_of("trec", source="hub") == (
         "hub CogComp/trec (revision refs/convert/parquet)"
     )
     with pytest.raises(data.DataError, match="not part of the local copy"):
         data.load("wikitext-103", source="local")
+
+
+def test_source_of_names_no_absolute_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Printed in committed notebooks: the local copy is named by its variable, not its path."""
+    for root in (tmp_path / "copy", DATA_DIR, Path("~/data")):
+        monkeypatch.setenv(data.DATA_ENV_VAR, str(root))
+        for name in data.list_datasets():
+            where = data.source_of(name)
+            assert str(root) not in where and str(root.expanduser()) not in where
+            assert not re.search(r"(^|[\s(])[/~]", where), where
+            if where.startswith("local copy"):
+                assert where.startswith(f"local copy ${data.DATA_ENV_VAR}/")
 
 
 # --------------------------------------------------------------- validation carving

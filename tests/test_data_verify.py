@@ -87,3 +87,27 @@ def test_verify_file_cache_notices_changes(tmp_path: Path) -> None:
         data.verify_file(path, good)
     with pytest.raises(data.DataError, match="missing file"):
         data.verify_file(tmp_path / "absent.txt", good)
+
+
+def test_data_dir_that_does_not_exist_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user set TUTORIAL_DATA_DIR to a folder that is not there: say so, and what to do."""
+    missing = tmp_path / "no-such-copy"
+    monkeypatch.setenv(data.DATA_ENV_VAR, str(missing))
+    with pytest.raises(data.DataError) as info:
+        data.load("trec")
+    msg = str(info.value)
+    assert f"{data.DATA_ENV_VAR} is set to {missing}, which is not a directory" in msg
+    assert "MANIFEST.md" in msg
+    assert f"unset {data.DATA_ENV_VAR} to load trec from the Hub" in msg and "CogComp/trec" in msg
+
+
+def test_data_dir_without_the_dataset_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TUTORIAL_DATA_DIR is a folder, but the dataset's folder is not in it."""
+    (tmp_path / "trec").mkdir()  # another dataset is there, rte is not
+    monkeypatch.setenv(data.DATA_ENV_VAR, str(tmp_path))
+    with pytest.raises(data.DataError) as info:
+        data.load("rte")
+    msg = str(info.value)
+    assert f"{data.DATA_ENV_VAR}={tmp_path} lacks rte" in msg
+    assert "no folder glue/RTE/" in msg and "MANIFEST.md" in msg
+    assert f"unset {data.DATA_ENV_VAR} to load rte from the Hub" in msg and "nyu-mll/glue" in msg

@@ -68,6 +68,13 @@ row number on the Hub but the QQP pair id (e.g. ``133273``) in the local copy.
 Results are memoised in-process per ``(name, validation_fraction, seed, source)``, and file
 verification per ``(path, size, mtime)``; :func:`clear_cache` forgets both.
 
+Where the data comes from, and what goes wrong. A ``TUTORIAL_DATA_DIR`` that is not a
+directory, or that lacks the dataset's folder, is an error that says so (it never falls back to
+the Hub silently). With no local copy and the Hub out of reach (``HF_HUB_OFFLINE`` /
+``HF_DATASETS_OFFLINE`` set, or no network) one error says to set ``TUTORIAL_DATA_DIR`` or go
+online (a dataset the Hub does not know is a different error). :func:`source_of` names the
+local copy as ``$TUTORIAL_DATA_DIR``, never by its path.
+
 Modules: :mod:`.schema` (features and label names), :mod:`.local` (parsers of the local files),
 :mod:`.registry` (the table above, in code, and the sha256 table), :mod:`.verify` (checking the
 local copy), :mod:`.hub` (loading from the Hub and normalising it), :mod:`.loading`

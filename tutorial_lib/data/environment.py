@@ -12,6 +12,9 @@ from pathlib import Path
 DATA_ENV_VAR = "TUTORIAL_DATA_DIR"
 """The one configurable location of the local copy of the data."""
 
+DATA_DIR_PLACEHOLDER = f"${DATA_ENV_VAR}"
+"""How user-facing strings name the local copy (never its absolute path)."""
+
 OFFLINE_ENV_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 _TRUE = {"1", "true", "yes", "on"}
 

@@ -13,8 +13,9 @@ from typing import Any
 
 import datasets
 from datasets import ClassLabel, Dataset, DatasetDict, List, Value
+from datasets.exceptions import DatasetNotFoundError
 
-from .environment import DATA_ENV_VAR, offline_flag
+from .environment import DATA_DIR_PLACEHOLDER, DATA_ENV_VAR, data_dir, offline_flag
 from .errors import DataError
 from .registry import DatasetSpec
 from .schema import SPLITS
@@ -55,24 +56,40 @@ def fetch(spec: DatasetSpec) -> DatasetDict:
     return raw
 
 
-def offline_message(spec: DatasetSpec, detail: str) -> str:
-    """``detail`` + what to do: set ``TUTORIAL_DATA_DIR`` or go online."""
-    return (
-        f"{detail}: set {DATA_ENV_VAR} to a local copy of the data (see README), "
-        f"or go online to load {spec.hub.path}{spec.hub.details()}"
-    )
+def unreachable_error(spec: DatasetSpec, reason: str) -> DataError:
+    """The one error for 'no Hub and no local copy to fall back on', with what to do."""
+    hub = spec.hub.describe()
+    if spec.parse_local is None:
+        advice = f"{spec.name} is not part of the local copy: go online to load it from {hub}"
+    elif data_dir() is None:
+        advice = (
+            f"there is no local copy ({DATA_ENV_VAR} is not set). Set {DATA_ENV_VAR} to a local "
+            f"copy of the data (the folder holding MANIFEST.md; see README), or go online to "
+            f"load it from {hub}"
+        )
+    else:
+        advice = (
+            f"source='hub' was asked for. Use source='auto' to read the local copy in "
+            f"{DATA_DIR_PLACEHOLDER}, or go online to load it from {hub}"
+        )
+    return DataError(f"cannot load {spec.name}: offline ({reason}); {advice}")
 
 
 def load_hub(spec: DatasetSpec) -> DatasetDict:
-    """:func:`fetch` + :func:`normalise_hub`; offline or unreachable Hub -> DataError."""
-    if offline_flag():
-        raise DataError(offline_message(spec, "offline and no local copy"))
+    """:func:`fetch` + :func:`normalise_hub`; offline, unreachable Hub or a dataset the Hub
+    does not know -> DataError."""
+    flag = offline_flag()
+    if flag:
+        raise unreachable_error(spec, f"{flag} is set")
     try:
         raw = fetch(spec)
-    except network_errors() as err:
+    except DatasetNotFoundError as err:  # a FileNotFoundError, but the Hub did answer
         raise DataError(
-            offline_message(spec, f"could not load {spec.hub.path} from the Hub ({err})")
+            f"{spec.hub.describe()} was not found on the Hub ({err}); it may have moved. Set "
+            f"{DATA_ENV_VAR} to a local copy of the data (see README) if you have one"
         ) from err
+    except network_errors() as err:
+        raise unreachable_error(spec, f"the Hub could not be reached: {err}") from err
     return normalise_hub(raw, spec)
 
 

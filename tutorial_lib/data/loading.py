@@ -12,7 +12,7 @@ from typing import Any
 
 from datasets import DatasetDict
 
-from .environment import DATA_ENV_VAR, data_dir
+from .environment import DATA_DIR_PLACEHOLDER, DATA_ENV_VAR, data_dir
 from .errors import DataError
 from .hub import load_hub
 from .registry import DatasetSpec, lookup
@@ -51,12 +51,15 @@ def resolve_source(spec: DatasetSpec, source: str) -> str:
 
 
 def source_of(name: str, *, source: str = "auto") -> str:
-    """Where :func:`load` would read ``name`` from, e.g. ``"local copy <dir>/trec"``."""
+    """Where :func:`load` would read ``name`` from, e.g. ``"local copy $TUTORIAL_DATA_DIR/trec"``
+    or ``"hub CogComp/trec (revision refs/convert/parquet)"``.
+
+    The local copy is named by its variable, never by its absolute path, so that printed
+    outputs (committed notebooks) do not depend on the machine they ran on.
+    """
     spec = lookup(name)
     if resolve_source(spec, source) == "local":
-        root = data_dir()
-        assert root is not None and spec.local_dir is not None  # guaranteed by resolve_source
-        return f"local copy {root / spec.local_dir}"
+        return f"local copy {DATA_DIR_PLACEHOLDER}/{spec.local_dir}"
     return spec.hub.describe()
 
 

@@ -1,7 +1,7 @@
 """Checking the local copy before it is read: folders present, every file's sha256 as recorded.
 
 Hashes are cached per ``(path, size, mtime)``, so re-verifying an unchanged file is free. The
-errors say which of the user's settings is wrong and how to fix it.
+errors name ``TUTORIAL_DATA_DIR`` (the user's setting) and say how to fix it.
 """
 
 from __future__ import annotations
@@ -59,12 +59,24 @@ def verify_file(path: Path, sha256: str) -> Path:
     return path
 
 
-def verify_local(spec: DatasetSpec, root: Path) -> None:
-    """Verify every local file of ``spec`` under ``root`` (DataError on the first problem)."""
+def _check_folders(spec: DatasetSpec, root: Path) -> None:
+    """DataError naming ``TUTORIAL_DATA_DIR`` when it, or the dataset's folder in it, is absent."""
+    use_hub = f"or unset {DATA_ENV_VAR} to load {spec.name} from the Hub instead ({spec.hub.path})"
     if not root.is_dir():
         raise DataError(
-            f"{DATA_ENV_VAR}={root} is not a directory: point it at the local copy of the "
-            f"data (the folder holding MANIFEST.md), or unset {DATA_ENV_VAR} to use the Hub"
+            f"{DATA_ENV_VAR} is set to {root}, which is not a directory. Point {DATA_ENV_VAR} "
+            f"at the local copy of the data (the folder holding MANIFEST.md), {use_hub}"
         )
+    if spec.local_dir and not (root / spec.local_dir).is_dir():
+        raise DataError(
+            f"the local copy named by {DATA_ENV_VAR}={root} lacks {spec.name}: it has no "
+            f"folder {spec.local_dir}/. Copy that folder into it (MANIFEST.md lists its files), "
+            f"point {DATA_ENV_VAR} at a complete copy, {use_hub}"
+        )
+
+
+def verify_local(spec: DatasetSpec, root: Path) -> None:
+    """Verify every local file of ``spec`` under ``root`` (DataError on the first problem)."""
+    _check_folders(spec, root)
     for rel in spec.local_files:
         verify_file(root / rel, EXPECTED_SHA256[rel])
