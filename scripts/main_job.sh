@@ -7,6 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
-export TUTORIAL_DATA_DIR=${TUTORIAL_DATA_DIR:-$(cd .. && pwd)/shared/data}
+# The local data copy: ../shared/data by default, but only where it exists; otherwise
+# TUTORIAL_DATA_DIR stays unset and tutorial_lib.data loads from the Hugging Face Hub.
+if [ -z "${TUTORIAL_DATA_DIR:-}" ] && [ -d ../shared/data ]; then
+  export TUTORIAL_DATA_DIR=$(cd ../shared/data && pwd)
+fi
 export TOKENIZERS_PARALLELISM=false TUTORIAL_PROGRESS=0  # no MPLBACKEND: the inline backend must save figures
 .venv/bin/python scripts/run_notebooks.py "$@"

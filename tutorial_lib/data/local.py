@@ -1,0 +1,302 @@
+"""Parsers of the local copy's files (the layout of its ``MANIFEST.md``).
+
+Each ``parse_*`` function takes the root of the local copy and returns a
+:class:`datasets.DatasetDict` in the schema of :mod:`.schema`. Files are read as they are;
+checking them against their sha256 is :mod:`.verify`'s job, done before any parser runs.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from datasets import ClassLabel, Dataset, DatasetDict, Features
+
+from .errors import DataError
+from .schema import (
+    MNLI_FEATURES,
+    SST5_NAMES,
+    TREC_COARSE,
+    TREC_FEATURES,
+    TREC_FINE,
+    UD_FEATURES,
+    UPOS,
+    single_label_features,
+    text_features,
+)
+
+SENTEVAL_SPLIT_SEED = 0
+"""Seed of the fixed 80/10/10 split of MR, CR, MPQA and SUBJ (never change it)."""
+
+Parser = Callable[[Path], DatasetDict]
+_UPOS_TAGS = frozenset(UPOS)
+
+# ------------------------------------------------------------------------ file helpers
+
+
+def read_lines(path: Path, encoding: str = "utf-8", keepends: bool = False) -> list[str]:
+    """Lines of a (possibly gzipped) text file; splits on newlines only."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding=encoding, newline=None) as f:
+        if keepends:
+            return list(f)
+        return [line.rstrip("\n") for line in f]
+
+
+def label_index(value: str, names: list[str], where: str) -> int:
+    """Index of a label given by name or by integer string; DataError otherwise."""
+    if value in names:
+        return names.index(value)
+    if value.lstrip("-").isdigit() and 0 <= int(value) < len(names):
+        return int(value)
+    raise DataError(f"unexpected label {value!r} in {where}; expected one of {names}")
+
+
+def from_columns(columns: dict[str, list[Any]], features: Features) -> Dataset:
+    """Build an in-memory Dataset with the given schema (columns in schema order)."""
+    return Dataset.from_dict({c: columns[c] for c in features}, features=features)
+
+
+# ---------------------------------------------------------------------------- WikiText
+
+
+def parse_wikitext(root: Path) -> DatasetDict:
+    """WikiText-2 tokenized: one row per line; blank lines -> "" (like the Hub config)."""
+    files = {"train": "train.txt.gz", "validation": "valid.txt", "test": "test.txt"}
+    out = {}
+    for split, fname in files.items():
+        lines = read_lines(root / "wikitext-2" / fname, keepends=True)
+        rows = [line if line.strip() else "" for line in lines]
+        out[split] = from_columns({"text": rows}, text_features())
+    return DatasetDict(out)
+
+
+# -------------------------------------------------------------------------------- TREC
+
+
+def parse_trec_file(path: Path) -> dict[str, list[Any]]:
+    """``COARSE:fine question ...`` lines (latin-1) -> text / coarse / fine label ints."""
+    cols: dict[str, list[Any]] = {"text": [], "coarse_label": [], "fine_label": []}
+    for n, line in enumerate(read_lines(path, encoding="latin-1"), start=1):
+        # One stray byte (0xF0 in "sister\xf0city") is a broken separator: make it a space.
+        label, _, text = line.replace("\xf0", " ").strip().partition(" ")
+        if not label:
+            continue
+        where = f"{path}:{n}"
+        cols["text"].append(text)
+        cols["coarse_label"].append(label_index(label.split(":")[0], TREC_COARSE, where))
+        cols["fine_label"].append(label_index(label, TREC_FINE, where))
+    return cols
+
+
+def parse_trec(root: Path) -> DatasetDict:
+    """TREC train_5500 / TREC_10, labels mapped by name to the CogComp order."""
+    files = {"train": "train_5500.label", "test": "TREC_10.label"}
+    return DatasetDict(
+        {
+            s: from_columns(parse_trec_file(root / "trec" / f), TREC_FEATURES)
+            for s, f in files.items()
+        }
+    )
+
+
+# -------------------------------------------------------------------------------- GLUE
+
+
+def read_tsv(
+    path: Path, encoding: str = "utf-8", header: list[str] | None = None
+) -> list[dict[str, str]]:
+    """Rows of a GLUE TSV as dicts; split on tabs only (quotes are ordinary characters).
+
+    ``header=None`` takes the column names from the first line. QQP has one row whose last
+    tab is a space (``... jlpt5? 0``): such a row is repaired by splitting the trailing label
+    off; other rows with the wrong number of fields raise :class:`DataError`.
+    """
+    lines = [line for line in read_lines(path, encoding=encoding) if line]
+    if header is None:
+        header, lines = lines[0].split("\t"), lines[1:]
+    rows = []
+    for n, line in enumerate(lines, start=2):
+        fields = line.split("\t")
+        if len(fields) == len(header) - 1:
+            match = re.fullmatch(r"(.*) (-?\d+)", fields[-1])
+            if match:
+                fields = [*fields[:-1], match.group(1), match.group(2)]
+        if len(fields) != len(header):
+            raise DataError(
+                f"{path}: line {n} has {len(fields)} fields, expected {len(header)}; "
+                "re-copy the file from the source listed in MANIFEST.md"
+            )
+        rows.append(dict(zip(header, fields, strict=True)))
+    return rows
+
+
+@dataclass(frozen=True)
+class GlueFile:
+    """How one GLUE file maps to the HF columns."""
+
+    fname: str
+    text_cols: Mapping[str, str]  # HF column -> column in the file
+    label_col: str | None = None
+    idx_col: str | None = None
+    header: tuple[str, ...] | None = None
+    encoding: str = "utf-8"
+
+
+def glue_split(path: Path, spec: GlueFile, features: Features) -> Dataset:
+    """Read one GLUE TSV into the HF schema (test files get label -1)."""
+    header = list(spec.header) if spec.header else None
+    rows = read_tsv(path, encoding=spec.encoding, header=header)
+    label_feature = features["label"]
+    cols: dict[str, list[Any]] = {c: [r[src] for r in rows] for c, src in spec.text_cols.items()}
+    if spec.label_col is None:
+        cols["label"] = [-1.0 if label_feature.dtype == "float32" else -1] * len(rows)
+    elif isinstance(label_feature, ClassLabel):
+        cols["label"] = [
+            label_index(r[spec.label_col], label_feature.names, f"{path}:{n}")
+            for n, r in enumerate(rows, start=2)
+        ]
+    else:
+        cols["label"] = [float(r[spec.label_col]) for r in rows]
+    cols["idx"] = [int(r[spec.idx_col]) for r in rows] if spec.idx_col else list(range(len(rows)))
+    return from_columns(cols, features)
+
+
+def glue_parser(folder: str, files: Mapping[str, GlueFile], features: Features) -> Parser:
+    """A local parser for one GLUE task folder."""
+
+    def parse(root: Path) -> DatasetDict:
+        return DatasetDict(
+            {
+                s: glue_split(root / "glue" / folder / f.fname, f, features)
+                for s, f in files.items()
+            }
+        )
+
+    return parse
+
+
+def parse_mnli(root: Path) -> DatasetDict:
+    """MNLI matched dev (JSONL premise/hypothesis/label names) -> ``validation``."""
+    path = root / "glue" / "MNLI" / "dev_matched.jsonl"
+    names = MNLI_FEATURES["label"].names
+    cols: dict[str, list[Any]] = {"premise": [], "hypothesis": [], "label": [], "idx": []}
+    for n, line in enumerate(read_lines(path), start=1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        cols["premise"].append(row["premise"])
+        cols["hypothesis"].append(row["hypothesis"])
+        cols["label"].append(label_index(row["label"], names, f"{path}:{n}"))
+        cols["idx"].append(len(cols["idx"]))
+    return DatasetDict({"validation": from_columns(cols, MNLI_FEATURES)})
+
+
+# ------------------------------------------------------------------------ SentEval, SST-5
+
+
+def senteval_split(ds: Dataset) -> DatasetDict:
+    """Fixed stratified 80/10/10 train/validation/test split (seed SENTEVAL_SPLIT_SEED)."""
+    first = ds.train_test_split(test_size=0.2, seed=SENTEVAL_SPLIT_SEED, stratify_by_column="label")
+    second = first["test"].train_test_split(
+        test_size=0.5, seed=SENTEVAL_SPLIT_SEED, stratify_by_column="label"
+    )
+    return DatasetDict(
+        {"train": first["train"], "validation": second["train"], "test": second["test"]}
+    )
+
+
+def senteval_parser(
+    folder: str, files_by_label: Mapping[str, str], names: list[str], encoding: str = "utf-8"
+) -> Parser:
+    """A local parser for one SentEval binary set (one file per label, one sentence a line)."""
+
+    def parse(root: Path) -> DatasetDict:
+        cols: dict[str, list[Any]] = {"text": [], "label": []}
+        for label_name, fname in files_by_label.items():
+            lines = read_lines(root / "senteval" / folder / fname, encoding=encoding)
+            texts = [line.strip() for line in lines if line.strip()]
+            cols["text"] += texts
+            cols["label"] += [names.index(label_name)] * len(texts)
+        return senteval_split(from_columns(cols, single_label_features(names)))
+
+    return parse
+
+
+def parse_sst5(root: Path) -> DatasetDict:
+    """SST-5 ``<label> <sentence>`` files -> train/validation/test."""
+    files = {"train": "sentiment-train", "validation": "sentiment-dev", "test": "sentiment-test"}
+    out = {}
+    for split, fname in files.items():
+        path = root / "senteval" / "SST-5" / fname
+        cols: dict[str, list[Any]] = {"text": [], "label": []}
+        for n, line in enumerate(read_lines(path), start=1):
+            if not line.strip():
+                continue
+            label, _, text = line.partition(" ")
+            cols["label"].append(label_index(label, SST5_NAMES, f"{path}:{n}"))
+            cols["text"].append(text.strip())
+        out[split] = from_columns(cols, single_label_features(SST5_NAMES))
+    return DatasetDict(out)
+
+
+# ---------------------------------------------------------------------------- UD EWT
+
+
+def conllu_sentences(path: Path) -> Iterator[tuple[dict[str, str], list[list[str]]]]:
+    """``(comments, word lines)`` per sentence; multiword ranges (1-2) and empty nodes (8.1)
+    are skipped, so the words are the syntactic words of the sentence."""
+    meta: dict[str, str] = {}
+    words: list[list[str]] = []
+    for n, line in enumerate(read_lines(path), start=1):
+        if not line.strip():
+            if words:
+                yield meta, words
+            meta, words = {}, []
+        elif line.startswith("#"):
+            key, sep, value = line[1:].partition("=")
+            if sep:
+                meta[key.strip()] = value.strip()
+        else:
+            fields = line.split("\t")
+            if len(fields) != 10 or (fields[0].isdigit() and fields[3] not in _UPOS_TAGS):
+                raise DataError(f"{path}:{n}: not a valid CoNLL-U word line")
+            if fields[0].isdigit():
+                words.append(fields)
+    if words:
+        yield meta, words
+
+
+def parse_conllu(path: Path) -> dict[str, list[Any]]:
+    """CoNLL-U -> one row per sentence, in the columns of ``UD_FEATURES``."""
+    cols: dict[str, list[Any]] = {c: [] for c in UD_FEATURES}
+    upos_index = {tag: i for i, tag in enumerate(UPOS)}
+    for meta, words in conllu_sentences(path):
+        cols["sent_id"].append(meta.get("sent_id", ""))
+        cols["text"].append(meta.get("text", ""))
+        cols["tokens"].append([w[1] for w in words])
+        cols["upos"].append([upos_index[w[3]] for w in words])
+        cols["xpos"].append([w[4] for w in words])
+        cols["head"].append([int(w[6]) for w in words])
+        cols["deprel"].append([w[7] for w in words])
+    return cols
+
+
+def parse_ud(root: Path) -> DatasetDict:
+    """UD English-EWT train/dev/test CoNLL-U files."""
+    files = {
+        "train": "en_ewt-ud-train.conllu.gz",
+        "validation": "en_ewt-ud-dev.conllu",
+        "test": "en_ewt-ud-test.conllu",
+    }
+    return DatasetDict(
+        {
+            s: from_columns(parse_conllu(root / "ud-english-ewt" / f), UD_FEATURES)
+            for s, f in files.items()
+        }
+    )
