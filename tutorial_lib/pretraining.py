@@ -71,9 +71,8 @@ def corpus_lines(scale: Scale, split: str) -> list[str]:
 def get_tokenizer(scale: Scale) -> PreTrainedTokenizerBase:
     """The scale's cased WordPiece tokenizer, trained on the corpus once and cached."""
     directory = cache_dir(scale.name) / f"tokenizer-{scale.fingerprint('tok')}"
-    if (directory / "tokenizer.json").exists():
-        return load_or_train_tokenizer(directory, [], scale.model.vocab_size)
-    return load_or_train_tokenizer(directory, corpus_lines(scale, "train"), scale.model.vocab_size)
+    return load_or_train_tokenizer(directory, lambda: corpus_lines(scale, "train"),
+                                   scale.model.vocab_size)
 
 
 @dataclass
