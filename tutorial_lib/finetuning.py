@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 import torch
@@ -36,9 +37,11 @@ from .training import (
     History,
     attach_progress,
     attach_schedule,
+    checkpoint_and_resume,
     create_classifier_evaluator,
     create_trainer,
     pad_collate,
+    resumable_loader,
 )
 
 OUR_BACKBONES = ("scratch", "pretrained", "pretrained-mlm")
@@ -167,6 +170,7 @@ def finetune(
     evals_per_epoch: int = 2,
     progress: bool = False,
     loss_fn: Callable[[nn.Module, dict], torch.Tensor] | None = None,
+    checkpoint_dir: str | Path | None = None,
 ) -> FinetuneResult:
     """Fine-tune one backbone with one seed; evaluate on validation during training, test at the end.
 
@@ -177,6 +181,8 @@ def finetune(
     decay (e.g. ``discriminative.stlr_schedule()``); it must honour the groups' ``lr_scale``.
     ``loss_fn(model, batch)`` replaces the training loss (default: the model's cross-entropy;
     e.g. ``regularized.rdrop_loss``); evaluation always uses the model's plain forward.
+    ``checkpoint_dir``: checkpoint there at every validation; re-running a killed run with the
+    same arguments resumes it and ends with the weights of an uninterrupted run.
     """
     ft = scale.finetune
     seed_everything(seed)
@@ -191,9 +197,8 @@ def finetune(
     model.to(dev)
 
     collate = pad_collate(backbone.pad_id)
-    gen = torch.Generator().manual_seed(seed)
-    train_loader = DataLoader(encode_split(task.train, backbone, task), batch_size=ft.batch_size,
-                              shuffle=True, collate_fn=collate, generator=gen)
+    train_loader = resumable_loader(encode_split(task.train, backbone, task), seed=seed,
+                                    batch_size=ft.batch_size, collate_fn=collate)
     val_loader, test_loader = (
         DataLoader(encode_split(s, backbone, task), batch_size=ft.eval_batch_size,
                    collate_fn=collate)
@@ -208,10 +213,10 @@ def finetune(
                              **({"loss_fn": loss_fn} if loss_fn else {}))
     total = epochs * len(train_loader)
     if schedule:
-        schedule(trainer, optimizer, lr=lr, total=total)
+        scheduler = schedule(trainer, optimizer, lr=lr, total=total)
     else:
-        attach_schedule(trainer, optimizer, kind="linear", lr=lr,
-                        warmup=int(ft.warmup_frac * total), total=total)
+        scheduler = attach_schedule(trainer, optimizer, kind="linear", lr=lr,
+                                    warmup=int(ft.warmup_frac * total), total=total)
     if progress:
         attach_progress(trainer, f"{backbone_name} seed {seed}")
     history = History()
@@ -230,6 +235,10 @@ def finetune(
 
     if on_trainer:
         on_trainer(trainer, model, optimizer)
+    if checkpoint_dir is not None:  # last: the validation row belongs in the checkpoint
+        checkpoint_and_resume(trainer, {"model": model, "optimizer": optimizer, "trainer": trainer,
+                                        "scheduler": scheduler, "history": history},
+                              checkpoint_dir, every=every)
     start = time.perf_counter()
     trainer.run(train_loader, max_epochs=epochs)
     seconds = time.perf_counter() - start
