@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from ignite.engine import Events
+from tiny import kill_at
 
 from tutorial_lib import config, pretraining
 from tutorial_lib.models import ModelError, load_pretrained
@@ -69,22 +69,6 @@ def test_torchrun_two_cpu_processes(with_data, tmp_path):
     assert model.config.n_layer == config.get_scale("smoke").model.n_layer
 
 
-def kill_at(monkeypatch, iteration: int) -> None:
-    """Make the next pretraining run raise KeyboardInterrupt after ``iteration`` iterations."""
-    original = pretraining.create_trainer
-
-    def crashing(*args, **kwargs):
-        trainer = original(*args, **kwargs)
-
-        @trainer.on(Events.ITERATION_COMPLETED(once=iteration))
-        def _kill(_):
-            raise KeyboardInterrupt("simulated kill")
-
-        return trainer
-
-    monkeypatch.setattr(pretraining, "create_trainer", crashing)
-
-
 @pytest.mark.parametrize("objective,grad_accum", [("mlm", 1), ("causal", 2)])
 def test_killed_pretraining_resumes_bit_identical(smoke, tmp_path, monkeypatch, objective, grad_accum):
     """Kill at iteration 13 — not a checkpoint boundary, past the first evaluation epoch and the
@@ -102,7 +86,7 @@ def test_killed_pretraining_resumes_bit_identical(smoke, tmp_path, monkeypatch, 
         scale, reference.tokenizer, "train").ids, scale.pretrain.seq_len))
     assert n_blocks // scale.pretrain.batch_size < 13, "the kill must come after the first pass"
 
-    kill_at(monkeypatch, 13)
+    kill_at(monkeypatch, pretraining, 13)
     with pytest.raises(KeyboardInterrupt):
         pretraining.pretrain(scale, objective, directory=tmp_path / "run", progress=False)
     monkeypatch.undo()

@@ -20,6 +20,7 @@ from tutorial_lib.training import (
     mask_tokens,
     pad_collate,
     resumable_loader,
+    run_to_completion,
 )
 
 SPECIAL = [0, 1, 2, 3, 4]
@@ -139,7 +140,7 @@ def _masked_lm_run(directory, crash_at: int | None = None, *, every: int = 7):
         @trainer.on(Events.ITERATION_COMPLETED(once=crash_at))
         def _crash(engine):
             raise KeyboardInterrupt("simulated kill")
-    trainer.run(loader, epoch_length=7, max_epochs=5)
+    run_to_completion(trainer, loader, epoch_length=7, max_epochs=5)
     return model, history, resumed
 
 
@@ -167,6 +168,15 @@ def test_resume_after_a_kill_mid_epoch_is_bit_identical(tmp_path):
     for (name, a), b in zip(reference.state_dict().items(), model.state_dict().values()):
         assert torch.equal(a, b), name
     assert history.train == ref_history.train  # records before the kill come from the checkpoint
+
+
+def test_a_finished_run_resumed_from_its_final_checkpoint_stays_finished(tmp_path):
+    """Bug guarded: Ignite starts a finished state over (iteration 0), which trained another 35
+    iterations on top of the final weights."""
+    reference, ref_history, _ = _masked_lm_run(tmp_path / "run")
+    again, history, resumed = _masked_lm_run(tmp_path / "run")
+    assert resumed.name == "training_checkpoint_35.pt"
+    assert _max_abs_difference(reference, again) == 0.0 and history.train == ref_history.train
 
 
 def test_the_data_stream_is_a_function_of_seed_and_position():

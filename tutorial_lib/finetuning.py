@@ -42,6 +42,7 @@ from .training import (
     create_trainer,
     pad_collate,
     resumable_loader,
+    run_to_completion,
 )
 
 OUR_BACKBONES = ("scratch", "pretrained", "pretrained-mlm")
@@ -240,7 +241,7 @@ def finetune(
                                         "scheduler": scheduler, "history": history},
                               checkpoint_dir, every=every)
     start = time.perf_counter()
-    trainer.run(train_loader, max_epochs=epochs)
+    run_to_completion(trainer, train_loader, max_epochs=epochs)
     seconds = time.perf_counter() - start
     test = dict(evaluator.run(test_loader).metrics)
     return FinetuneResult(backbone_name, seed, test, history, seconds,

@@ -104,8 +104,17 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
 
 
 def save_torch(obj: object, path: Path) -> Path:
-    """``torch.save(obj, path)`` atomically, with an integrity record."""
-    return atomic_write(path, lambda tmp: torch.save(obj, tmp))
+    """``torch.save(obj, path)`` atomically, with an integrity record.
+
+    Saved through a file handle: given a path, ``torch.save`` names the zip archive's records
+    after the file — here the random temporary name — so equal objects would give other bytes.
+    """
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as handle:
+            torch.save(obj, handle)
+
+    return atomic_write(path, write)
 
 
 def problem(path: Path, *, require_record: bool = True) -> str | None:

@@ -149,7 +149,10 @@ class Transformer(nn.Module):
     ) -> EncoderOutput:
         B, T = input_ids.shape
         if T > self.config.max_len:
-            raise ValueError(f"sequence length {T} exceeds max_len={self.config.max_len}")
+            raise ValueError(
+                f"sequence length {T} exceeds max_len={self.config.max_len}: truncate the input "
+                "(tokenization.encode_with_cls keeps the first max_len - 1 tokens and the [CLS]) "
+                "or use a scale whose model.max_len is larger")
         pos = torch.arange(T, device=input_ids.device)
         x = self.drop(self.tok_emb(input_ids) + self.pos_emb(pos))
         key_mask = attention_mask.bool() if attention_mask is not None else None

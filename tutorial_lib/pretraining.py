@@ -39,6 +39,7 @@ from .runtime import autocast_dtype, device
 from .tokenization import clean_wikitext, load_or_train_tokenizer
 from .training import (
     History,
+    TrainingOutOfMemory,
     attach_progress,
     attach_schedule,
     checkpoint_and_resume,
@@ -46,6 +47,7 @@ from .training import (
     create_trainer,
     mask_tokens,
     resumable_loader,
+    run_to_completion,
 )
 
 OBJECTIVES = ("causal", "mlm")
@@ -271,7 +273,14 @@ def pretrain(
 
     start = time.perf_counter()
     eval_every = p.eval_every * p.grad_accum
-    trainer.run(loader, epoch_length=eval_every, max_epochs=math.ceil(total / eval_every))
+    try:
+        run_to_completion(trainer, loader, epoch_length=eval_every,
+                          max_epochs=math.ceil(total / eval_every))
+    except TrainingOutOfMemory as err:  # name the settings to lower at this scale
+        raise TrainingOutOfMemory(
+            f"{err} Scale {scale.name!r} has pretrain.batch_size={p.batch_size}, "
+            f"seq_len={p.seq_len}, grad_accum={p.grad_accum}, model d_model={scale.model.d_model}, "
+            f"n_layer={scale.model.n_layer}.") from err
     seconds = time.perf_counter() - start
 
     final = history.evals[-1] if history.evals else {}

@@ -575,6 +575,18 @@ def checkpoint_and_resume(
     return resume_if_possible(objects, directory)
 
 
+def run_to_completion(
+    trainer: Engine, data: object, *, max_epochs: int, epoch_length: int | None = None
+) -> object:
+    """``trainer.run(data, ...)`` — unless the run resumed from its final checkpoint: Ignite treats
+    a finished state as the start of a new run (iteration 0, training again on top of the final
+    weights); here a finished run stays finished. Returns the trainer's state."""
+    state = trainer.state
+    if state.epoch_length and state.iteration >= state.epoch_length * max_epochs:
+        return state
+    return trainer.run(data, max_epochs=max_epochs, epoch_length=epoch_length)
+
+
 @dataclass
 class History:
     """Per-iteration training records and per-evaluation metrics, ready for plotting.
