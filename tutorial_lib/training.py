@@ -156,8 +156,7 @@ class ResumableBatchSampler(Sampler[list[int]]):
                              f"batch_size={batch_size}")
         self.n, self.batch_size, self.seed, self.shuffle = n, batch_size, seed, shuffle
         self.drop_last, self.rank, self.world_size = drop_last, rank, world_size
-        per_rank = n // world_size
-        self.per_rank = per_rank
+        self.per_rank = n // world_size  # indices per process and pass
         self.position = 0  # index in the stream of the next batch to draw
 
     def __len__(self) -> int:
