@@ -1,10 +1,10 @@
 """Same seeds, empty caches, CPU: the same result tables.
 
-Notebook 02's computation (tokenizer → pretrained causal LM → fine-tuning from scratch and from
-the LM, summary table) is run twice at smoke scale, each time from an empty cache, and saved
-with ``results.save`` as the notebook does. Every number must be equal — only wall times and the
-date may differ. Before the deterministic tokenizer the two caches held tokenizers with other
-ids, hence other pretrained models and other errors.
+Notebook 02's computation for its pretrained backbone (tokenizer → pretrained causal LM →
+fine-tuning with each of the scale's seeds → summary table) is run twice at smoke scale, each
+time from an empty cache, and saved with ``results.save`` as the notebook does. Every number
+must be equal — only wall times and the date may differ. Before the deterministic tokenizer the
+two caches held tokenizers with other ids, hence other pretrained models and other errors.
 """
 
 import json
@@ -16,10 +16,10 @@ from tutorial_lib import config, finetuning, results
 TIMING = ("seconds", "mean seconds / run")
 
 
-def notebook_02_tables(scale: config.Scale) -> dict:
-    """Notebook 02's saved tables (our two backbones), as ``results.save`` writes them."""
+def notebook_02_tables(scale: config.Scale, backbones=("pretrained",)) -> dict:
+    """Notebook 02's saved tables for ``backbones``, as ``results.save`` writes them."""
     task = finetuning.load_task("trec", scale)
-    table, _ = finetuning.compare(["scratch", "pretrained"], task, scale)
+    table, _ = finetuning.compare(list(backbones), task, scale)
     summary = finetuning.mean_std(table)
     summary["mean seconds / run"] = table.groupby("backbone", sort=False)["seconds"].mean()
     summary = summary.drop(columns=["mean", "std"])
@@ -43,8 +43,8 @@ def test_two_runs_from_empty_caches_give_identical_result_tables(with_data, tmp_
     first, second = blobs
     assert first["seeds"] == second["seeds"] == list(scale.finetune.seeds)
     assert without_timing(first) == without_timing(second)
-    errors = [row["test_error"] for row in without_timing(first)["runs"]]
-    assert len(errors) == 4 and len(set(errors)) > 1, "the runs must differ from each other"
+    runs = without_timing(first)["runs"]
+    assert len(runs) == len(scale.finetune.seeds) and all(0 < r["test_error"] < 1 for r in runs)
     tokenizers = [next((tmp_path / run / "cache" / "smoke").glob("tokenizer-*")) / "tokenizer.json"
                   for run in ("first", "second")]
     assert tokenizers[0].read_bytes() == tokenizers[1].read_bytes()
