@@ -4,6 +4,8 @@
 # (with its figures); a notebook that fails is reported there and the job exits 1 at the end.
 #   bash scripts/main_job.sh                 # classroom scale, notebooks executed in place
 #   bash scripts/main_job.sh --scale smoke   # any scale; see scripts/run_notebooks.py --help
+#   bash scripts/main_job.sh --resume        # after an interruption: skip the notebooks whose
+#                                            # results are newer than all they depend on
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh

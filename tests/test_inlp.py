@@ -76,3 +76,25 @@ def test_weights_in_input_space_undo_the_standard_scaler():
     raw = X @ W.T
     std = clf[-1].decision_function(clf[0].transform(X))
     np.testing.assert_allclose(raw.ravel() - raw.ravel().mean(), std - std.mean(), atol=1e-8)
+
+
+def test_numerically_zero_singular_directions_are_not_removed():
+    """Bug guarded: the multinomial weights have rank C − 1; once the property is mostly gone
+    their last singular value (~1e-15) against the others (~1e-2) passed scipy's cut-off and an
+    iteration removed a random third direction (18 instead of 16 after 8 iterations here)."""
+    X, y = gaussian_task(3000, d=64, classes=3)
+    r = inlp.inlp(X[:2000], y[:2000], X[2000:], y[2000:], max_iterations=8, tol=-1.0)
+    assert r.ranks == [2] * 8  # C − 1 per iteration
+    assert r.n_directions == 16 == sum(r.ranks) == inlp.directions_removed(r.P)
+    assert np.linalg.matrix_rank(np.eye(64) - r.P, tol=1e-8) == 16
+    np.testing.assert_allclose(r.basis.T @ r.basis, np.eye(16), atol=1e-10)
+
+
+def test_rowspace_basis_uses_a_relative_tolerance():
+    rng = np.random.default_rng(0)
+    W = 1e-2 * rng.standard_normal((2, 10))
+    W = np.vstack([W, -W.sum(0) + 1e-15 * rng.standard_normal(10)])  # rows sum to ~0: rank 2
+    assert inlp.rowspace_basis(W).shape == (10, 2)
+    assert inlp.rowspace_basis(np.zeros((3, 10))).shape == (10, 0)
+    basis = inlp.rowspace_basis(W)
+    assert inlp.extend_basis(basis, basis).shape == (10, 2)  # nothing new

@@ -1,4 +1,4 @@
-"""Tests for tutorial_lib.training: masking, the update step, schedules, checkpoints, resume."""
+"""Tests for tutorial_lib.training: masking, the update step, schedules, checkpoints, exact resume."""
 
 import math
 
@@ -11,15 +11,19 @@ from tutorial_lib.config import PROGRESS_ENV_VAR
 from tutorial_lib.models import IGNORE_INDEX, TransformerConfig, TransformerLM
 from tutorial_lib.training import (
     History,
+    ResumableBatchSampler,
     attach_checkpointing,
     attach_progress,
     attach_schedule,
+    checkpoint_and_resume,
+    checkpoints,
     create_lm_evaluator,
     create_trainer,
     mask_tokens,
     pad_collate,
     pad_ids,
-    resume_if_possible,
+    resumable_loader,
+    run_to_completion,
 )
 
 SPECIAL = [0, 1, 2, 3, 4]
@@ -129,35 +133,107 @@ def test_linear_schedule_warms_up_then_decays_to_zero():
     assert lrs[-1] == pytest.approx(2.0 * 1 / 15)
 
 
-def _train(directory, crash_at: int | None):
-    model = _tiny_lm()
+def _masked_lm_run(directory, crash_at: int | None = None, *, every: int = 7):
+    """A masked LM with dropout on a shuffled, resumable loader whose collate masks at random from
+    the global generator; Ignite epochs of 7 iterations, passes over the data of 10 batches,
+    35 iterations, checkpoints every ``every`` iterations; raises KeyboardInterrupt at ``crash_at``."""
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=40, d_model=16, n_layer=1, n_head=2, d_ff=32, max_len=8,
+                            dropout=0.1, causal=False)
+    model = TransformerLM(cfg)
+    blocks = torch.randint(5, 40, (40, 8), generator=torch.Generator().manual_seed(1))
+
+    def collate(rows):
+        inputs, labels = mask_tokens(torch.stack([r[0] for r in rows]), mask_id=MASK_ID,
+                                     vocab_size=40, special_ids=SPECIAL, probability=0.3)
+        return {"input_ids": inputs, "labels": labels}
+
+    loader = resumable_loader(TensorDataset(blocks), batch_size=4, seed=3, collate_fn=collate)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     trainer = create_trainer(model, opt, device=torch.device("cpu"))
-    sched = attach_schedule(trainer, opt, kind="cosine", lr=1e-2, warmup=3, total=30)
-    to_save = {"model": model, "optimizer": opt, "trainer": trainer, "scheduler": sched}
-    attach_checkpointing(trainer, to_save, directory, every=10)
-    resumed = resume_if_possible(to_save, directory)
+    sched = attach_schedule(trainer, opt, kind="cosine", lr=1e-2, warmup=3, total=35)
+    history = History()
+    history.attach(trainer, opt)
+    to_save = {"model": model, "optimizer": opt, "trainer": trainer, "scheduler": sched,
+               "history": history}
+    resumed = checkpoint_and_resume(trainer, to_save, directory, every=every)
     if crash_at is not None:
         @trainer.on(Events.ITERATION_COMPLETED(once=crash_at))
         def _crash(engine):
             raise KeyboardInterrupt("simulated kill")
-    trainer.run(_loader(), max_epochs=3)  # 10 iterations per epoch
-    return model, trainer, resumed
+    run_to_completion(trainer, loader, epoch_length=7, max_epochs=5)
+    return model, history, resumed
 
 
-def test_checkpoint_resume_after_interruption_matches_uninterrupted(tmp_path):
-    """Kill at iteration 17, rerun: it resumes from the checkpoint at 10 and ends identical."""
-    reference, _, _ = _train(tmp_path / "ref", crash_at=None)
+def _max_abs_difference(a: torch.nn.Module, b: torch.nn.Module) -> float:
+    return max((x - y).abs().max().item() for x, y in zip(a.state_dict().values(),
+                                                          b.state_dict().values()))
+
+
+def test_resume_after_a_kill_mid_epoch_is_bit_identical(tmp_path):
+    """Kill at iteration 25 — not a checkpoint boundary (21, 28), in the 4th Ignite epoch and the
+    3rd pass over the data — and re-run: it resumes from 21 and ends with the weights, history and
+    masks of the uninterrupted run, bit for bit. Bug guarded: the resumed run replayed the first
+    batches of the data (the global RNG re-seeded a fresh shuffle) with fresh dropout/masking
+    draws; before the fix max |Δw| was 1.5e-2 here."""
+    reference, ref_history, _ = _masked_lm_run(tmp_path / "ref")
+    again, _, _ = _masked_lm_run(tmp_path / "again")
+    assert _max_abs_difference(reference, again) == 0.0  # the run itself is deterministic
     with pytest.raises(KeyboardInterrupt):
-        _train(tmp_path / "run", crash_at=17)
-    files = list((tmp_path / "run").glob("training_checkpoint_*.pt"))
-    assert [f.name for f in files] == ["training_checkpoint_10.pt"]
+        _masked_lm_run(tmp_path / "run", crash_at=25)
+    assert [p.name for p in checkpoints(tmp_path / "run")] == ["training_checkpoint_21.pt"]
     assert not list((tmp_path / "run").glob("*.tmp")), "no half-written files are left behind"
-    model, trainer, resumed = _train(tmp_path / "run", crash_at=None)
-    assert resumed is not None and resumed.name == "training_checkpoint_10.pt"
-    assert trainer.state.iteration == 30
+    model, history, resumed = _masked_lm_run(tmp_path / "run")
+    assert resumed is not None and resumed.name == "training_checkpoint_21.pt"
+    assert _max_abs_difference(reference, model) == 0.0
     for (name, a), b in zip(reference.state_dict().items(), model.state_dict().values()):
-        torch.testing.assert_close(a, b, msg=name)
+        assert torch.equal(a, b), name
+    assert history.train == ref_history.train  # records before the kill come from the checkpoint
+
+
+def test_a_finished_run_resumed_from_its_final_checkpoint_stays_finished(tmp_path):
+    """Bug guarded: Ignite starts a finished state over (iteration 0), which trained another 35
+    iterations on top of the final weights."""
+    reference, ref_history, _ = _masked_lm_run(tmp_path / "run")
+    again, history, resumed = _masked_lm_run(tmp_path / "run")
+    assert resumed.name == "training_checkpoint_35.pt"
+    assert _max_abs_difference(reference, again) == 0.0 and history.train == ref_history.train
+
+
+def test_the_data_stream_is_a_function_of_seed_and_position():
+    """Batch i of the stream is the same whether the sampler got there by iterating or by seek(i);
+    each pass is a permutation; ranks split a pass without overlap."""
+    sampler = ResumableBatchSampler(10, 3, seed=5, drop_last=False)
+    assert len(sampler) == 4
+    stream = [b for _ in range(3) for b in sampler]  # three passes, each a fresh iterator
+    assert len(stream) == 12
+    for p in range(3):
+        assert sorted(i for b in stream[4 * p : 4 * p + 4] for i in b) == list(range(10))
+    assert stream[:4] != stream[4:8]  # a new order every pass
+    fresh = ResumableBatchSampler(10, 3, seed=5)
+    fresh.seek(6)
+    assert list(fresh) == stream[6:8] and list(fresh) == stream[8:12]
+    other_seed = ResumableBatchSampler(10, 3, seed=6)
+    assert list(other_seed) != stream[:4]
+    ranks = [list(ResumableBatchSampler(10, 2, seed=5, rank=r, world_size=2, drop_last=True))
+             for r in range(2)]
+    seen = [i for r in ranks for b in r for i in b]
+    assert len(seen) == len(set(seen)) == 8
+
+
+def test_history_is_checkpointed_with_the_training_state():
+    history = History([{"step": 1, "loss": 2.0}], [{"step": 1, "split": "validation"}])
+    restored = History()
+    restored.load_state_dict(history.state_dict())
+    assert restored == history
+
+
+def test_checkpoints_need_the_trainer(tmp_path):
+    model = _tiny_lm()
+    with pytest.raises(ValueError, match="need the trainer"):
+        attach_checkpointing(create_trainer(model, torch.optim.SGD(model.parameters(), lr=0.1),
+                                            device=torch.device("cpu")),
+                             {"model": model}, tmp_path, every=2)
 
 
 def test_lm_evaluator_perplexity_is_exp_of_token_weighted_loss():

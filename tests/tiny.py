@@ -32,3 +32,22 @@ def padded_batch(num_labels: int = 3) -> dict:
     mask = (torch.arange(8)[None] < lengths[:, None]).long()
     return {"input_ids": ids.masked_fill(mask == 0, 0), "attention_mask": mask,
             "labels": torch.randint(0, num_labels, (4,), generator=g)}
+
+
+def kill_at(monkeypatch, module, iteration: int) -> None:
+    """Make the next trainer that ``module.create_trainer`` builds raise KeyboardInterrupt after
+    ``iteration`` iterations (a simulated kill); ``monkeypatch.undo()`` ends it."""
+    from ignite.engine import Events
+
+    original = module.create_trainer
+
+    def crashing(*args, **kwargs):
+        trainer = original(*args, **kwargs)
+
+        @trainer.on(Events.ITERATION_COMPLETED(once=iteration))
+        def _kill(_):
+            raise KeyboardInterrupt("simulated kill")
+
+        return trainer
+
+    monkeypatch.setattr(module, "create_trainer", crashing)

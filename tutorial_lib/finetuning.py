@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 import torch
@@ -29,9 +30,12 @@ from .training import (
     History,
     attach_progress,
     attach_schedule,
+    checkpoint_and_resume,
     create_classifier_evaluator,
     create_trainer,
     pad_collate,
+    resumable_loader,
+    run_to_completion,
 )
 
 Hook = Callable[..., object]
@@ -59,11 +63,10 @@ class FinetuneResult:
 def loaders(backbone: Backbone, task: Task, batch_size: int, eval_batch_size: int, seed: int,
             max_len: int | None = None) -> tuple[DataLoader, DataLoader, DataLoader]:
     """(train, validation, test) loaders of ``task`` encoded for ``backbone``; train shuffled by
-    ``seed``, all right-padded per batch."""
+    ``seed`` (in an order that a resumed run can continue exactly), all right-padded per batch."""
     collate = pad_collate(backbone.pad_id)
-    gen = torch.Generator().manual_seed(seed)
-    train = DataLoader(backbone.encode_rows(task.train, max_len), batch_size=batch_size,
-                       shuffle=True, collate_fn=collate, generator=gen)
+    train = resumable_loader(backbone.encode_rows(task.train, max_len), seed=seed,
+                             batch_size=batch_size, collate_fn=collate)
     val, test = (DataLoader(backbone.encode_rows(s, max_len), batch_size=eval_batch_size,
                             collate_fn=collate) for s in (task.validation, task.test))
     return train, val, test
@@ -85,6 +88,7 @@ def finetune(
     evals_per_epoch: int = 2,
     progress: bool = False,
     keep_model: bool = False,
+    checkpoint_dir: str | Path | None = None,
 ) -> FinetuneResult:
     """Fine-tune one backbone with one seed; validate during training, test once at the end.
 
@@ -95,6 +99,8 @@ def finetune(
     optimizer, lr=, total=)`` (replaces warm-up + linear decay; must honour the groups'
     ``lr_scale``), ``loss_fn(model, batch)`` (replaces the training loss; evaluation always uses
     the model's plain forward) and ``lr`` (a method's own rate, e.g. adapters').
+    ``checkpoint_dir``: checkpoint there at every validation; re-running a killed run with the
+    same arguments resumes it and ends with the weights of an uninterrupted run.
     """
     if task.is_regression:  # the classifiers' loss and the evaluator's accuracy need classes
         raise ValueError(f"finetune trains classifiers; {task.name} is a regression task "
@@ -115,10 +121,10 @@ def finetune(
                              **({"loss_fn": loss_fn} if loss_fn else {}))
     total = budget.epochs * len(train_loader)
     if schedule:
-        schedule(trainer, optimizer, lr=lr, total=total)
+        scheduler = schedule(trainer, optimizer, lr=lr, total=total)
     else:
-        attach_schedule(trainer, optimizer, kind="linear", lr=lr,
-                        warmup=int(budget.warmup_frac * total), total=total)
+        scheduler = attach_schedule(trainer, optimizer, kind="linear", lr=lr,
+                                    warmup=int(budget.warmup_frac * total), total=total)
     if progress:
         attach_progress(trainer, f"{backbone_name} seed {seed}")
     history = History()
@@ -137,8 +143,12 @@ def finetune(
 
     if on_trainer:
         on_trainer(trainer, model, optimizer)
+    if checkpoint_dir is not None:  # last: the validation row belongs in the checkpoint
+        checkpoint_and_resume(trainer, {"model": model, "optimizer": optimizer, "trainer": trainer,
+                                        "scheduler": scheduler, "history": history},
+                              checkpoint_dir, every=every)
     start = time.perf_counter()
-    trainer.run(train_loader, max_epochs=budget.epochs)
+    run_to_completion(trainer, train_loader, max_epochs=budget.epochs)
     seconds = time.perf_counter() - start
     test = dict(evaluator.run(test_loader).metrics)
     return FinetuneResult(backbone_name, seed, test, history, seconds,

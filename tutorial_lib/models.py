@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import integrity
 from .runtime import atomic_write
 
 IGNORE_INDEX = -100  # label value that the losses skip (F.cross_entropy's default)
@@ -149,7 +150,10 @@ class Transformer(nn.Module):
     ) -> EncoderOutput:
         B, T = input_ids.shape
         if T > self.config.max_len:
-            raise ValueError(f"sequence length {T} exceeds max_len={self.config.max_len}")
+            raise ValueError(
+                f"sequence length {T} exceeds max_len={self.config.max_len}: truncate the input "
+                "(tokenization.encode_with_cls keeps the first max_len - 1 tokens and the [CLS]) "
+                "or use a scale whose model.max_len is larger")
         pos = torch.arange(T, device=input_ids.device)
         x = self.drop(self.tok_emb(input_ids) + self.pos_emb(pos))
         key_mask = attention_mask.bool() if attention_mask is not None else None
@@ -262,7 +266,8 @@ CHECKPOINT_FILE = "model.pt"
 
 
 def save_pretrained(model: TransformerLM, directory: str | Path, **extra: object) -> Path:
-    """Write ``model.pt`` (config + weights + ``extra`` metadata) atomically into ``directory``."""
+    """Write ``model.pt`` (config + weights + ``extra`` metadata) atomically into ``directory``,
+    with an integrity record (size and sha256) beside it."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / CHECKPOINT_FILE
@@ -271,7 +276,8 @@ def save_pretrained(model: TransformerLM, directory: str | Path, **extra: object
         "state_dict": model.state_dict(),
         "extra": extra,
     }
-    atomic_write(path, lambda tmp: torch.save(payload, tmp))  # the old file or the new, never half
+    # atomic: a crash (or a full disk) leaves either the old or the new file, never half
+    integrity.save_torch(payload, path)
     atomic_write(directory / "config.json", json.dumps(payload["config"], indent=2))
     return path
 
@@ -280,7 +286,8 @@ def load_pretrained(directory: str | Path, causal: bool | None = None) -> Transf
     """Load a ``TransformerLM`` saved by :func:`save_pretrained`.
 
     ``causal`` (optional) checks the objective, so that an MLM is never silently used as a
-    causal LM or the other way round.
+    causal LM or the other way round. A file that does not match its integrity record, or whose
+    weights do not fit its configuration, raises :class:`ModelError` (and is left in place).
     """
     path = Path(directory) / CHECKPOINT_FILE
     if not path.exists():
@@ -288,13 +295,24 @@ def load_pretrained(directory: str | Path, causal: bool | None = None) -> Transf
             f"no checkpoint at {path}: run notebook 01_pretraining (or "
             "tutorial_lib.pretraining.load_or_pretrain) to create it."
         )
+    damage = integrity.problem(path, require_record=False)  # files saved by hand may have none
+    if damage:
+        raise ModelError(f"checkpoint {path} is damaged ({damage}). Delete it and pretrain again "
+                         "(pretraining.load_or_pretrain rebuilds a damaged cached model itself).")
     payload = torch.load(path, map_location="cpu", weights_only=True)
     cfg = TransformerConfig(**payload["config"])
     if causal is not None and cfg.causal != causal:
         want, got = ("causal", "masked") if causal else ("masked", "causal")
         raise ModelError(f"{path} holds a {got} LM, but a {want} LM was asked for.")
     model = TransformerLM(cfg)
-    missing, unexpected = model.load_state_dict(payload["state_dict"], strict=False)
+    try:
+        missing, unexpected = model.load_state_dict(payload["state_dict"], strict=False)
+    except RuntimeError as err:  # a tensor of another shape than the configuration says
+        shapes = [ln.strip() for ln in str(err).splitlines() if "size mismatch" in ln][:3]
+        raise ModelError(
+            f"checkpoint {path} does not fit its own configuration TransformerLM({cfg}): "
+            f"{'; '.join(shapes) or err}. Delete it and pretrain again."
+        ) from err
     missing = [k for k in missing if k != "lm_head.weight"]  # tied: stored once
     if missing or unexpected:
         raise ModelError(

@@ -3,7 +3,11 @@
 ``pretrain(scale, "causal")`` runs the whole recipe: train (or load) the tokenizer, encode the
 corpus into one long stream of ids with [SEP] between lines, cut it into blocks of
 ``seq_len`` tokens, and train with AdamW, warm-up + cosine schedule, bf16 autocast where the
-hardware has it, periodic evaluation and atomic, resumable checkpoints.
+hardware has it, periodic evaluation and atomic, resumable checkpoints: a killed run, re-run,
+resumes from its last checkpoint and ends with the weights of a run never killed (the data
+order, every RNG state and the history are in the checkpoint; see ``tutorial_lib.training``).
+The tokenizer, the encoded corpus and the checkpoints are cached with integrity records: a
+damaged file is rebuilt with a warning, never loaded.
 
 The same function is the distributed entry point: under
 ``torchrun --nproc_per_node=2 -m tutorial_lib.pretraining --scale smoke --objective causal``
@@ -25,27 +29,30 @@ import ignite.distributed as idist
 import torch
 from ignite.engine import Engine, Events
 from ignite.utils import manual_seed
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import TensorDataset
 from transformers import PreTrainedTokenizerBase
 
-from . import data
+from . import data, integrity
 from .config import Scale, cache_dir, get_scale
-from .models import TransformerConfig, TransformerLM, load_pretrained, save_pretrained
+from .models import CHECKPOINT_FILE, TransformerConfig, TransformerLM, load_pretrained, save_pretrained
 from .params import make_optimizer
-from .runtime import atomic_write, autocast_dtype, device
+from .runtime import autocast_dtype, device
 from .tokenization import clean_wikitext, load_or_train_tokenizer
 from .training import (
     History,
-    attach_checkpointing,
+    TrainingOutOfMemory,
     attach_progress,
     attach_schedule,
+    checkpoint_and_resume,
     create_lm_evaluator,
     create_trainer,
     mask_tokens,
-    resume_if_possible,
+    resumable_loader,
+    run_to_completion,
 )
 
 OBJECTIVES = ("causal", "mlm")
+HISTORY_FILE = "history.json"
 
 
 class PretrainError(ValueError):
@@ -72,9 +79,8 @@ def corpus_lines(scale: Scale, split: str) -> list[str]:
 def get_tokenizer(scale: Scale) -> PreTrainedTokenizerBase:
     """The scale's cased WordPiece tokenizer, trained on the corpus once and cached."""
     directory = cache_dir(scale.name) / f"tokenizer-{scale.fingerprint('tok')}"
-    if (directory / "tokenizer.json").exists():
-        return load_or_train_tokenizer(directory, [], scale.model.vocab_size)
-    return load_or_train_tokenizer(directory, corpus_lines(scale, "train"), scale.model.vocab_size)
+    return load_or_train_tokenizer(directory, lambda: corpus_lines(scale, "train"),
+                                   scale.model.vocab_size)
 
 
 @dataclass
@@ -90,7 +96,7 @@ class EncodedCorpus:
 def encode_corpus(scale: Scale, tokenizer: PreTrainedTokenizerBase, split: str) -> EncodedCorpus:
     """Encode a split into one stream (cached next to the tokenizer)."""
     path = cache_dir(scale.name) / f"corpus-{scale.fingerprint('tok')}-{split}.pt"
-    if path.exists():
+    if integrity.check(path, "encoded corpus"):
         blob = torch.load(path, weights_only=True)
         return EncodedCorpus(blob["ids"], int(blob["n_words"]))
     lines = corpus_lines(scale, split)
@@ -99,7 +105,7 @@ def encode_corpus(scale: Scale, tokenizer: PreTrainedTokenizerBase, split: str) 
     stream = [tok for row in encoded for tok in (*row, sep)]
     ids = torch.tensor(stream, dtype=torch.int32)
     n_words = sum(len(ln.split()) + 1 for ln in lines)
-    atomic_write(path, lambda tmp: torch.save({"ids": ids, "n_words": n_words}, tmp))
+    integrity.save_torch({"ids": ids, "n_words": n_words}, path)
     return EncodedCorpus(ids, n_words)
 
 
@@ -198,7 +204,7 @@ def pretrain(
         raise PretrainError(f"scale {scale.name!r}: {objective} steps ({steps}) must be a "
                             f"multiple of eval_every ({scale.pretrain.eval_every})")
     directory = Path(directory or run_directory(scale, objective))
-    if (directory / "model.pt").exists() and idist.get_rank() == 0:
+    if (directory / CHECKPOINT_FILE).exists() and idist.get_rank() == 0:
         shutil.rmtree(directory)
     if idist.get_world_size() > 1:
         idist.barrier()  # rank 0 has cleaned the directory before anyone reads it
@@ -210,15 +216,17 @@ def pretrain(
     dev, amp = device(), autocast_dtype()
     model = idist.auto_model(TransformerLM(model_config(scale, tokenizer, objective)).to(dev))
     optimizer = idist.auto_optim(make_optimizer(model, p.lr, p.weight_decay))
-    loader_kwargs = dict(batch_size=p.batch_size, shuffle=True, drop_last=True,
-                         collate_fn=collate, num_workers=0)
-    dataset = TensorDataset(blocks(train.ids, p.seq_len))
-    if idist.get_world_size() > 1:  # adds a DistributedSampler (and logs what it did)
-        loader = idist.auto_dataloader(dataset, **loader_kwargs)
-    else:
-        loader = DataLoader(dataset, **loader_kwargs)
+    world = idist.get_world_size()
+    # under torchrun each process takes batch_size / world_size blocks, as idist.auto_dataloader
+    # would; the order of the blocks is a function of (seed, pass) only, so a resumed run goes on
+    # with the batches the interrupted one had not seen
+    loader = resumable_loader(
+        TensorDataset(blocks(train.ids, p.seq_len)), seed=seed, shuffle=True, drop_last=True,
+        batch_size=p.batch_size // world if p.batch_size >= world else p.batch_size,
+        collate_fn=collate, rank=idist.get_rank(), world_size=world, pin_memory=dev.type == "cuda",
+    )
     val_batches = fixed_validation_batches(blocks(valid.ids, p.seq_len), collate, p.batch_size)
-    val_batches = val_batches[idist.get_rank() :: idist.get_world_size()]
+    val_batches = val_batches[idist.get_rank() :: world]
 
     trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp,
                              grad_accum=p.grad_accum, max_norm=p.max_norm)
@@ -228,10 +236,12 @@ def pretrain(
     if progress and idist.get_rank() == 0:
         attach_progress(trainer, f"pretrain {objective}")
     history = History()
-    history.attach(trainer, optimizer)
+    history.attach(trainer, optimizer, grad_accum=p.grad_accum)
     evaluator = create_lm_evaluator(model, device=dev, amp_dtype=amp,
                                     words_per_token=valid.words_per_token)
 
+    # One Ignite epoch = eval_every optimizer steps = eval_every * grad_accum iterations: at its end
+    # we evaluate, then checkpoint (the evaluation's row is part of the checkpointed history).
     @trainer.on(Events.EPOCH_COMPLETED)
     def _evaluate(engine: Engine) -> None:
         metrics = evaluator.run(val_batches).metrics
@@ -240,16 +250,23 @@ def pretrain(
             print(f"[{objective}] step {row['step']}/{steps}: validation loss {row['loss']:.3f}, "
                   f"ppl {row['ppl']:.1f}", flush=True)
 
-    to_save = {"model": model, "optimizer": optimizer, "trainer": trainer, "scheduler": scheduler}
-    attach_checkpointing(trainer, to_save, directory / "train_state", every=p.eval_every)
-    resumed = resume_if_possible(to_save, directory / "train_state")
-    history = _restore_history(directory, history, resumed)
+    to_save = {"model": model, "optimizer": optimizer, "trainer": trainer, "scheduler": scheduler,
+               "history": history}
+    resumed = checkpoint_and_resume(trainer, to_save, directory / "train_state",
+                                    event=Events.EPOCH_COMPLETED)
     history_saver = _history_saver(directory, history)
     trainer.add_event_handler(Events.EPOCH_COMPLETED, history_saver)
 
     start = time.perf_counter()
     eval_every = p.eval_every * p.grad_accum
-    trainer.run(loader, epoch_length=eval_every, max_epochs=math.ceil(total / eval_every))
+    try:
+        run_to_completion(trainer, loader, epoch_length=eval_every,
+                          max_epochs=math.ceil(total / eval_every))
+    except TrainingOutOfMemory as err:  # name the settings to lower at this scale
+        raise TrainingOutOfMemory(
+            f"{err} Scale {scale.name!r} has pretrain.batch_size={p.batch_size}, "
+            f"seq_len={p.seq_len}, grad_accum={p.grad_accum}, model d_model={scale.model.d_model}, "
+            f"n_layer={scale.model.n_layer}.") from err
     seconds = time.perf_counter() - start
 
     final = history.evals[-1] if history.evals else {}
@@ -266,36 +283,27 @@ def _history_saver(directory: Path, history: History):
     def save(_: Engine | None = None) -> None:
         if idist.get_rank() != 0:
             return
-        atomic_write(directory / "history.json",
-                     json.dumps({"train": history.train, "evals": history.evals}))
+        blob = json.dumps({"train": history.train, "evals": history.evals})
+        integrity.write_with_record(directory / HISTORY_FILE, lambda tmp: tmp.write_text(blob))
 
     return save
-
-
-def _restore_history(directory: Path, history: History, resumed: Path | None) -> History:
-    """On resume, reload the records written before the interruption (up to the checkpoint)."""
-    path = directory / "history.json"
-    if resumed is None or not path.exists():
-        return history
-    saved = json.loads(path.read_text())
-    step = int(resumed.stem.rsplit("_", 1)[-1])
-    history.train[:] = [r for r in saved["train"] if r["step"] <= step]
-    history.evals[:] = [r for r in saved["evals"] if r["step"] <= step]
-    return history
 
 
 def load_or_pretrain(scale: Scale, objective: str = "causal") -> PretrainResult:
     """The scale's pretrained LM from the cache, or pretrain one now (so every notebook runs alone)."""
     _check_objective(objective)
     directory = run_directory(scale, objective)
-    if not (directory / "model.pt").exists():
+    intact = (integrity.check(directory / CHECKPOINT_FILE, "pretrained model")
+              and integrity.check(directory / HISTORY_FILE, "training history"))
+    if not intact:
+        # without model.pt, pretrain() resumes from the run's last checkpoint: when the run had
+        # finished, rebuilding the damaged files takes no training at all
+        integrity.discard(directory / CHECKPOINT_FILE)
         return pretrain(scale, objective)
     model = load_pretrained(directory, causal=objective == "causal")
-    history = History()
-    if (directory / "history.json").exists():
-        saved = json.loads((directory / "history.json").read_text())
-        history = History(saved["train"], saved["evals"])
-    payload = torch.load(directory / "model.pt", map_location="cpu", weights_only=True)
+    saved = json.loads((directory / HISTORY_FILE).read_text())
+    history = History(saved["train"], saved["evals"])
+    payload = torch.load(directory / CHECKPOINT_FILE, map_location="cpu", weights_only=True)
     extra = payload.get("extra", {})
     return PretrainResult(model, get_tokenizer(scale), directory, history,
                           extra.get("metrics", {}), float(extra.get("seconds", 0.0)))

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import gc
 import os
 import platform
 import random
 import resource
+import tempfile
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -155,17 +157,43 @@ class PeakMemory:
 # --- files -------------------------------------------------------------------------------------
 
 
-def atomic_write(path: str | Path, content: str | bytes | Callable[[Path], None]) -> Path:
+class CacheWriteError(OSError):
+    """Writing a file failed because the disk is full; the previous file is kept."""
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """True for the errors a full disk (or quota) raises: ``OSError(ENOSPC/EDQUOT)`` from Python,
+    ``RuntimeError("... file write failed")`` from ``torch.save``'s C++ writer."""
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(err)
+    return isinstance(err, RuntimeError) and ("file write failed" in text or "No space left" in text)
+
+
+def disk_full_message(path: Path, kept: str) -> str:
+    """What to do after a full disk interrupted a write (``kept``: what was not lost)."""
+    return (f"disk full while writing {path}: free some space on that disk (or set "
+            f"TUTORIAL_CACHE_DIR to a disk with room) and run again. {kept}")
+
+
+def atomic_write(
+    path: str | Path,
+    content: str | bytes | Callable[[Path], None],
+    before_rename: Callable[[Path], None] | None = None,
+) -> Path:
     """Write ``content`` to ``path`` through a temporary file in the same folder, then rename.
 
     ``content`` is text, bytes, or a function that writes the temporary path it is given (e.g.
-    ``lambda tmp: torch.save(obj, tmp)``). ``os.replace`` is atomic on POSIX and Windows: readers
-    see the old file or the new one, never a half-written one. On an error the temporary file is
-    removed and the old file is left as it was.
+    ``lambda tmp: torch.save(obj, tmp)``); ``before_rename(tmp)`` runs on the finished temporary
+    file (e.g. to record its hash). ``os.replace`` is atomic on POSIX and Windows: readers see the
+    old file or the new one, never a half-written one. On any error the temporary file is removed
+    and the old file is left as it was; a full disk raises :class:`CacheWriteError` that says so.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
+    tmp = Path(name)
     try:
         if callable(content):
             content(tmp)
@@ -173,9 +201,16 @@ def atomic_write(path: str | Path, content: str | bytes | Callable[[Path], None]
             tmp.write_bytes(content)
         else:
             tmp.write_text(content)
+        if before_rename is not None:
+            before_rename(tmp)
         os.replace(tmp, path)
-    finally:
+    except BaseException as err:
         tmp.unlink(missing_ok=True)
+        if is_disk_full(err):
+            kept = ("The previous version of this file is kept." if path.exists()
+                    else "Nothing that was already saved has been lost.")
+            raise CacheWriteError(errno.ENOSPC, disk_full_message(path, kept)) from err
+        raise
     return path
 
 

@@ -261,6 +261,15 @@ class FewShotSplit:
     def num_labels(self) -> int:
         return len(self.label_names)
 
+    def require(self, *parts: str) -> None:
+        """Raise :class:`TaskError` if any of ``parts`` ("train", "dev", "test") is empty."""
+        empty = [part for part in parts if not getattr(self, part)]
+        if empty:
+            raise TaskError(
+                f"the few-shot split of {self.task} (K={self.k}, seed={self.seed}) has an empty "
+                f"{' and '.join(empty)} set: nothing to train or select on. Load it again with "
+                "tasks.few_shot (every class gets K examples), or filter it less.")
+
     def sizes(self) -> dict:
         return {"task": self.task, "K": self.k if self.k else "full", "seed": self.seed,
                 "train": len(self.train), "dev": len(self.dev), "test": len(self.test),

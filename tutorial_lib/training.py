@@ -9,35 +9,47 @@ The pieces are small so that each notebook can show (and change) one of them:
   (fine-tuning), built from Ignite's param schedulers;
 * :func:`create_lm_evaluator` / :func:`create_classifier_evaluator` — Ignite metrics
   (token-weighted loss, perplexity, accuracy, confusion matrix);
-* :func:`attach_checkpointing` — Ignite ``Checkpoint`` with an atomic ``DiskSaver``; rerunning a
-  killed run resumes from the last checkpoint;
-* :class:`History` — a list of dicts for plots.
+* :func:`resumable_loader` — a ``DataLoader`` whose order is a function of (seed, pass over the
+  data) only, so that a resumed run continues the data stream where it was interrupted;
+* :func:`attach_checkpointing` / :func:`resume_if_possible` — Ignite ``Checkpoint`` of the model,
+  optimizer, schedule, trainer (its iteration is the position in the data stream), history and
+  every random number generator (:class:`RNGState`), written atomically with an integrity record:
+  a killed run, re-run, ends with the same weights, bit for bit on a CPU, as a run never killed;
+* :class:`History` — a list of dicts for plots (checkpointed with the rest).
 """
 
 from __future__ import annotations
 
+import errno
 import math
 import os
-from collections.abc import Callable, Sequence
+import random
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import ignite.distributed as idist
+import numpy as np
 import torch
 import torch.nn.functional as F
 from ignite.engine import Engine, Events
+from ignite.engine.events import CallableEventWithFilter
 from ignite.handlers import (
     Checkpoint,
     CosineAnnealingScheduler,
-    DiskSaver,
     PiecewiseLinear,
     ProgressBar,
     create_lr_scheduler_with_warmup,
 )
+from ignite.handlers.checkpoint import BaseSaveHandler
 from ignite.metrics import Accuracy, ConfusionMatrix, Loss, MetricsLambda, RunningAverage
 from torch import nn
+from torch.utils.data import DataLoader, Sampler
 
+from . import integrity
 from .config import PROGRESS_ENV_VAR
-from .models import IGNORE_INDEX
+from .models import IGNORE_INDEX, ModelError
 from .runtime import autocast
 
 Batch = dict[str, torch.Tensor]
@@ -117,7 +129,118 @@ def pad_collate(pad_id: int) -> Callable[[list[dict]], Batch]:
     return collate
 
 
+# --- a data stream that can resume anywhere -----------------------------------------------------
+
+
+def _pass_seed(seed: int, pass_index: int) -> int:
+    """A generator seed for one pass over the data, a function of (seed, pass) only."""
+    return int(np.random.SeedSequence([seed, pass_index]).generate_state(1, dtype=np.uint64)[0])
+
+
+class ResumableBatchSampler(Sampler[list[int]]):
+    """Batches of dataset indices, pass after pass, that can start at any batch of the stream.
+
+    Pass ``p`` visits the indices in the order ``torch.randperm(n)`` draws from a generator seeded
+    with (``seed``, ``p``) (``range(n)`` without ``shuffle``), cut into batches; ``len()`` is the
+    number of batches in one pass. Nothing here depends on the global random state or on how
+    often the sampler was iterated, so batch ``i`` of the stream is a function of (seed, i):
+    :meth:`seek` (called by the trainer of :func:`create_trainer` with its iteration when a run
+    starts) makes a resumed run draw exactly the batches the interrupted one would have drawn.
+    Ignite's ``Engine`` consumes one batch per iteration and starts a new pass (a new iterator)
+    when one ends, also when its epochs are shorter or longer than a pass.
+
+    ``rank``/``world_size``: under ``torchrun`` every process takes every ``world_size``-th index
+    of the same permutation (the pass is cut to a multiple of ``world_size``, as PyTorch's
+    ``DistributedSampler(drop_last=True)`` does).
+    """
+
+    def __init__(
+        self,
+        n: int,
+        batch_size: int,
+        *,
+        seed: int = 0,
+        shuffle: bool = True,
+        drop_last: bool = False,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        if n < 1 or batch_size < 1:
+            raise ValueError(f"need at least one example and batch_size >= 1, got n={n}, "
+                             f"batch_size={batch_size}")
+        self.n, self.batch_size, self.seed, self.shuffle = n, batch_size, seed, shuffle
+        self.drop_last, self.rank, self.world_size = drop_last, rank, world_size
+        self.per_rank = n // world_size  # indices per process and pass
+        self.position = 0  # index in the stream of the next batch to draw
+
+    def __len__(self) -> int:
+        if self.drop_last:
+            return self.per_rank // self.batch_size
+        return math.ceil(self.per_rank / self.batch_size)
+
+    def order(self, pass_index: int) -> list[int]:
+        """This process's indices in pass ``pass_index``."""
+        if self.shuffle:
+            gen = torch.Generator().manual_seed(_pass_seed(self.seed, pass_index))
+            perm = torch.randperm(self.n, generator=gen)
+        else:
+            perm = torch.arange(self.n)
+        return perm[: self.per_rank * self.world_size][self.rank :: self.world_size].tolist()
+
+    def seek(self, position: int) -> None:
+        """Make the next batch drawn batch number ``position`` (0-based) of the stream."""
+        self.position = position
+
+    def __iter__(self) -> Iterator[list[int]]:
+        per_pass = len(self)
+        if per_pass == 0:
+            return
+        pass_index, first = divmod(self.position, per_pass)
+        order = self.order(pass_index)
+        for b in range(first, per_pass):
+            self.position = pass_index * per_pass + b + 1
+            yield order[b * self.batch_size : (b + 1) * self.batch_size]
+
+
+def resumable_loader(
+    dataset: object,
+    *,
+    batch_size: int,
+    seed: int,
+    shuffle: bool = True,
+    drop_last: bool = False,
+    collate_fn: Callable | None = None,
+    rank: int = 0,
+    world_size: int = 1,
+    pin_memory: bool = False,
+) -> DataLoader:
+    """A ``DataLoader`` over a :class:`ResumableBatchSampler` (single process: exact resume).
+
+    The loader gets its own ``torch.Generator``: a ``DataLoader`` without one draws a seed from the
+    *global* generator every time an iterator is made, which would shift the dropout and masking
+    of a resumed run (it makes one iterator more than the uninterrupted run).
+    """
+    sampler = ResumableBatchSampler(len(dataset), batch_size, seed=seed, shuffle=shuffle,
+                                    drop_last=drop_last, rank=rank, world_size=world_size)
+    return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate_fn, num_workers=0,
+                      pin_memory=pin_memory, generator=torch.Generator().manual_seed(seed))
+
+
 # --- the trainer -------------------------------------------------------------------------------
+
+
+class TrainingOutOfMemory(torch.OutOfMemoryError):
+    """The accelerator ran out of memory in a training step; the message says what to lower."""
+
+
+def out_of_memory_message(device: torch.device, batch: Batch, grad_accum: int) -> str:
+    shape = next((tuple(v.shape) for v in batch.values() if torch.is_tensor(v)), ())
+    size = "×".join(map(str, shape)) or "?"
+    return (f"{device.type.upper()} out of memory in a training step (batch of {size} tokens, "
+            f"gradient accumulation {grad_accum}). Lower the batch size (the scale's "
+            "pretrain.batch_size / finetune.batch_size; raise grad_accum to keep the effective "
+            "batch) or max_len, or choose a smaller scale (TUTORIAL_SCALE=classroom). Checkpoints "
+            "already written are kept: re-running resumes from the last one.")
 
 
 def create_trainer(
@@ -132,7 +255,10 @@ def create_trainer(
 ) -> Engine:
     """An Ignite trainer: forward under autocast, backward, every ``grad_accum`` steps clip and step.
 
-    The engine's output is the (un-divided) loss of the batch, as a float.
+    The engine's output is the (un-divided) loss of the batch, as a float. When a run starts (or
+    resumes) on a :func:`resumable_loader`, the loader is moved to the trainer's iteration, so a
+    resumed run sees the batches the interrupted one had not yet seen. Running out of
+    accelerator memory raises :class:`TrainingOutOfMemory`, which says what to lower.
     """
     if device.type == "cpu":
         torch.set_flush_denormal(True)  # tiny Adam moments must not fall onto the slow path
@@ -140,17 +266,36 @@ def create_trainer(
     def update(engine: Engine, batch: Batch) -> float:
         model.train()
         batch = to_device(batch, device)
-        with autocast(device, amp_dtype):
-            loss = loss_fn(model, batch)
-        (loss / grad_accum).backward()
-        if engine.state.iteration % grad_accum == 0:
-            if max_norm is not None:
-                nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+        try:
+            with autocast(device, amp_dtype):
+                loss = loss_fn(model, batch)
+            (loss / grad_accum).backward()
+            if engine.state.iteration % grad_accum == 0:
+                if max_norm is not None:
+                    nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+        except torch.OutOfMemoryError as err:
+            if isinstance(err, TrainingOutOfMemory):
+                raise
+            raise TrainingOutOfMemory(out_of_memory_message(device, batch, grad_accum)) from err
         return loss.item()
 
-    return Engine(update)
+    trainer = Engine(update)
+    trainer.add_event_handler(Events.STARTED, seek_data_stream)
+    return trainer
+
+
+def seek_data_stream(engine: Engine) -> None:
+    """At the start of a run: the next batch of a resumable loader is batch ``iteration`` of its
+    stream (0 for a new run, the checkpoint's iteration for a resumed one)."""
+    sampler = getattr(engine.state.dataloader, "batch_sampler", None)
+    if isinstance(sampler, ResumableBatchSampler):
+        sampler.seek(engine.state.iteration)
+    elif engine.state.iteration > 0 and isinstance(engine.state.dataloader, DataLoader):
+        integrity.logger.warning(
+            f"resuming at iteration {engine.state.iteration} on a DataLoader that cannot seek: it "
+            "starts its data over, so the resumed run will differ (use training.resumable_loader).")
 
 
 def attach_schedule(
@@ -293,40 +438,188 @@ def create_classifier_evaluator(
 # --- checkpoints and history ---------------------------------------------------------------------
 
 
+class RNGState:
+    """Every random number generator a training step may draw from, as one checkpointable object:
+    torch (CPU), CUDA (every device, when present), numpy and Python's ``random``.
+
+    Saved with the model it makes dropout and masking after a resume continue exactly where the
+    interrupted run was (Ignite's ``Checkpoint`` saves anything with ``state_dict``).
+    """
+
+    def state_dict(self) -> dict:
+        state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
+                 "python": random.getstate()}
+        if torch.cuda.is_available():
+            state["cuda"] = torch.cuda.get_rng_state_all()
+        return state
+
+    def load_state_dict(self, state: Mapping) -> None:
+        torch.set_rng_state(state["torch"])
+        np.random.set_state(state["numpy"])
+        random.setstate(state["python"])
+        if "cuda" in state and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda"])
+
+
+CHECKPOINT_PREFIX = "training"
+_CHECKPOINT_NAME = re.compile(rf"{CHECKPOINT_PREFIX}_checkpoint_(\d+)\.pt")
+
+
+class SafeDiskSaver(BaseSaveHandler):
+    """Ignite save handler: atomic writes with an integrity record (:mod:`tutorial_lib.integrity`).
+
+    Ignite's ``Checkpoint`` removes the checkpoint it replaces *before* it writes the new one, so
+    with ``n_saved=1`` a full disk would leave no checkpoint at all. Here a removal only takes
+    effect after the next checkpoint is safely on disk.
+    """
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self._to_remove: list[str] = []
+
+    def __call__(self, checkpoint: Mapping, filename: str, metadata: Mapping | None = None) -> None:
+        if idist.get_rank() != 0:
+            return
+        path = self.directory / filename
+        try:
+            integrity.save_torch(checkpoint, path)
+        except integrity.CacheWriteError as err:
+            kept = [n for n in self._to_remove if (self.directory / n).exists()]
+            note = (f"The previous checkpoint {self.directory / kept[-1]} is kept: running again "
+                    "resumes from it." if kept else "No earlier checkpoint of this run existed.")
+            raise integrity.CacheWriteError(
+                errno.ENOSPC, integrity.disk_full_message(path, note)) from err
+        for name in self._to_remove:
+            if name != filename:
+                integrity.discard(self.directory / name)
+        self._to_remove.clear()
+
+    def remove(self, filename: str) -> None:
+        self._to_remove.append(filename)
+
+
+def _with_rng(objects: Mapping) -> dict:
+    if not any(isinstance(v, Engine) for v in objects.values()):
+        raise ValueError("checkpoints need the trainer (its iteration is the position in the data "
+                         "stream): add it to the objects to save")
+    return {**objects, "rng": objects.get("rng", RNGState())}
+
+
 def attach_checkpointing(
-    trainer: Engine, to_save: dict, directory: str | Path, every: int
+    trainer: Engine,
+    to_save: Mapping,
+    directory: str | Path,
+    every: int | None = None,
+    *,
+    event: CallableEventWithFilter | None = None,
 ) -> Checkpoint:
-    """Save ``to_save`` (model, optimizer, scheduler, trainer...) every ``every`` iterations and at
-    the end. Files are written atomically (temp file + rename), the last one is kept."""
-    saver = DiskSaver(str(directory), atomic=True, require_empty=False, create_dir=True)
-    handler = Checkpoint(to_save, saver, filename_prefix="training", n_saved=1)
-    trainer.add_event_handler(Events.ITERATION_COMPLETED(every=every), handler)
-    trainer.add_event_handler(Events.COMPLETED, handler)
+    """Save ``to_save`` (model, optimizer, scheduler, trainer, history ...) and the state of every
+    random number generator every ``every`` iterations — or on ``event`` — and at the end.
+
+    Attach it *after* the handlers whose work belongs in the checkpoint (an evaluation logged at
+    the same event). Files are named by the trainer's iteration, written atomically with an
+    integrity record; the last one is kept (the one before it until the new one is complete).
+    ``every`` must be a multiple of the gradient-accumulation steps (a checkpoint between two
+    micro-batches would lose the accumulated gradient).
+    """
+    if (every is None) == (event is None):
+        raise ValueError("give exactly one of every= (iterations) or event=")
+    saver = SafeDiskSaver(directory)
+    handler = Checkpoint(
+        _with_rng(to_save), saver, filename_prefix=CHECKPOINT_PREFIX, n_saved=1,
+        global_step_transform=lambda engine, _: engine.state.iteration,
+    )
+    trainer.add_event_handler(event or Events.ITERATION_COMPLETED(every=every), handler)
+
+    @trainer.on(Events.COMPLETED)
+    def _final(engine: Engine) -> None:  # the end of the run, unless that was just saved
+        last = handler.last_checkpoint
+        match = _CHECKPOINT_NAME.fullmatch(Path(str(last)).name) if last else None
+        if not match or int(match.group(1)) != engine.state.iteration:
+            handler(engine)
+
     return handler
 
 
-def resume_if_possible(to_load: dict, directory: str | Path) -> Path | None:
-    """Load the newest ``training_checkpoint_*.pt`` in ``directory`` into ``to_load``; return its path."""
-    directory = Path(directory)
-    files = sorted(directory.glob("training_checkpoint_*.pt"), key=lambda p: p.stat().st_mtime)
-    if not files:
-        return None
-    state = torch.load(files[-1], map_location="cpu", weights_only=False)
-    Checkpoint.load_objects(to_load=to_load, checkpoint=state)
-    return files[-1]
+def checkpoints(directory: str | Path) -> list[Path]:
+    """The ``training_checkpoint_<iteration>.pt`` files of ``directory``, newest first."""
+    found = [(int(m.group(1)), p) for p in Path(directory).glob(f"{CHECKPOINT_PREFIX}_checkpoint_*.pt")
+             if (m := _CHECKPOINT_NAME.fullmatch(p.name))]
+    return [p for _, p in sorted(found, reverse=True)]
+
+
+def resume_if_possible(to_load: Mapping, directory: str | Path) -> Path | None:
+    """Load the newest intact checkpoint of ``directory`` into ``to_load`` (plus the RNG states);
+    return its path, or None to start afresh.
+
+    A checkpoint that does not match its integrity record is reported in one warning line and
+    deleted (an older one is tried, else training starts again). One that does not fit the objects
+    (another model size or recipe in the same directory) raises :class:`ModelError` and is left
+    untouched.
+    """
+    for path in checkpoints(directory):
+        if not integrity.check(path, "checkpoint"):
+            continue
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        try:
+            Checkpoint.load_objects(to_load=_with_rng(to_load), checkpoint=state)
+        except (RuntimeError, ValueError, KeyError) as err:
+            first = " ".join(str(err).split())[:300]
+            raise ModelError(
+                f"checkpoint {path} does not fit this run ({first}). It belongs to another model "
+                "size or recipe: use another directory, or delete it to start this run afresh. "
+                "It was left untouched.") from err
+        return path
+    return None
+
+
+def checkpoint_and_resume(
+    trainer: Engine,
+    to_save: Mapping,
+    directory: str | Path,
+    every: int | None = None,
+    *,
+    event: CallableEventWithFilter | None = None,
+) -> Path | None:
+    """:func:`attach_checkpointing` + :func:`resume_if_possible` with the same objects (None values,
+    e.g. a schedule hook that returned nothing, are left out). Returns the checkpoint resumed from."""
+    objects = {k: v for k, v in to_save.items() if v is not None}
+    attach_checkpointing(trainer, objects, directory, every, event=event)
+    return resume_if_possible(objects, directory)
+
+
+def run_to_completion(
+    trainer: Engine, data: object, *, max_epochs: int, epoch_length: int | None = None
+) -> object:
+    """``trainer.run(data, ...)`` — unless the run resumed from its final checkpoint: Ignite treats
+    a finished state as the start of a new run (iteration 0, training again on top of the final
+    weights); here a finished run stays finished. Returns the trainer's state."""
+    state = trainer.state
+    if state.epoch_length and state.iteration >= state.epoch_length * max_epochs:
+        return state
+    return trainer.run(data, max_epochs=max_epochs, epoch_length=epoch_length)
 
 
 @dataclass
 class History:
-    """Per-iteration training records and per-evaluation metrics, ready for plotting."""
+    """Per-iteration training records and per-evaluation metrics, ready for plotting.
+
+    ``state_dict``/``load_state_dict`` let Ignite's ``Checkpoint`` save it with the model, so a
+    resumed run keeps the records written before the interruption.
+    """
 
     train: list[dict] = field(default_factory=list)
     evals: list[dict] = field(default_factory=list)
 
-    def attach(self, trainer: Engine, optimizer: torch.optim.Optimizer, every: int = 1) -> None:
+    def attach(self, trainer: Engine, optimizer: torch.optim.Optimizer, every: int = 1,
+               grad_accum: int = 1) -> None:
+        """Record loss and learning rates every ``every`` iterations. ``step`` counts optimizer
+        steps (with ``grad_accum`` > 1 several iterations share one, as evaluations count them)."""
+
         @trainer.on(Events.ITERATION_COMPLETED(every=every))
         def _record(engine: Engine) -> None:
-            row = {"step": engine.state.iteration, "loss": engine.state.output}
+            row = {"step": math.ceil(engine.state.iteration / grad_accum),
+                   "loss": engine.state.output}
             for i, group in enumerate(optimizer.param_groups):
                 row["lr" if i == 0 else f"lr_{i}"] = group["lr"]
             self.train.append(row)
@@ -336,3 +629,10 @@ class History:
         row.update({k: v for k, v in metrics.items() if isinstance(v, (int, float))})
         self.evals.append(row)
         return row
+
+    def state_dict(self) -> dict:
+        return {"train": [dict(r) for r in self.train], "evals": [dict(r) for r in self.evals]}
+
+    def load_state_dict(self, state: Mapping) -> None:
+        self.train[:] = [dict(r) for r in state["train"]]
+        self.evals[:] = [dict(r) for r in state["evals"]]

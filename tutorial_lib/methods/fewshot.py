@@ -74,6 +74,7 @@ def train_fewshot(
 ) -> FewShotRun:
     """Train ``steps`` AdamW steps on ``split.train``; every ``eval_every`` steps score the few-shot
     dev set and keep the best checkpoint (accuracy, then lower loss); test that checkpoint once."""
+    split.require("train", "dev", *(("test",) if evaluate_test else ()))
     seed_everything(seed)
     built = build()
     model, dev, amp = built.model, device(), autocast_dtype()

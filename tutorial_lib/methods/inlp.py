@@ -12,8 +12,13 @@ Stop when a freshly trained classifier is within ``tol`` of the majority-class r
 *held-out* data (the amnesic-probing rule, tol 0.01), or after ``max_iterations``.
 
 P is a d × d matrix: symmetric (Pᵀ = P), idempotent (P·P = P) and P·b = 0 for every removed
-direction b. It can be applied inside a model, h ↦ P h. Each iteration removes up to c
-directions (1 for a binary property), so a multi-class property can eat much of a small space;
+direction b. It can be applied inside a model, h ↦ P h. Each iteration removes the rank of the
+classifier's weights — c − 1 directions for a c-class multinomial classifier, whose rows sum to
+zero (1 for a binary property) — so a multi-class property can eat much of a small space.
+Singular values below ``RANK_RTOL`` × the largest are numerical zeros, not directions: with
+``scipy.linalg.orth``'s cut-off (machine epsilon × size × the largest) a later iteration's
+≈1e-15 against ≈1e-2 counted as a direction, which removed a random direction and overstated
+the rank removed. ``INLPResult.ranks`` says how many each iteration really removed;
 :func:`random_projection` removes the *same number* of random directions, the control every
 INLP result needs. INLP guards only against *linear* read-out: a non-linear probe can still
 recover some of the property (Ravfogel et al. report 85 % for an MLP after linear accuracy fell
@@ -34,10 +39,29 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
+RANK_RTOL = 1e-8  # singular values below this fraction of the largest count as zero
 
-def rowspace_basis(W: np.ndarray) -> np.ndarray:
-    """Orthonormal basis (d × r) of the row space of W (c × d)."""
-    return orth(np.atleast_2d(W).T)
+
+def rowspace_basis(W: np.ndarray, rtol: float = RANK_RTOL) -> np.ndarray:
+    """Orthonormal basis (d × r) of the row space of W (c × d): the right singular vectors whose
+    singular value exceeds ``rtol`` × the largest (r is W's numerical rank)."""
+    W = np.atleast_2d(np.asarray(W, dtype=np.float64))
+    if W.size == 0:
+        return np.zeros((W.shape[1], 0))
+    _, s, vt = np.linalg.svd(W, full_matrices=False)
+    if s[0] == 0.0:
+        return np.zeros((W.shape[1], 0))
+    return vt[s > rtol * s[0]].T
+
+
+def extend_basis(basis: np.ndarray, directions: np.ndarray, tol: float = RANK_RTOL) -> np.ndarray:
+    """``basis`` (d × k, orthonormal) plus the part of ``directions`` (d × m, unit columns) that is
+    new: each is made orthogonal to ``basis`` and kept only where it has norm left (> ``tol``)."""
+    if directions.shape[1] == 0:
+        return basis
+    rest = directions - basis @ (basis.T @ directions)
+    u, s, _ = np.linalg.svd(rest, full_matrices=False)
+    return np.concatenate([basis, u[:, s > tol]], axis=1)
 
 
 def projection_removing(basis: np.ndarray, d: int) -> np.ndarray:
@@ -107,6 +131,7 @@ class INLPResult:
     accuracies: list[float] = field(default_factory=list)  # held-out acc after 0, 1, ... iterations
     majority: float = 0.0  # held-out majority-class rate
     converged: bool = False  # True if stopped by the majority rule, not by max_iterations
+    ranks: list[int] = field(default_factory=list)  # directions each iteration actually removed
 
     @property
     def n_iterations(self) -> int:
@@ -114,6 +139,7 @@ class INLPResult:
 
     @property
     def n_directions(self) -> int:
+        """The rank removed: d − rank(P), the sum of ``ranks``."""
         return self.basis.shape[1]
 
 
@@ -143,6 +169,7 @@ def inlp(
     basis = np.zeros((d, 0))
     P = np.eye(d)
     accuracies: list[float] = []
+    ranks: list[int] = []
     converged = False
     for i in range(max_iterations + 1):
         with threadpool_limits(limits=1), warnings.catch_warnings():  # see probing.single_threaded
@@ -155,6 +182,8 @@ def inlp(
         if i == max_iterations:
             break
         W = weights_in_input_space(clf) @ P  # read through P: stays orthogonal to what is gone
-        basis = orth(np.concatenate([basis, rowspace_basis(W)], axis=1))
+        before = basis.shape[1]
+        basis = extend_basis(basis, rowspace_basis(W))
+        ranks.append(basis.shape[1] - before)
         P = projection_removing(basis, d)
-    return INLPResult(P, basis, accuracies, majority, converged)
+    return INLPResult(P, basis, accuracies, majority, converged, ranks)

@@ -1,0 +1,56 @@
+"""Same seeds, empty caches, CPU: the same result tables.
+
+Notebook 02's computation for its pretrained backbone (tokenizer → pretrained causal LM →
+fine-tuning with each of the scale's seeds → summary table) is run twice at smoke scale, each
+time from an empty cache, and saved with ``results.save`` as the notebook does. Every number
+must be equal — only wall times and the date may differ. Before the deterministic tokenizer the
+two caches held tokenizers with other ids, hence other pretrained models and other errors.
+"""
+
+import json
+
+import pytest
+
+from tutorial_lib import config, finetuning, results
+
+TIMING = ("seconds", "mean seconds / run")
+
+
+def notebook_02_tables(scale: config.Scale, backbones=("pretrained",)) -> dict:
+    """Notebook 02's saved tables for ``backbones``, as ``results.save`` writes them."""
+    task = finetuning.load_task("trec", scale)
+    table, _ = finetuning.compare(list(backbones), task, scale)
+    summary = finetuning.mean_std(table)
+    summary["mean seconds / run"] = table.groupby("backbone", sort=False)["seconds"].mean()
+    summary = summary.drop(columns=["mean", "std"])
+    path = results.save("02_adaptation", scale, {"TREC-6 test error": summary, "runs": table},
+                        seeds=results.seeds_of(table, by="backbone"))
+    return json.loads(path.read_text())
+
+
+def without_timing(blob: dict) -> dict:
+    return {name: [{k: v for k, v in row.items() if k not in TIMING} for row in table["records"]]
+            for name, table in blob["tables"].items()}
+
+
+def test_two_runs_from_empty_caches_give_identical_result_tables(with_data, tmp_path, monkeypatch):
+    scale = config.get_scale("smoke")
+    blobs = []
+    for run in ("first", "second"):
+        monkeypatch.setenv(config.CACHE_ENV_VAR, str(tmp_path / run / "cache"))
+        monkeypatch.setenv(results.RESULTS_ENV_VAR, str(tmp_path / run / "results"))
+        blobs.append(notebook_02_tables(scale))
+    first, second = blobs
+    assert first["seeds"] == second["seeds"] == list(scale.finetune.seeds)
+    assert without_timing(first) == without_timing(second)
+    runs = without_timing(first)["runs"]
+    assert len(runs) == len(scale.finetune.seeds) and all(0 < r["test_error"] < 1 for r in runs)
+    tokenizers = [next((tmp_path / run / "cache" / "smoke").glob("tokenizer-*")) / "tokenizer.json"
+                  for run in ("first", "second")]
+    assert tokenizers[0].read_bytes() == tokenizers[1].read_bytes()
+
+
+@pytest.mark.parametrize("column", TIMING)
+def test_only_timings_are_left_out_of_the_comparison(column):
+    blob = {"tables": {"t": {"records": [{"test_error": 0.5, column: 1.0}]}}}
+    assert without_timing(blob) == {"t": [{"test_error": 0.5}]}
