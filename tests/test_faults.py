@@ -22,9 +22,10 @@ import torch
 from ignite.engine import Events
 from tiny import kill_at
 
-from tutorial_lib import config, data, fewshot, finetuning, integrity, pretraining, prompting, results
+from tutorial_lib import backbones, config, data, finetuning, integrity, pretraining, results, tasks
 from tutorial_lib.config import ConfigError
 from tutorial_lib.data import DataError
+from tutorial_lib.methods import fewshot, prompting
 from tutorial_lib.models import (
     ModelError,
     TransformerConfig,
@@ -82,7 +83,7 @@ def test_unknown_dataset_suggests_the_closest_name(monkeypatch, tmp_path):
     with pytest.raises(DataError, match=r"unknown dataset 'tre'\. Did you mean 'trec'\? Valid names"):
         data.load("tre")
     with pytest.raises(ValueError, match="unknown task 'imdb'"):
-        finetuning.load_task("imdb", config.get_scale("smoke"))
+        tasks.load_task("imdb")
     assert not (tmp_path / "cache").exists()
 
 
@@ -267,7 +268,7 @@ def test_an_interrupted_finetuning_run_resumes_exactly(smoke, tmp_path):
     """finetune(checkpoint_dir=...) killed at iteration 14 of 24 (checkpoints every 4, epochs of
     8) and re-run: same weights, test metrics and history as the run never killed; re-running a
     finished run loads its final checkpoint instead of training on top of it."""
-    task = finetuning.load_task("trec", smoke)
+    task = tasks.load_task("trec", train_examples=256, validation_examples=200, test_examples=200)
     models = {}
 
     def hook(name, crash_at=None):
@@ -279,20 +280,21 @@ def test_an_interrupted_finetuning_run_resumes_exactly(smoke, tmp_path):
                     raise KeyboardInterrupt("simulated kill")
         return on_trainer
 
-    kwargs = dict(seed=1, epochs=3, evals_per_epoch=2)
-    reference = finetuning.finetune("scratch", task, smoke, on_trainer=hook("ref"),
+    kwargs = dict(seed=1, scale=smoke, evals_per_epoch=2)
+    budget = config.Budget(epochs=3)
+    reference = finetuning.finetune("scratch", task, budget, on_trainer=hook("ref"),
                                     checkpoint_dir=tmp_path / "ref", **kwargs)
     with pytest.raises(KeyboardInterrupt):
-        finetuning.finetune("scratch", task, smoke, on_trainer=hook("run", crash_at=14),
+        finetuning.finetune("scratch", task, budget, on_trainer=hook("run", crash_at=14),
                             checkpoint_dir=tmp_path / "run", **kwargs)
     assert [p.name for p in checkpoints(tmp_path / "run")] == ["training_checkpoint_12.pt"]
-    resumed = finetuning.finetune("scratch", task, smoke, on_trainer=hook("run"),
+    resumed = finetuning.finetune("scratch", task, budget, on_trainer=hook("run"),
                                   checkpoint_dir=tmp_path / "run", **kwargs)
     assert same_weights(models["ref"], models["run"])
     assert resumed.test["loss"] == reference.test["loss"]
     assert resumed.history.train == reference.history.train
     assert resumed.history.evals == reference.history.evals
-    finished = finetuning.finetune("scratch", task, smoke, on_trainer=hook("again"),
+    finished = finetuning.finetune("scratch", task, budget, on_trainer=hook("again"),
                                    checkpoint_dir=tmp_path / "ref", **kwargs)
     assert same_weights(models["ref"], models["again"])  # a finished run is not trained again
     assert finished.test["loss"] == reference.test["loss"]
@@ -399,7 +401,7 @@ def test_a_crashed_notebook_keeps_the_others_results_and_resume_reruns_only_it(t
 
 
 def test_inputs_longer_than_max_len_are_truncated_keeping_cls_else_a_clear_error(smoke):
-    backbone = finetuning.make_backbone("scratch", smoke, num_labels=2)
+    backbone = backbones.load_backbone("scratch", smoke)
     long_text = " ".join(["what is the name of the longest river ?"] * 40)
     [ids] = backbone.encode([long_text])
     tokenizer = pretraining.get_tokenizer(smoke)
@@ -407,26 +409,26 @@ def test_inputs_longer_than_max_len_are_truncated_keeping_cls_else_a_clear_error
     too_long = torch.full((1, smoke.model.max_len + 1), 5)
     with pytest.raises(ValueError, match=r"sequence length 65 exceeds max_len=64: truncate the "
                                          r"input \(tokenization\.encode_with_cls"):
-        backbone.model(too_long, torch.ones_like(too_long))
+        backbone.classifier(2)(too_long, torch.ones_like(too_long))
 
 
 # --- an empty few-shot split ----------------------------------------------------------------------------
 
 
 def test_an_empty_fewshot_split_is_named_before_anything_is_built(with_data):
-    split = fewshot.load_fewshot("trec", k=2, seed=13, max_test=20)
+    split = tasks.few_shot("trec", k=2, seed=13, test_examples=20)
     empty = dataclasses.replace(split, train=[])
 
     def build():
         raise AssertionError("nothing may be built or trained for an empty split")
 
-    with pytest.raises(fewshot.FewShotError, match=r"few-shot split of trec \(K=2, seed=13\) has an "
-                                                   r"empty train set"):
-        prompting.train_fewshot(build, empty, steps=4, batch_size=4, lr=1e-3, eval_every=2)
-    with pytest.raises(fewshot.FewShotError, match="K and dev_k must be ≥ 1"):
-        fewshot.load_fewshot("trec", k=0, seed=13)
-    with pytest.raises(fewshot.FewShotError, match=r"has only \d+ training examples.*smaller K"):
-        fewshot.load_fewshot("trec", k=100, seed=13)
+    with pytest.raises(tasks.TaskError, match=r"few-shot split of trec \(K=2, seed=13\) has an "
+                                              r"empty train set"):
+        fewshot.train_fewshot(build, empty, steps=4, batch_size=4, lr=1e-3, eval_every=2)
+    with pytest.raises(tasks.TaskError, match="K and dev_k must be ≥ 1"):
+        tasks.few_shot("trec", k=0, seed=13)
+    with pytest.raises(tasks.TaskError, match=r"has only \d+ training examples.*smaller K"):
+        tasks.few_shot("trec", k=100, seed=13)
 
 
 # --- a label not in the verbalizer ------------------------------------------------------------------------

@@ -11,20 +11,25 @@ import json
 
 import pytest
 
-from tutorial_lib import config, finetuning, results
+from tutorial_lib import config, finetuning, results, stats, tasks
 
-TIMING = ("seconds", "mean seconds / run")
+TIMING = ("seconds", "mean seconds / run", "seconds_per_epoch")
 
 
-def notebook_02_tables(scale: config.Scale, backbones=("pretrained",)) -> dict:
+def notebook_02_tables(scale: config.Scale, backbones=("ours",)) -> dict:
     """Notebook 02's saved tables for ``backbones``, as ``results.save`` writes them."""
-    task = finetuning.load_task("trec", scale)
-    table, _ = finetuning.compare(list(backbones), task, scale)
-    summary = finetuning.mean_std(table)
-    summary["mean seconds / run"] = table.groupby("backbone", sort=False)["seconds"].mean()
+    settings = config.settings(scale, "02")
+    task = tasks.load_task("trec", train_examples=settings.train_examples,
+                           validation_examples=settings.validation_examples,
+                           test_examples=settings.test_examples)
+    table, _ = finetuning.compare_methods({b: {"backbone": b} for b in backbones}, task,
+                                          settings.budget, scale=scale, backbone=backbones[0],
+                                          seeds=settings.seeds)
+    summary = stats.summarize(table, by="method")
+    summary["mean seconds / run"] = table.groupby("method", sort=False)["seconds"].mean()
     summary = summary.drop(columns=["mean", "std"])
     path = results.save("02_adaptation", scale, {"TREC-6 test error": summary, "runs": table},
-                        seeds=results.seeds_of(table, by="backbone"))
+                        seeds=results.seeds_of(table, by="method"))
     return json.loads(path.read_text())
 
 
@@ -41,10 +46,11 @@ def test_two_runs_from_empty_caches_give_identical_result_tables(with_data, tmp_
         monkeypatch.setenv(results.RESULTS_ENV_VAR, str(tmp_path / run / "results"))
         blobs.append(notebook_02_tables(scale))
     first, second = blobs
-    assert first["seeds"] == second["seeds"] == list(scale.finetune.seeds)
+    seeds = list(config.settings(scale, "02").seeds)
+    assert first["seeds"] == second["seeds"] == seeds
     assert without_timing(first) == without_timing(second)
     runs = without_timing(first)["runs"]
-    assert len(runs) == len(scale.finetune.seeds) and all(0 < r["test_error"] < 1 for r in runs)
+    assert len(runs) == len(seeds) and all(0 < r["test_error"] < 1 for r in runs)
     tokenizers = [next((tmp_path / run / "cache" / "smoke").glob("tokenizer-*")) / "tokenizer.json"
                   for run in ("first", "second")]
     assert tokenizers[0].read_bytes() == tokenizers[1].read_bytes()

@@ -9,6 +9,9 @@ budget — the design of every method notebook — with hooks that make each met
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,11 +23,11 @@ from ignite.engine import Engine, Events
 from torch import nn
 from torch.utils.data import DataLoader
 
-from .backbones import Backbone, load_backbone
-from .config import Budget, Scale
+from .backbones import OURS, Backbone, load_backbone
+from .config import Budget, Scale, cache_dir
 from .models import count_parameters
 from .params import make_optimizer
-from .runtime import PeakMemory, autocast_dtype, device, seed_everything
+from .runtime import PeakMemory, atomic_write, autocast_dtype, device, seed_everything
 from .tasks import Task
 from .training import (
     History,
@@ -156,6 +159,60 @@ def finetune(
                           model.cpu() if keep_model else None)
 
 
+# --- a cache of plain fine-tuning runs, shared across notebooks --------------------------------
+
+_CODE = ("finetuning.py", "training.py", "backbones.py", "models.py", "tasks.py", "params.py",
+         "pretraining.py", "tokenization.py")
+PLAIN_KEYS = {"backbone", "budget", "seeds", "lr"}  # a method with only these is plain fine-tuning
+
+
+def run_key(backbone: str, task: Task, budget: Budget, seed: int, scale: Scale,
+            lr: float | None = None) -> str:
+    """A hash of everything a plain fine-tuning run depends on: backbone (ours: the pretraining
+    recipe), task and its split sizes, budget, seed, learning rate, the library's code, and the
+    hardware's precision. Two runs with the same key give the same numbers on a CPU."""
+    here = Path(__file__).parent
+    code = hashlib.sha256(b"".join((here / f).read_bytes() for f in _CODE)).hexdigest()
+    blob = {"backbone": backbone, "recipe": scale.fingerprint() if backbone in OURS else "",
+            "task": [task.name, task.spec.protocol, task.sizes()], "budget": dataclasses.asdict(budget),
+            "seed": seed, "lr": lr, "code": code, "torch": torch.__version__,
+            "device": device().type, "precision": str(autocast_dtype())}
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _save_run(path: Path, result: FinetuneResult) -> None:
+    test = {k: (v.tolist() if torch.is_tensor(v) else v) for k, v in result.test.items()}
+    atomic_write(path, json.dumps({"backbone": result.backbone, "seed": result.seed, "test": test,
+                                   "history": result.history.state_dict(),
+                                   "seconds": result.seconds,
+                                   "params": [result.trainable_params, result.total_params]}))
+
+
+def _load_run(path: Path) -> FinetuneResult | None:
+    try:
+        blob = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    test = {k: (torch.tensor(v) if k == "confusion" else v) for k, v in blob["test"].items()}
+    history = History()
+    history.load_state_dict(blob["history"])
+    return FinetuneResult(blob["backbone"], blob["seed"], test, history, blob["seconds"],
+                          *blob["params"])
+
+
+def cached_finetune(backbone: str, task: Task, budget: Budget, seed: int, *, scale: Scale,
+                    lr: float | None = None) -> tuple[FinetuneResult, bool]:
+    """Plain fine-tuning through a cache keyed by :func:`run_key`: notebooks 03–05 share their
+    baseline instead of training it three times. Returns (result, whether it came from the cache)."""
+    path = cache_dir("runs") / f"{run_key(backbone, task, budget, seed, scale, lr)}.json"
+    cached = _load_run(path) if path.exists() else None
+    if cached is not None:
+        return cached, True
+    result = finetune(backbone, task, budget, seed, scale=scale, lr=lr)
+    _save_run(path, result)
+    return result, False
+
+
 def compare_methods(
     methods: Mapping[str, Mapping[str, object]],
     task: Task,
@@ -165,27 +222,38 @@ def compare_methods(
     backbone: str,
     seeds: Sequence[int],
     measure_memory: bool = False,
+    cache: bool = True,
     **common: object,
 ) -> tuple[pd.DataFrame, dict[str, list[FinetuneResult]]]:
     """Fine-tune ``backbone`` once per method and seed; one row per run, with its costs.
 
     ``methods`` maps a name to the keyword arguments of :func:`finetune` that make the method
-    (``prepare``, ``param_groups``, ``on_trainer``, ``schedule``, ``lr`` …); ``common`` applies to
-    every method, and ``budget`` is shared, so the budgets are equal by construction. With
-    ``measure_memory`` each run is wrapped in :class:`~tutorial_lib.runtime.PeakMemory`
-    (column ``peak_mib``).
+    (``prepare``, ``param_groups``, ``on_trainer``, ``schedule``, ``lr`` …) and may override
+    ``backbone``, ``budget`` and ``seeds`` (e.g. the tiers of notebook 02); ``common`` applies to
+    every method, and ``budget`` is shared, so the budgets are equal by construction. A method
+    that is plain fine-tuning comes from :func:`cached_finetune` when ``cache`` (column ``cached``:
+    True when an identical earlier run was reused). With ``measure_memory`` each run is wrapped in
+    :class:`~tutorial_lib.runtime.PeakMemory` (column ``peak_mib``; NaN for a cached run).
     """
     runs: dict[str, list[FinetuneResult]] = {}
     rows = []
     for name, kwargs in methods.items():
+        kwargs = {**common, **kwargs}
+        bb = kwargs.pop("backbone", backbone)
+        b = kwargs.pop("budget", budget)
         runs[name] = []
-        for seed in seeds:
+        for seed in kwargs.pop("seeds", seeds):
+            reused = False
             with PeakMemory() as mem:
-                result = finetune(backbone, task, budget, seed, scale=scale, **{**common, **kwargs})
+                if cache and set(kwargs) <= PLAIN_KEYS:
+                    result, reused = cached_finetune(bb, task, b, seed, scale=scale, **kwargs)
+                else:
+                    result = finetune(bb, task, b, seed, scale=scale, **kwargs)
             epochs = result.history.evals[-1]["epoch"] if result.history.evals else 1.0
-            row = {**result.row(), "method": name, "seconds_per_epoch": result.seconds / epochs}
+            row = {**result.row(), "method": name, "seconds_per_epoch": result.seconds / epochs,
+                   "cached": reused}
             if measure_memory:
-                row["peak_mib"] = mem.peak_mib
+                row["peak_mib"] = float("nan") if reused else mem.peak_mib
             rows.append(row)
             runs[name].append(result)
     return pd.DataFrame(rows), runs
