@@ -105,6 +105,19 @@ def test_stlr_matches_the_paper():
     assert stlr(50, 1000, 1.0) == pytest.approx((1 + 0.5 * 31) / 32)
 
 
+@pytest.mark.parametrize("total", [30, 158, 37, 11])
+def test_stlr_is_never_below_its_floor_and_is_the_schedule_that_trains(total):
+    """Bug guarded (issue 16): with T·cut_frac not whole, Eq. 3's decay is shorter than T − cut
+    and went below zero (T = 158: −1.9e-5 at t = 157), while training used a clamped schedule,
+    so notebook 05 plotted a schedule that was never used. Both must be the same, ≥ η/ratio."""
+    lr, ratio = 1e-3, 32.0
+    curve = [stlr(t, total, lr, 0.1, ratio) for t in range(total)]
+    assert min(curve) >= lr / ratio - 1e-15 and max(curve) <= lr + 1e-15
+    groups, history = _run(lambda tr, opt: attach_stlr(tr, opt, lr=lr, total=total, cut_frac=0.1,
+                                                       ratio=ratio), total=total)
+    _assert_ratios(groups, history, lambda t: curve[t])
+
+
 def test_factor_one_groups_are_plain_fine_tunings_optimizer():
     """A method's optimizer differs from the baseline's only where it means to: with ξ = 1 the
     same parameters are decayed (the tied embedding / lm_head is not), at the same settings."""

@@ -79,12 +79,20 @@ def group_names(groups: Sequence[dict]) -> list[str]:
 
 
 def stlr(t: int, total: int, lr: float, cut_frac: float = 0.1, ratio: float = 32.0) -> float:
-    """ULMFiT's Eq. 3, the rate at step ``t`` (0-based) of ``total`` steps."""
+    """ULMFiT's slanted triangular rate (Howard & Ruder 2018, Eq. 3) at step ``t`` (0-based) of
+    ``total``: up linearly from η/ratio to η over the first cut = ⌊T·cut_frac⌋ steps, then down
+    linearly to η/ratio at step T.
+
+    Eq. 3 writes the decay as p = 1 − (t − cut) / (cut · (1/cut_frac − 1)); its denominator equals
+    T − cut only when T·cut_frac is a whole number. Otherwise it is shorter, p goes negative
+    before the end and the rate drops *below zero* (T = 158, cut_frac = 0.1: −1.9e-5 at t = 157).
+    We decay over T − cut, which is the paper's intent and never leaves [η/ratio, η].
+    """
     cut = max(1, math.floor(total * cut_frac))
     if t < cut:
         p = t / cut
     else:
-        p = 1 - (t - cut) / (cut * (1 / cut_frac - 1))
+        p = max(0.0, 1 - (t - cut) / max(1, total - cut))
     return lr * (1 + p * (ratio - 1)) / ratio
 
 
@@ -98,14 +106,12 @@ def attach_stlr(
     ratio: float = 32.0,
 ) -> PiecewiseLinear:
     """Slanted triangular rates as an Ignite scheduler (per iteration), composed with each
-    group's ``"lr_scale"``. Eq. 3 is piecewise linear, so ``PiecewiseLinear`` with the three
-    milestones (0, η/ratio), (cut, η), (T', η/ratio) is exact, where T' = cut/cut_frac is where
-    Eq. 3 returns to η/ratio (T' = T when T·cut_frac is a whole number)."""
+    group's ``"lr_scale"``. :func:`stlr` is piecewise linear, so ``PiecewiseLinear`` with its three
+    milestones (0, η/ratio), (cut, η), (T, η/ratio) is exactly the schedule :func:`stlr` plots."""
     cut = max(1, math.floor(total * cut_frac))
-    end = cut + cut * (1 / cut_frac - 1)
     scheduler = PiecewiseLinear(
         optimizer, "lr",
-        milestones_values=[(0, lr / ratio), (cut, lr), (max(cut + 1, round(end)), lr / ratio)],
+        milestones_values=[(0, lr / ratio), (cut, lr), (max(cut + 1, total), lr / ratio)],
     )
     trainer.add_event_handler(Events.ITERATION_STARTED, scheduler)
     attach_lr_scales(trainer, optimizer)
