@@ -15,6 +15,9 @@ from tutorial_lib.models import TransformerClassifier, TransformerLM
 from tutorial_lib.tokenization import train_wordpiece
 
 SMOKE = config.get_scale("smoke")
+# Hugging Face backbones are loaded at a scale that keeps the real checkpoint (the scale decides
+# nothing else for them; smoke may swap in tiny random networks for speed)
+REAL_HUB = config.get_scale("classroom")
 TEXTS = ["What is the capital of France ?", "Who wrote it ?"]
 
 
@@ -31,7 +34,7 @@ def ours_env(data_dir, tmp_path_factory):
 
 def minilm() -> Backbone:
     try:
-        return backbones.load_backbone("minilm", SMOKE)
+        return backbones.load_backbone("minilm", REAL_HUB)
     except BackboneError as err:
         pytest.skip(f"offline MiniLM not installed: {err}")
 
@@ -175,17 +178,17 @@ def test_minilm_has_no_masked_head():
     with pytest.raises(BackboneError, match="no LM head"):
         _ = m.lm_head
     with pytest.raises(BackboneError, match="no masked head"):
-        backbones.load_backbone("minilm", SMOKE, kind="masked")
+        backbones.load_backbone("minilm", REAL_HUB, kind="masked")
 
 
 def test_a_missing_offline_package_or_hub_model_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(backbones.LOCAL_MODELS, "ghost", backbones.LocalModel(
         "no_such_package_xyz", "pip install no-such-package-xyz==1.0", "encoder"))
     with pytest.raises(BackboneError, match="pip install no-such-package-xyz==1.0"):
-        backbones.load_backbone("ghost", SMOKE)
+        backbones.load_backbone("ghost", REAL_HUB)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(BackboneError, match="could not load 'no-such-org/no-such-model'.*offline backbone"):
-        backbones.load_backbone("no-such-org/no-such-model", SMOKE)
+        backbones.load_backbone("no-such-org/no-such-model", REAL_HUB)
 
 
 def test_causal_hugging_face_backbone_pools_its_last_token():

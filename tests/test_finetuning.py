@@ -63,19 +63,53 @@ def test_hooks_and_the_methods_own_learning_rate(task):
     assert all(not p.requires_grad for p in result.model.transformer.parameters())
 
 
-def test_compare_methods_runs_every_method_and_seed_on_one_budget(task):
-    methods = {"full": {}, "head only": {"prepare": lambda m: freeze(m, r"^transformer\.")}}
+def test_compare_methods_runs_every_method_and_seed_and_reuses_plain_runs(task):
+    head_budget = SETTINGS.budget.replace(lr=0.01)
+    methods = {"full": {},
+               "head only": {"prepare": lambda m: freeze(m, r"^transformer\."), "seeds": (0,),
+                             "budget": head_budget}}  # a method may override seeds and budget
     table, runs = finetuning.compare_methods(methods, task, SETTINGS.budget, scale=SMOKE,
                                              backbone="scratch", seeds=(0, 1), measure_memory=True)
-    assert list(table["method"]) == ["full", "full", "head only", "head only"]
-    assert list(table["seed"]) == [0, 1, 0, 1] and set(runs) == set(methods)
-    assert {"test_error", "seconds_per_epoch", "trained_pct", "peak_mib", "total_params"} <= set(table)
-    assert (table["peak_mib"] >= 0).all()
+    assert list(table["method"]) == ["full", "full", "head only"]
+    assert list(table["seed"]) == [0, 1, 0] and set(runs) == set(methods)
+    assert {"test_error", "seconds_per_epoch", "trained_pct", "peak_mib", "total_params",
+            "cached"} <= set(table)
+    assert not table["cached"].any() and (table["peak_mib"] >= 0).all()
     full, head = (table[table["method"] == m] for m in methods)
     assert (full["trained_pct"] == 100).all() and (head["trained_pct"] < 10).all()
+    assert max(r["lr"] for r in runs["head only"][0].history.train) == pytest.approx(0.01)
     # the same seed and budget: "full" here is exactly a plain finetune run
     alone = finetuning.finetune("scratch", task, SETTINGS.budget, seed=1, scale=SMOKE)
     assert full["test_error"].iloc[1] == alone.test["error"]
+    # plain fine-tuning again (another notebook's baseline): from the run cache, the same numbers
+    again, _ = finetuning.compare_methods({"baseline": {}}, task, SETTINGS.budget, scale=SMOKE,
+                                          backbone="scratch", seeds=(0, 1), measure_memory=True)
+    assert again["cached"].all() and again["peak_mib"].isna().all()
+    assert again["test_error"].tolist() == full["test_error"].tolist()
+    fresh, _ = finetuning.compare_methods({"baseline": {}}, task, SETTINGS.budget, scale=SMOKE,
+                                          backbone="scratch", seeds=(1,), cache=False)
+    assert not fresh["cached"].any() and fresh["test_error"].iloc[0] == alone.test["error"]
+
+
+def test_run_key_names_everything_a_plain_run_depends_on(task):
+    key = lambda **kw: finetuning.run_key(**{"backbone": "scratch", "task": task, "budget": SETTINGS.budget,
+                                             "seed": 0, "scale": SMOKE, **kw})
+    assert key() == key()
+    others = [key(seed=1), key(lr=0.5), key(backbone="ours"), key(budget=SETTINGS.budget.replace(epochs=2)),
+              key(task=tasks.with_train_subset(task, 100)), key(scale=config.get_scale("classroom"))]
+    assert len({key(), *others}) == len(others) + 1
+
+
+def test_cached_finetune_round_trips_the_whole_result(task):
+    first, reused = finetuning.cached_finetune("scratch", task, SETTINGS.budget, 5, scale=SMOKE)
+    second, again = finetuning.cached_finetune("scratch", task, SETTINGS.budget, 5, scale=SMOKE)
+    assert (reused, again) == (False, True)
+    assert torch.equal(second.test["confusion"], first.test["confusion"].cpu())
+    assert {k: v for k, v in second.test.items() if k != "confusion"} == {
+        k: v for k, v in first.test.items() if k != "confusion"}
+    assert second.history.evals == first.history.evals and second.history.train == first.history.train
+    assert (second.trainable_params, second.total_params, second.seed) == (
+        first.trainable_params, first.total_params, 5)
 
 
 def test_loaders_shuffle_train_by_seed_and_keep_evaluation_order(task):
