@@ -4,6 +4,8 @@ Moved with the code: the backbones ("ours" starts from the LM) → test_backbone
 the baseline comparison → test_stats.py; tasks, GLUE's dev set as test → test_tasks.py.
 """
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -98,6 +100,10 @@ def test_run_key_names_everything_a_plain_run_depends_on(task):
     others = [key(seed=1), key(lr=0.5), key(backbone="ours"), key(budget=SETTINGS.budget.replace(epochs=2)),
               key(task=tasks.with_train_subset(task, 100)), key(scale=config.get_scale("classroom"))]
     assert len({key(), *others}) == len(others) + 1
+    # the masked LM's own pretraining length is part of an ours-mlm run's recipe
+    longer = dataclasses.replace(SMOKE, pretrain=dataclasses.replace(SMOKE.pretrain, mlm_steps=99))
+    assert key(backbone="ours-mlm", scale=longer) != key(backbone="ours-mlm")
+    assert key(backbone="ours", scale=longer) == key(backbone="ours")
 
 
 def test_cached_finetune_round_trips_the_whole_result(task):

@@ -173,7 +173,8 @@ def run_key(backbone: str, task: Task, budget: Budget, seed: int, scale: Scale,
     hardware's precision. Two runs with the same key give the same numbers on a CPU."""
     here = Path(__file__).parent
     code = hashlib.sha256(b"".join((here / f).read_bytes() for f in _CODE)).hexdigest()
-    blob = {"backbone": backbone, "recipe": scale.fingerprint() if backbone in OURS else "",
+    objective = "mlm" if backbone == "ours-mlm" else "causal"  # mlm_steps enter the MLM's only
+    blob = {"backbone": backbone, "recipe": scale.fingerprint(objective) if backbone in OURS else "",
             "task": [task.name, task.spec.protocol, task.sizes()], "budget": dataclasses.asdict(budget),
             "seed": seed, "lr": lr, "code": code, "torch": torch.__version__,
             "device": device().type, "precision": str(autocast_dtype())}
