@@ -261,17 +261,18 @@ class AdaptationSettings(Classification):
 
     hf_backbone: str = "minilm"
     hf_seeds: tuple[int, ...] = (0, 1, 2)
-    hf_budget: Budget = Budget(epochs=2, lr=1e-4)
+    hf_budget: Budget = Budget(epochs=2, lr=1e-4)  # MiniLM's usual recipe (shared with 03-05)
     few_labels: int = 500  # section 4: scratch vs ours with this many training questions
     few_labels_budget: Budget = Budget(epochs=4)
 
 
 @dataclass(frozen=True)
 class AdapterSettings(Classification):
-    """03: Houlsby adapters of each bottleneck size m; feature extraction on cached features."""
+    """03: Houlsby adapters of each bottleneck size m; feature extraction on cached features.
+    The budget is MiniLM's tier of 02, so the full fine-tuning runs are shared (run cache)."""
 
-    train_examples: int | None = 2500
-    budget: Budget = Budget(epochs=2)
+    backbone: str = "minilm"
+    budget: Budget = Budget(epochs=2, lr=1e-4)
     bottlenecks: tuple[int, ...] = (8, 64)
     adapter_lr: float = 1e-3
     train_layer_norms: bool = True
@@ -284,8 +285,8 @@ class UnfreezingSettings(Classification):
     """04: unfreeze the next layer every ``every`` events (ULMFiT's ``"epoch"`` needs
     ≥ n_layer + 2 epochs); ``chain_thaw``: also Felbo et al.'s variant."""
 
-    train_examples: int | None = 2500
-    budget: Budget = Budget(epochs=2)
+    backbone: str = "minilm"
+    budget: Budget = Budget(epochs=2, lr=1e-4)
     every: int = 20
     event: str = "iteration"
     chain_thaw: bool = True
@@ -293,11 +294,13 @@ class UnfreezingSettings(Classification):
 
 @dataclass(frozen=True)
 class DiscriminativeSettings(Classification):
-    """05: η_l = η · ξ^-depth with ξ = ``factor``; STLR's ``cut_frac`` and ``ratio`` (ULMFiT Eq. 3)."""
+    """05: η_l = η · ξ^-depth with ξ = ``factor`` (ULMFiT) and the layer-wise ``decay`` of Sun et
+    al. 2019 (ξ = 1/decay); STLR's ``cut_frac`` and ``ratio`` (ULMFiT Eq. 3)."""
 
-    train_examples: int | None = 2500
-    budget: Budget = Budget(epochs=2)
+    backbone: str = "minilm"
+    budget: Budget = Budget(epochs=2, lr=1e-4)
     factor: float = 2.6
+    decay: float = 0.95
     cut_frac: float = 0.1
     ratio: float = 32.0
 
