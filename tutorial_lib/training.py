@@ -3,8 +3,9 @@
 The pieces are small so that each notebook can show (and change) one of them:
 
 * :func:`create_trainer` — an Ignite ``Engine`` whose update step does gradient accumulation,
-  clipping and bf16 autocast (Ignite's ``create_supervised_trainer`` has no clipping and its AMP
-  path is CUDA-only, so we write the step ourselves, as the 2019 tutorial did);
+  clipping and bf16 autocast, or fp16 autocast with a gradient scaler (Ignite's
+  ``create_supervised_trainer`` has no clipping and its AMP path is CUDA-only, so we write the
+  step ourselves, as the 2019 tutorial did);
 * :func:`attach_schedule` — warm-up then cosine (pretraining) or warm-up then linear decay
   (fine-tuning), built from Ignite's param schedulers;
 * :func:`create_lm_evaluator` / :func:`create_classifier_evaluator` — Ignite metrics
@@ -38,7 +39,7 @@ from ignite.metrics import Accuracy, ConfusionMatrix, Loss, MetricsLambda, Runni
 from torch import nn
 
 from .models import IGNORE_INDEX
-from .runtime import autocast
+from .runtime import autocast, grad_scaler
 
 Batch = dict[str, torch.Tensor]
 LossFn = Callable[[nn.Module, Batch], torch.Tensor]
@@ -119,25 +120,38 @@ def create_trainer(
 ) -> Engine:
     """An Ignite trainer: forward under autocast, backward, every ``grad_accum`` steps clip and step.
 
-    The engine's output is the (un-divided) loss of the batch, as a float.
+    The engine's output is the (un-divided) loss of the batch, as a float. With
+    ``amp_dtype=torch.float16`` the step scales the loss (``torch.amp.GradScaler``), unscales the
+    gradients before clipping and skips a step whose gradients overflowed; the scaler is
+    ``engine.grad_scaler`` (None otherwise), to be checkpointed with the optimizer.
     """
     if device.type == "cpu":
         torch.set_flush_denormal(True)  # tiny Adam moments must not fall onto the slow path
+    scaler = grad_scaler(device, amp_dtype)
 
     def update(engine: Engine, batch: Batch) -> float:
         model.train()
         batch = to_device(batch, device)
         with autocast(device, amp_dtype):
             loss = loss_fn(model, batch)
-        (loss / grad_accum).backward()
+        scaled = loss / grad_accum
+        (scaler.scale(scaled) if scaler else scaled).backward()
         if engine.state.iteration % grad_accum == 0:
+            if scaler:
+                scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
             if max_norm is not None:
                 nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-            optimizer.step()
+            if scaler:
+                scaler.step(optimizer)  # skipped when a gradient is inf/nan
+                scaler.update()
+            else:
+                optimizer.step()
             optimizer.zero_grad(set_to_none=True)
         return loss.item()
 
-    return Engine(update)
+    engine = Engine(update)
+    engine.grad_scaler = scaler
+    return engine
 
 
 def attach_schedule(
