@@ -3,11 +3,11 @@ and the Colab cell take their versions from there. These tests fail when the fil
 
 import re
 import sys
-import tomllib
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
