@@ -11,7 +11,11 @@ Three measurements (``benchmarks/README.md`` has the what and why):
 * :func:`finetune_costs` — seconds per fine-tuning step of each method (adapters, TDT, R-Drop,
   manual prompt, DART) relative to plain fine-tuning, through the library's own
   ``training.create_trainer`` step, on random-init models (nothing is pretrained or downloaded).
-* :func:`run_benchmark` / the CLI — both, written to ``benchmarks/results/<device>-<size>.json``
+* :func:`matmul_peak` and :func:`efficiency` — the device's measured matmul peak in bf16 and fp32
+  (square matmuls, best of several) and the GFLOP/s that a pretraining step and a fine-tuning
+  step achieve, counted analytically (:func:`flops_per_token`, :func:`finetune_flops_per_step`),
+  as a fraction of that peak: how close to the hardware limit the tutorial runs.
+* :func:`run_benchmark` / the CLI — all of it, written to ``benchmarks/results/<device>-<size>.json``
   and ``.md`` together with the device, the versions and the configuration.
 
     python -m benchmarks.throughput --size classroom            # CPU, ~2 min on 2 cores
@@ -48,7 +52,7 @@ from tutorial_lib.config import ModelSize, get_scale
 from tutorial_lib.freezing import PeakMemory
 from tutorial_lib.models import TransformerClassifier, TransformerConfig, TransformerLM, count_parameters
 from tutorial_lib.pretraining import ADAM_BETAS, ADAM_EPS, make_optimizer
-from tutorial_lib.runtime import autocast, autocast_dtype, cpu_has_fast_bf16
+from tutorial_lib.runtime import autocast, autocast_dtype, cpu_has_fast_bf16, grad_scaler
 from tutorial_lib.tokenization import encode_with_cls, train_wordpiece
 from tutorial_lib.training import create_trainer
 
@@ -131,6 +135,19 @@ def flops_per_token(n_params: int, n_layer: int, d_model: int, seq_len: int) -> 
     return 6.0 * n_params + 12.0 * n_layer * d_model * seq_len
 
 
+def finetune_flops_per_step(cfg: TransformerConfig, batch_size: int, seq_len: int,
+                            num_labels: int) -> float:
+    """Training FLOPs of one step of ``TransformerClassifier`` (plain fine-tuning), counted from the
+    config: per token 6·L·(4d² + 2d·d_ff) (forward + backward through the attention projections
+    and the feed-forward) + 12·L·d·T (attention scores and weighted sum), and per row 6·d·labels
+    for the head on the [CLS] state. The token embedding is a lookup (its gradient a scatter, no
+    matmul) and the classifier's tied LM head is not used, so neither counts, unlike in
+    :func:`flops_per_token` for the LM."""
+    L, d = cfg.n_layer, cfg.d_model
+    per_token = 6.0 * L * (4 * d * d + 2 * d * cfg.d_ff) + 12.0 * L * d * seq_len
+    return batch_size * seq_len * per_token + batch_size * 6.0 * d * num_labels
+
+
 def mfu(tokens_per_s: float, n_params: int, n_layer: int, d_model: int, seq_len: int,
         peak_flops: float) -> float:
     """Model FLOPs utilisation: achieved model FLOP/s over the device's peak FLOP/s (0..1)."""
@@ -201,6 +218,73 @@ def peak_memory(dev: torch.device) -> Iterator[dict]:
         out["what"] = "not measured (CPU run on a CUDA machine)"
 
 
+# --- the device's matmul peak and the fraction of it we reach --------------------------------------
+
+PEAK_SIZES = (1024, 2048, 3072, 4096)
+EFFICIENCY_FORMULA = ("training FLOPs = 6·N·tokens + 12·L·d·T·tokens (forward + backward); "
+                      "pretraining N = parameters without the position embedding (tied head once), "
+                      "fine-tuning N = L·(4d² + 2d·d_ff) plus the head; "
+                      "peak = best 2n³/t over square n×n matmuls")
+
+
+def matmul_peak(dev: torch.device | str = "cpu",
+                dtypes: Sequence[torch.dtype] = (torch.bfloat16, torch.float32),
+                sizes: Sequence[int] = PEAK_SIZES, repeats: int = 4, seed: int = 0) -> dict:
+    """The device's attainable matmul FLOP/s per dtype: square ``n×n @ n×n`` products for each
+    ``n`` in ``sizes``, each timed ``repeats`` times after one warm-up, best time kept (best of
+    several: on a shared machine the fastest run is the one least disturbed). Returns
+    ``{"bf16": {"gflops": best over sizes, "by_size": {n: GFLOP/s}}, "fp32": ...}``."""
+    dev = torch.device(dev)
+    gen = torch.Generator().manual_seed(seed)
+    out: dict[str, dict] = {}
+    for dtype in dtypes:
+        by_size = {}
+        for n in sizes:
+            a = torch.randn(n, n, generator=gen).to(dev, dtype)
+            b = torch.randn(n, n, generator=gen).to(dev, dtype)
+            best = math.inf
+            for i in range(repeats + 1):
+                _sync(dev)
+                start = time.perf_counter()
+                torch.mm(a, b)
+                _sync(dev)
+                if i:  # the first product is the warm-up
+                    best = min(best, time.perf_counter() - start)
+            by_size[n] = 2.0 * n**3 / best / 1e9
+            del a, b
+        out[_dtype_name(dtype)] = {"gflops": max(by_size.values()), "by_size": by_size}
+    return out
+
+
+def _dtype_name(dtype: torch.dtype | None) -> str:
+    return {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", None: "fp32"}[dtype]
+
+
+def efficiency(result: dict, peak: dict) -> dict:
+    """Achieved GFLOP/s of each pretraining participant and of plain fine-tuning, and their
+    fractions of the measured matmul peak: in their own precision, in bf16 and in fp32."""
+    def rates(gflops: float, precision: str) -> dict:
+        own = {"bfloat16": "bf16", "float16": "fp16"}.get(precision, precision)
+        return {"gflops": gflops, "precision": own,
+                "of_peak_own_precision": gflops / peak[own]["gflops"] if own in peak else None,
+                **{f"of_peak_{k}": gflops / v["gflops"] for k, v in peak.items()}}
+
+    pre = result.get("pretraining") or {}
+    out = {"formula": EFFICIENCY_FORMULA,
+           "peak_gflops": {k: v["gflops"] for k, v in peak.items()},
+           "peak_by_size": {k: v["by_size"] for k, v in peak.items()},
+           "pretraining": {}, "finetuning": {}}
+    for kind in ("ours", "slide", "slide_fp32"):
+        if kind in pre:
+            r = pre[kind]
+            out["pretraining"][kind] = rates(r["tokens_per_s"] * r["flops_per_token"] / 1e9, r["precision"])
+    for row in result.get("finetune") or []:
+        if row.get("flops_per_step"):
+            out["finetuning"][row["method"]] = rates(row["flops_per_step"] / row["seconds_per_step"] / 1e9,
+                                                     row["precision"])
+    return out
+
+
 # --- pretraining: ours vs the slide model ----------------------------------------------------------
 
 StepFn = Callable[[torch.Tensor], torch.Tensor]
@@ -217,15 +301,23 @@ def _lm_loss(model: nn.Module, kind: str, ids: torch.Tensor) -> torch.Tensor:
 def make_pretrain_step(model: nn.Module, kind: str, optimizer: torch.optim.Optimizer,
                        dev: torch.device, amp: torch.dtype | None, max_norm: float = 1.0) -> StepFn:
     """One training step, the same for both models: ``training.create_trainer``'s update
-    (autocast forward, backward, clip, AdamW step, zero grads) without its per-step ``.item()``
-    sync, so that a GPU can queue steps ahead."""
+    (autocast forward, backward, clip, AdamW step, zero grads; in fp16 with its gradient scaler)
+    without its per-step ``.item()`` sync, so that a GPU can queue steps ahead."""
+    scaler = grad_scaler(dev, amp)
 
     def step(ids: torch.Tensor) -> torch.Tensor:
         with autocast(dev, amp):
             loss = _lm_loss(model, kind, ids)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-        optimizer.step()
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         return loss.detach()
 
@@ -485,6 +577,11 @@ def finetune_costs(
             "total_params": count_parameters(m.model), "peak_step_mib": memory[name],
             "seq_len": int(m.batch["input_ids"].shape[1]),
             "batch_size": int(m.batch["input_ids"].shape[0]),
+            "precision": str(amp).removeprefix("torch.") if amp else "fp32",
+            # counted for plain fine-tuning only: the other methods change the work per step
+            "flops_per_step": (finetune_flops_per_step(m.model.config, *m.batch["input_ids"].shape,
+                                                       num_labels=len(LABEL_NAMES))
+                               if name == "fine-tuning" else None),
         })
     return rows
 
@@ -569,6 +666,29 @@ def to_markdown(result: dict) -> str:
                          f"{r['forward_passes']} | {r['trainable_params']:,} | "
                          f"{r['peak_step_mib']:.1f} |")
         lines.append("")
+    eff = result.get("efficiency")
+    if eff:
+        peak = eff["peak_gflops"]
+        lines += ["## Efficiency: achieved GFLOP/s against the measured matmul peak", "",
+                  "Peak (best square matmul, n = " + ", ".join(str(n) for n in
+                                                              next(iter(eff["peak_by_size"].values())))
+                  + "): " + ", ".join(f"{k} {v:,.1f} GFLOP/s" for k, v in peak.items()) + ".", "",
+                  f"FLOPs: {eff['formula']}.", "",
+                  "| step | precision | GFLOP/s | of the peak in its precision | of bf16 peak | "
+                  "of fp32 peak |", "|---|---|---|---|---|---|"]
+        names = {"ours": "pretraining, ours", "slide": "pretraining, 2019 slide model",
+                 "slide_fp32": "pretraining, 2019 slide model in fp32"}
+        rows = [(names[k], r) for k, r in eff["pretraining"].items()]
+        rows += [(f"{k} (classifier)", r) for k, r in eff["finetuning"].items()]
+
+        def pct(x: float | None) -> str:
+            return "—" if x is None else f"{100 * x:.1f} %"
+
+        for label, r in rows:
+            lines.append(f"| {label} | {r['precision']} | {r['gflops']:,.1f} | "
+                         f"{pct(r['of_peak_own_precision'])} | {pct(r.get('of_peak_bf16'))} | "
+                         f"{pct(r.get('of_peak_fp32'))} |")
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -586,10 +706,15 @@ def run_benchmark(
     out: str | Path | None = RESULTS_DIR,
     finetune: bool = True,
     peak_flops: float | None = None,
+    measure_peak: bool = True,
 ) -> dict:
-    """Both benchmarks at ``size``; written to ``out/<device-tag>-<size>[-compile].json/.md``."""
+    """Both benchmarks at ``size``, and (``measure_peak``) the device's matmul peak with the
+    fraction of it each step reaches; written to ``out/<device-tag>-<size>[-compile].json/.md``."""
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     bs = bench_size(size)
+    # the peak first, on a quiet device; tiny sizes for the tiny (CI) benchmark
+    peak = (matmul_peak(dev, sizes=(64, 128) if size == "tiny" else PEAK_SIZES,
+                        repeats=2 if size == "tiny" else 4) if measure_peak else None)
     result = {
         "size": size, "environment": environment(dev),
         "config": {**dataclasses.asdict(bs.model),
@@ -597,6 +722,7 @@ def run_benchmark(
         "pretraining": pretraining_throughput(bs, dev, compile=compile, peak_flops=peak_flops),
         "finetune": finetune_costs(bs, dev) if finetune else None,
     }
+    result["efficiency"] = efficiency(result, peak) if peak else None
     if out is not None:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
@@ -617,10 +743,13 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("--no-finetune", action="store_true", help="pretraining only")
     parser.add_argument("--peak-tflops", type=float, default=None,
                         help="the device's peak TFLOP/s for MFU (default: datasheet table for GPUs)")
+    parser.add_argument("--no-peak", action="store_true",
+                        help="skip measuring the matmul peak (and the efficiency figures)")
     args = parser.parse_args(argv)
     result = run_benchmark(args.size, args.device, compile=args.compile, out=args.out,
                            finetune=not args.no_finetune,
-                           peak_flops=args.peak_tflops * 1e12 if args.peak_tflops else None)
+                           peak_flops=args.peak_tflops * 1e12 if args.peak_tflops else None,
+                           measure_peak=not args.no_peak)
     print(to_markdown(result))
     pre = result["pretraining"]
     if not (pre["ours"]["init_loss_ok"] and pre["slide"]["init_loss_ok"]):
