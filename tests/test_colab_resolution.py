@@ -19,7 +19,6 @@ import shutil
 import ssl
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import urllib.request
 import venv
@@ -116,10 +115,11 @@ def colab_install(tmp_path_factory) -> dict[str, str]:
 def test_the_fake_colab_is_what_pip_sees(tmp_path):
     python = _fake_colab_env(tmp_path / "env")
     out = subprocess.run([str(python), "-c", "from importlib.metadata import version as v; "
-                          "print(v('torch'), v('numpy'), v('pandas'))"],
+                          "import importlib.util as u; "
+                          "print(v('torch'), v('numpy'), v('pandas'), u.find_spec('transformers'))"],
                          capture_output=True, text=True, check=True).stdout.split()
-    assert out == [COLAB_PREINSTALLED[n] for n in MUST_STAY]
-    assert sysconfig.get_paths()["purelib"] not in out  # nothing leaked from this interpreter
+    # the preinstalled versions, and nothing from this interpreter's packages (transformers)
+    assert out == [*(COLAB_PREINSTALLED[n] for n in MUST_STAY), "None"]
 
 
 def test_installing_the_package_on_colab_keeps_torch_numpy_and_pandas(colab_install):
