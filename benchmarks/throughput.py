@@ -613,6 +613,8 @@ def environment(dev: torch.device) -> dict:
         "tutorial_lib": _version("tutorial_lib"), "pytorch-ignite": _version("pytorch-ignite"),
         "platform": platform.platform(), "git": _git_revision(),
     }
+    if hasattr(os, "getloadavg"):  # other jobs on the machine: read the numbers with this in mind
+        env["load_average_1_5_15min"] = [round(x, 2) for x in os.getloadavg()]
     if dev.type == "cpu":
         env["torch_threads"] = torch.get_num_threads()
         env["cpu_count"] = os.cpu_count()
@@ -723,6 +725,8 @@ def run_benchmark(
         "finetune": finetune_costs(bs, dev) if finetune else None,
     }
     result["efficiency"] = efficiency(result, peak) if peak else None
+    if hasattr(os, "getloadavg"):
+        result["environment"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     if out is not None:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
