@@ -629,7 +629,10 @@ def to_markdown(result: dict) -> str:
     env, cfg = result["environment"], result["config"]
     lines = [f"# Benchmark: {result['size']} on {env['device_name']}", "",
              f"{env['date']} · torch {env['torch']} · python {env['python']} · git {env['git']}"
-             + (f" · {env['torch_threads']} threads" if "torch_threads" in env else ""), "",
+             + (f" · {env['torch_threads']} threads" if "torch_threads" in env else "")
+             + (f" · load average {env['load_average_1_5_15min'][0]} at the start, "
+                f"{env['load_average_at_end'][0]} at the end" if "load_average_at_end" in env else ""),
+             "",
              "Model: " + ", ".join(f"{k}={cfg[k]}" for k in
                                    ("vocab_size", "d_model", "n_layer", "n_head", "d_ff", "max_len")),
              ""]
