@@ -233,26 +233,37 @@ def matmul_peak(dev: torch.device | str = "cpu",
     """The device's attainable matmul FLOP/s per dtype: square ``n×n @ n×n`` products for each
     ``n`` in ``sizes``, each timed ``repeats`` times after one warm-up, best time kept (best of
     several: on a shared machine the fastest run is the one least disturbed). Returns
-    ``{"bf16": {"gflops": best over sizes, "by_size": {n: GFLOP/s}}, "fp32": ...}``."""
+    ``{"bf16": {"gflops": best over sizes, "by_size": {n: GFLOP/s}}, "fp32": ...}``.
+
+    On a CPU each dtype also gets ``gflops_cpu`` (and ``by_size_cpu``): the FLOPs over the
+    process's CPU time divided by the thread count, i.e. the rate with every thread on a core of
+    its own. Other jobs on the machine slow the wall clock but hardly the CPU time, so fractions
+    of this peak stay meaningful on a shared machine (see :func:`efficiency`)."""
     dev = torch.device(dev)
+    threads = torch.get_num_threads() if dev.type == "cpu" else None
     gen = torch.Generator().manual_seed(seed)
     out: dict[str, dict] = {}
     for dtype in dtypes:
-        by_size = {}
+        by_size, by_size_cpu = {}, {}
         for n in sizes:
             a = torch.randn(n, n, generator=gen).to(dev, dtype)
             b = torch.randn(n, n, generator=gen).to(dev, dtype)
-            best = math.inf
+            best = best_cpu = math.inf
             for i in range(repeats + 1):
                 _sync(dev)
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 torch.mm(a, b)
                 _sync(dev)
                 if i:  # the first product is the warm-up
                     best = min(best, time.perf_counter() - start)
+                    best_cpu = min(best_cpu, time.process_time() - start_cpu)
             by_size[n] = 2.0 * n**3 / best / 1e9
+            if threads:
+                by_size_cpu[n] = 2.0 * n**3 / (max(best_cpu, 1e-9) / threads) / 1e9
             del a, b
         out[_dtype_name(dtype)] = {"gflops": max(by_size.values()), "by_size": by_size}
+        if threads:
+            out[_dtype_name(dtype)].update(gflops_cpu=max(by_size_cpu.values()), by_size_cpu=by_size_cpu)
     return out
 
 
@@ -260,28 +271,44 @@ def _dtype_name(dtype: torch.dtype | None) -> str:
     return {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", None: "fp32"}[dtype]
 
 
-def efficiency(result: dict, peak: dict) -> dict:
+def efficiency(result: dict, peak: dict, threads: int | None = None) -> dict:
     """Achieved GFLOP/s of each pretraining participant and of plain fine-tuning, and their
-    fractions of the measured matmul peak: in their own precision, in bf16 and in fp32."""
-    def rates(gflops: float, precision: str) -> dict:
+    fractions of the measured matmul peak: in their own precision, in bf16 and in fp32.
+
+    Two clocks: the wall clock (``gflops``, ``of_peak_*``), and on a CPU with ``threads`` given,
+    the process CPU time divided by ``threads`` (``gflops_cpu``, ``of_peak_*_cpu``: the rate with
+    every thread on a core of its own, against the peak measured the same way). On a machine
+    shared with other jobs only the second kind of fraction can be trusted."""
+    def rates(flops: float, seconds: float, cpu_seconds: float | None, precision: str) -> dict:
         own = {"bfloat16": "bf16", "float16": "fp16"}.get(precision, precision)
-        return {"gflops": gflops, "precision": own,
-                "of_peak_own_precision": gflops / peak[own]["gflops"] if own in peak else None,
-                **{f"of_peak_{k}": gflops / v["gflops"] for k, v in peak.items()}}
+        r = {"precision": own, "gflops": flops / seconds / 1e9}
+        r["of_peak_own_precision"] = r["gflops"] / peak[own]["gflops"] if own in peak else None
+        r.update({f"of_peak_{k}": r["gflops"] / v["gflops"] for k, v in peak.items()})
+        if threads and cpu_seconds and all("gflops_cpu" in v for v in peak.values()):
+            r["gflops_cpu"] = flops / (cpu_seconds / threads) / 1e9
+            r["of_peak_own_precision_cpu"] = (r["gflops_cpu"] / peak[own]["gflops_cpu"]
+                                              if own in peak else None)
+            r.update({f"of_peak_{k}_cpu": r["gflops_cpu"] / v["gflops_cpu"] for k, v in peak.items()})
+        return r
 
     pre = result.get("pretraining") or {}
-    out = {"formula": EFFICIENCY_FORMULA,
+    out = {"formula": EFFICIENCY_FORMULA, "threads": threads,
            "peak_gflops": {k: v["gflops"] for k, v in peak.items()},
            "peak_by_size": {k: v["by_size"] for k, v in peak.items()},
            "pretraining": {}, "finetuning": {}}
+    if all("gflops_cpu" in v for v in peak.values()):
+        out["peak_gflops_cpu"] = {k: v["gflops_cpu"] for k, v in peak.items()}
+        out["peak_by_size_cpu"] = {k: v["by_size_cpu"] for k, v in peak.items()}
     for kind in ("ours", "slide", "slide_fp32"):
         if kind in pre:
             r = pre[kind]
-            out["pretraining"][kind] = rates(r["tokens_per_s"] * r["flops_per_token"] / 1e9, r["precision"])
+            flops = pre["tokens_per_step"] * r["flops_per_token"]
+            out["pretraining"][kind] = rates(flops, r["seconds_per_step"], r.get("cpu_seconds_per_step"),
+                                             r["precision"])
     for row in result.get("finetune") or []:
         if row.get("flops_per_step"):
-            out["finetuning"][row["method"]] = rates(row["flops_per_step"] / row["seconds_per_step"] / 1e9,
-                                                     row["precision"])
+            out["finetuning"][row["method"]] = rates(row["flops_per_step"], row["seconds_per_step"],
+                                                     row.get("cpu_seconds_per_step"), row["precision"])
     return out
 
 
@@ -324,12 +351,16 @@ def make_pretrain_step(model: nn.Module, kind: str, optimizer: torch.optim.Optim
     return step
 
 
-def _time_block(step: StepFn, batches: Sequence[torch.Tensor], dev: torch.device) -> float:
+def _time_block(step: StepFn, batches: Sequence[torch.Tensor], dev: torch.device,
+                cpu: list[float] | None = None) -> float:
+    """Wall seconds of the steps; their process CPU seconds (all threads) appended to ``cpu``."""
     _sync(dev)
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     for ids in batches:
         step(ids)
     _sync(dev)
+    if cpu is not None:
+        cpu.append(time.process_time() - start_cpu)
     return time.perf_counter() - start
 
 
@@ -403,9 +434,10 @@ def pretraining_throughput(
         _time_block(steps[name], [batches[i % 4] for i in range(size.warmup)], dev)
     block = [batches[i % 4] for i in range(size.steps)]
     seconds: dict[str, list[float]] = {name: [] for name in names}
+    cpu_seconds: dict[str, list[float]] = {name: [] for name in names}
     for r in range(size.rounds):
         for name in (names if r % 2 == 0 else names[::-1]):
-            seconds[name].append(_time_block(steps[name], block, dev))
+            seconds[name].append(_time_block(steps[name], block, dev, cpu_seconds[name]))
 
     # memory: a separate, untimed pass of two steps each (parameters and AdamW state exist)
     for name in names:
@@ -418,6 +450,7 @@ def pretraining_throughput(
         r = out[name]
         r.update(tokens_per_s=statistics.median(tps), tokens_per_s_rounds=tps,
                  seconds_per_step=statistics.median(seconds[name]) / size.steps,
+                 cpu_seconds_per_step=statistics.median(cpu_seconds[name]) / size.steps,
                  flops_per_token=flops_per_token(r["mfu_params"], cfg.n_layer, cfg.d_model,
                                                  size.seq_len))
         r["mfu"] = (mfu(r["tokens_per_s"], r["mfu_params"], cfg.n_layer, cfg.d_model, size.seq_len,
@@ -540,14 +573,16 @@ def finetune_costs(
     labels = [i % len(LABEL_NAMES) for i in range(size.ft_batch_size)]
     built = {name: _build_method(name, size, tok, texts, labels, lr, seed=seed) for name in methods}
 
-    def block(name: str, n: int) -> float:
+    def block(name: str, n: int, cpu: list[float] | None = None) -> float:
         m = built[name]
         trainer = create_trainer(m.model, m.optimizer, device=dev, amp_dtype=amp, max_norm=1.0,
                                  **({"loss_fn": m.loss_fn} if m.loss_fn else {}))
         _sync(dev)
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         trainer.run([m.batch] * n, max_epochs=1)
         _sync(dev)
+        if cpu is not None:
+            cpu.append((time.process_time() - start_cpu) / n)
         return time.perf_counter() - start
 
     for m in built.values():
@@ -556,9 +591,10 @@ def finetune_costs(
     for name in methods:
         block(name, size.ft_warmup)
     seconds: dict[str, list[float]] = {name: [] for name in methods}
+    cpu_seconds: dict[str, list[float]] = {name: [] for name in methods}
     for r in range(size.ft_rounds):
         for name in (methods if r % 2 == 0 else tuple(reversed(methods))):
-            seconds[name].append(block(name, size.ft_steps) / size.ft_steps)
+            seconds[name].append(block(name, size.ft_steps, cpu_seconds[name]) / size.ft_steps)
     memory = {}
     for name in methods:
         with peak_memory(dev) as mem:
@@ -572,6 +608,7 @@ def finetune_costs(
         step = statistics.median(seconds[name])
         rows.append({
             "method": name, "seconds_per_step": step, "relative": step / base,
+            "cpu_seconds_per_step": statistics.median(cpu_seconds[name]),
             "seconds_rounds": seconds[name], "forward_passes": PASSES.get(name),
             "trainable_params": count_parameters(m.model, trainable_only=True),
             "total_params": count_parameters(m.model), "peak_step_mib": memory[name],
@@ -673,26 +710,37 @@ def to_markdown(result: dict) -> str:
         lines.append("")
     eff = result.get("efficiency")
     if eff:
-        peak = eff["peak_gflops"]
-        lines += ["## Efficiency: achieved GFLOP/s against the measured matmul peak", "",
-                  "Peak (best square matmul, n = " + ", ".join(str(n) for n in
-                                                              next(iter(eff["peak_by_size"].values())))
-                  + "): " + ", ".join(f"{k} {v:,.1f} GFLOP/s" for k, v in peak.items()) + ".", "",
-                  f"FLOPs: {eff['formula']}.", "",
-                  "| step | precision | GFLOP/s | of the peak in its precision | of bf16 peak | "
-                  "of fp32 peak |", "|---|---|---|---|---|---|"]
-        names = {"ours": "pretraining, ours", "slide": "pretraining, 2019 slide model",
-                 "slide_fp32": "pretraining, 2019 slide model in fp32"}
-        rows = [(names[k], r) for k, r in eff["pretraining"].items()]
-        rows += [(f"{k} (classifier)", r) for k, r in eff["finetuning"].items()]
+        sizes = ", ".join(str(n) for n in next(iter(eff["peak_by_size"].values())))
+        cpu = "peak_gflops_cpu" in eff
 
         def pct(x: float | None) -> str:
             return "—" if x is None else f"{100 * x:.1f} %"
 
+        def peaks(key: str) -> str:
+            return ", ".join(f"{k} {v:,.1f} GFLOP/s" for k, v in eff[key].items())
+
+        lines += ["## Efficiency: achieved GFLOP/s against the measured matmul peak", "",
+                  f"Peak (best square matmul, n = {sizes}), wall clock: {peaks('peak_gflops')}."]
+        if cpu:
+            lines += [f"The same on the CPU-time clock (process CPU seconds / {eff['threads']} threads, "
+                      f"robust to other jobs on the machine): {peaks('peak_gflops_cpu')}."]
+        lines += ["", f"FLOPs: {eff['formula']}.", "",
+                  "| step | precision | GFLOP/s (wall) | of the peak in its precision | of bf16 peak | "
+                  "of fp32 peak |" + (" GFLOP/s (CPU time) | of the peak in its precision | "
+                                      "of bf16 peak | of fp32 peak |" if cpu else ""),
+                  "|---|---|---|---|---|---|" + ("---|---|---|---|" if cpu else "")]
+        names = {"ours": "pretraining, ours", "slide": "pretraining, 2019 slide model",
+                 "slide_fp32": "pretraining, 2019 slide model in fp32"}
+        rows = [(names[k], r) for k, r in eff["pretraining"].items()]
+        rows += [(f"{k} (classifier)", r) for k, r in eff["finetuning"].items()]
         for label, r in rows:
-            lines.append(f"| {label} | {r['precision']} | {r['gflops']:,.1f} | "
-                         f"{pct(r['of_peak_own_precision'])} | {pct(r.get('of_peak_bf16'))} | "
-                         f"{pct(r.get('of_peak_fp32'))} |")
+            line = (f"| {label} | {r['precision']} | {r['gflops']:,.1f} | "
+                    f"{pct(r['of_peak_own_precision'])} | {pct(r.get('of_peak_bf16'))} | "
+                    f"{pct(r.get('of_peak_fp32'))} |")
+            if cpu and "gflops_cpu" in r:
+                line += (f" {r['gflops_cpu']:,.1f} | {pct(r['of_peak_own_precision_cpu'])} | "
+                         f"{pct(r.get('of_peak_bf16_cpu'))} | {pct(r.get('of_peak_fp32_cpu'))} |")
+            lines.append(line)
         lines.append("")
     return "\n".join(lines)
 
@@ -727,7 +775,8 @@ def run_benchmark(
         "pretraining": pretraining_throughput(bs, dev, compile=compile, peak_flops=peak_flops),
         "finetune": finetune_costs(bs, dev) if finetune else None,
     }
-    result["efficiency"] = efficiency(result, peak) if peak else None
+    threads = torch.get_num_threads() if dev.type == "cpu" else None
+    result["efficiency"] = efficiency(result, peak, threads) if peak else None
     if hasattr(os, "getloadavg"):
         result["environment"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     if out is not None:

@@ -191,6 +191,7 @@ def test_matmul_peak_is_the_best_size_per_dtype():
     for r in peak.values():
         assert set(r["by_size"]) == {32, 64} and all(v > 0 for v in r["by_size"].values())
         assert r["gflops"] == max(r["by_size"].values())
+        assert r["gflops_cpu"] == max(r["by_size_cpu"].values()) > 0
 
 
 def test_efficiency_is_achieved_flops_over_the_peak(tiny_run):
@@ -199,14 +200,22 @@ def test_efficiency_is_achieved_flops_over_the_peak(tiny_run):
     peak = eff["peak_gflops"]
     assert set(peak) == {"bf16", "fp32"} and all(v > 0 for v in peak.values())
     pre = result["pretraining"]
+    threads = eff["threads"]
+    assert threads == torch.get_num_threads() and set(eff["peak_gflops_cpu"]) == {"bf16", "fp32"}
     for kind, r in eff["pretraining"].items():
-        want = pre[kind]["tokens_per_s"] * pre[kind]["flops_per_token"] / 1e9
+        flops = pre["tokens_per_step"] * pre[kind]["flops_per_token"]
+        want = flops / pre[kind]["seconds_per_step"] / 1e9
         assert r["gflops"] == pytest.approx(want)
         assert r["of_peak_fp32"] == pytest.approx(want / peak["fp32"])
         assert r["of_peak_own_precision"] == pytest.approx(want / peak[r["precision"]])
+        want_cpu = flops / (pre[kind]["cpu_seconds_per_step"] / threads) / 1e9
+        assert r["gflops_cpu"] == pytest.approx(want_cpu)
+        assert r["of_peak_bf16_cpu"] == pytest.approx(want_cpu / eff["peak_gflops_cpu"]["bf16"])
     plain = next(row for row in result["finetune"] if row["method"] == "fine-tuning")
     ft = eff["finetuning"]["fine-tuning"]
     assert ft["gflops"] == pytest.approx(plain["flops_per_step"] / plain["seconds_per_step"] / 1e9)
+    assert ft["gflops_cpu"] == pytest.approx(
+        plain["flops_per_step"] / (plain["cpu_seconds_per_step"] / threads) / 1e9)
     assert list(eff["finetuning"]) == ["fine-tuning"]  # the other methods do other work per step
     stem = f"{tp.device_tag(torch.device('cpu'))}-tiny"
     assert "## Efficiency" in (out / f"{stem}.md").read_text()
