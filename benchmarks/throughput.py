@@ -271,7 +271,7 @@ def _dtype_name(dtype: torch.dtype | None) -> str:
     return {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", None: "fp32"}[dtype]
 
 
-def efficiency(result: dict, peak: dict, threads: int | None = None) -> dict:
+def efficiency(result: dict, peak: dict, threads: int | None = None, peak_clock: str = "wall clock") -> dict:
     """Achieved GFLOP/s of each pretraining participant and of plain fine-tuning, and their
     fractions of the measured matmul peak: in their own precision, in bf16 and in fp32.
 
@@ -292,7 +292,7 @@ def efficiency(result: dict, peak: dict, threads: int | None = None) -> dict:
         return r
 
     pre = result.get("pretraining") or {}
-    out = {"formula": EFFICIENCY_FORMULA, "threads": threads,
+    out = {"formula": EFFICIENCY_FORMULA, "threads": threads, "peak_clock": peak_clock,
            "peak_gflops": {k: v["gflops"] for k, v in peak.items()},
            "peak_by_size": {k: v["by_size"] for k, v in peak.items()},
            "pretraining": {}, "finetuning": {}}
@@ -310,6 +310,46 @@ def efficiency(result: dict, peak: dict, threads: int | None = None) -> dict:
             out["finetuning"][row["method"]] = rates(row["flops_per_step"], row["seconds_per_step"],
                                                      row.get("cpu_seconds_per_step"), row["precision"])
     return out
+
+
+def efficiency_from_file(path: str | Path, dev: torch.device | str = "cpu",
+                         sizes: Sequence[int] = PEAK_SIZES, repeats: int = 4) -> dict:
+    """The steps of an earlier result file against the matmul peak measured *now*.
+
+    For a shared CPU, where timing training steps needs a quiet machine but the peak can still be
+    measured on the CPU-time clock (:func:`matmul_peak`'s ``gflops_cpu``: what the threads do when
+    each has a core to itself). The stored steps' wall-clock GFLOP/s are compared with that peak,
+    so the fractions are lower bounds when the stored run itself was disturbed. On a GPU the
+    wall-clock peak is used."""
+    stored = json.loads(Path(path).read_text())
+    dev = torch.device(dev)
+    raw = matmul_peak(dev, sizes=sizes, repeats=repeats)
+    cpu_clock = all("gflops_cpu" in v for v in raw.values())
+    peak = ({k: {"gflops": v["gflops_cpu"], "by_size": v["by_size_cpu"]} for k, v in raw.items()}
+            if cpu_clock else raw)
+    cfg, pre = stored["config"], stored["pretraining"]
+    model = TransformerConfig(**{k: cfg[k] for k in ("vocab_size", "d_model", "n_layer", "n_head",
+                                                     "d_ff", "max_len")})
+    rows = []
+    for row in stored.get("finetune") or []:  # files written before the efficiency figures
+        row = dict(row)
+        row.setdefault("precision", pre["precision"])
+        if row["method"] == "fine-tuning" and not row.get("flops_per_step"):
+            row["flops_per_step"] = finetune_flops_per_step(model, row["batch_size"], row["seq_len"],
+                                                            len(LABEL_NAMES))
+        rows.append(row)
+    steps = {"pretraining": {k: {f: v for f, v in r.items() if f != "cpu_seconds_per_step"}
+                             if isinstance(r, dict) else r for k, r in pre.items()},
+             "finetune": rows}
+    return {
+        "size": stored["size"],
+        "steps_from": {"file": Path(path).name, "environment": stored["environment"]},
+        "peak_measured": {"environment": environment(dev), "clock": "cpu time" if cpu_clock else "wall",
+                          "raw": raw},
+        "efficiency": efficiency(steps, peak, peak_clock=(
+            f"CPU-time clock (process CPU seconds / {torch.get_num_threads()} threads)" if cpu_clock
+            else "wall clock")),
+    }
 
 
 # --- pretraining: ours vs the slide model ----------------------------------------------------------
@@ -661,6 +701,45 @@ def environment(dev: torch.device) -> dict:
     return env
 
 
+def _efficiency_lines(eff: dict) -> list[str]:
+    """The markdown section of :func:`efficiency`'s figures."""
+    lines: list[str] = []
+    sizes = ", ".join(str(n) for n in next(iter(eff["peak_by_size"].values())))
+    cpu = "peak_gflops_cpu" in eff
+
+    def pct(x: float | None) -> str:
+        return "—" if x is None else f"{100 * x:.1f} %"
+
+    def peaks(key: str) -> str:
+        return ", ".join(f"{k} {v:,.1f} GFLOP/s" for k, v in eff[key].items())
+
+    lines += ["## Efficiency: achieved GFLOP/s against the measured matmul peak", "",
+              f"Peak (best square matmul, n = {sizes}), {eff.get('peak_clock', 'wall clock')}: "
+              f"{peaks('peak_gflops')}."]
+    if cpu:
+        lines += [f"The same on the CPU-time clock (process CPU seconds / {eff['threads']} threads, "
+                  f"robust to other jobs on the machine): {peaks('peak_gflops_cpu')}."]
+    lines += ["", f"FLOPs: {eff['formula']}.", "",
+              "| step | precision | GFLOP/s (wall) | of the peak in its precision | of bf16 peak | "
+              "of fp32 peak |" + (" GFLOP/s (CPU time) | of the peak in its precision | "
+                                  "of bf16 peak | of fp32 peak |" if cpu else ""),
+              "|---|---|---|---|---|---|" + ("---|---|---|---|" if cpu else "")]
+    names = {"ours": "pretraining, ours", "slide": "pretraining, 2019 slide model",
+             "slide_fp32": "pretraining, 2019 slide model in fp32"}
+    rows = [(names[k], r) for k, r in eff["pretraining"].items()]
+    rows += [(f"{k} (classifier)", r) for k, r in eff["finetuning"].items()]
+    for label, r in rows:
+        line = (f"| {label} | {r['precision']} | {r['gflops']:,.1f} | "
+                f"{pct(r['of_peak_own_precision'])} | {pct(r.get('of_peak_bf16'))} | "
+                f"{pct(r.get('of_peak_fp32'))} |")
+        if cpu and "gflops_cpu" in r:
+            line += (f" {r['gflops_cpu']:,.1f} | {pct(r['of_peak_own_precision_cpu'])} | "
+                     f"{pct(r.get('of_peak_bf16_cpu'))} | {pct(r.get('of_peak_fp32_cpu'))} |")
+        lines.append(line)
+    lines.append("")
+    return lines
+
+
 def to_markdown(result: dict) -> str:
     """The result as a short markdown report (tables for pretraining and fine-tuning)."""
     env, cfg = result["environment"], result["config"]
@@ -708,41 +787,22 @@ def to_markdown(result: dict) -> str:
                          f"{r['forward_passes']} | {r['trainable_params']:,} | "
                          f"{r['peak_step_mib']:.1f} |")
         lines.append("")
-    eff = result.get("efficiency")
-    if eff:
-        sizes = ", ".join(str(n) for n in next(iter(eff["peak_by_size"].values())))
-        cpu = "peak_gflops_cpu" in eff
-
-        def pct(x: float | None) -> str:
-            return "—" if x is None else f"{100 * x:.1f} %"
-
-        def peaks(key: str) -> str:
-            return ", ".join(f"{k} {v:,.1f} GFLOP/s" for k, v in eff[key].items())
-
-        lines += ["## Efficiency: achieved GFLOP/s against the measured matmul peak", "",
-                  f"Peak (best square matmul, n = {sizes}), wall clock: {peaks('peak_gflops')}."]
-        if cpu:
-            lines += [f"The same on the CPU-time clock (process CPU seconds / {eff['threads']} threads, "
-                      f"robust to other jobs on the machine): {peaks('peak_gflops_cpu')}."]
-        lines += ["", f"FLOPs: {eff['formula']}.", "",
-                  "| step | precision | GFLOP/s (wall) | of the peak in its precision | of bf16 peak | "
-                  "of fp32 peak |" + (" GFLOP/s (CPU time) | of the peak in its precision | "
-                                      "of bf16 peak | of fp32 peak |" if cpu else ""),
-                  "|---|---|---|---|---|---|" + ("---|---|---|---|" if cpu else "")]
-        names = {"ours": "pretraining, ours", "slide": "pretraining, 2019 slide model",
-                 "slide_fp32": "pretraining, 2019 slide model in fp32"}
-        rows = [(names[k], r) for k, r in eff["pretraining"].items()]
-        rows += [(f"{k} (classifier)", r) for k, r in eff["finetuning"].items()]
-        for label, r in rows:
-            line = (f"| {label} | {r['precision']} | {r['gflops']:,.1f} | "
-                    f"{pct(r['of_peak_own_precision'])} | {pct(r.get('of_peak_bf16'))} | "
-                    f"{pct(r.get('of_peak_fp32'))} |")
-            if cpu and "gflops_cpu" in r:
-                line += (f" {r['gflops_cpu']:,.1f} | {pct(r['of_peak_own_precision_cpu'])} | "
-                         f"{pct(r.get('of_peak_bf16_cpu'))} | {pct(r.get('of_peak_fp32_cpu'))} |")
-            lines.append(line)
-        lines.append("")
+    if result.get("efficiency"):
+        lines += _efficiency_lines(result["efficiency"])
     return "\n".join(lines)
+
+
+def efficiency_markdown(result: dict) -> str:
+    """The report of :func:`efficiency_from_file`: provenance of the steps and of the peak, then
+    the efficiency table."""
+    steps, peak = result["steps_from"]["environment"], result["peak_measured"]["environment"]
+    load = peak.get("load_average_1_5_15min")
+    lines = [f"# Efficiency: {result['size']} on {peak['device_name']}", "",
+             f"* steps: `{result['steps_from']['file']}`, {steps['date']}, torch {steps['torch']}, "
+             f"{steps.get('torch_threads', '?')} threads",
+             f"* peak: measured {peak['date']} on the {result['peak_measured']['clock']} clock, "
+             f"torch {peak['torch']}" + (f", load average {load[0]}" if load else ""), ""]
+    return "\n".join(lines + _efficiency_lines(result["efficiency"]))
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -801,7 +861,18 @@ def main(argv: Sequence[str] | None = None) -> dict:
                         help="the device's peak TFLOP/s for MFU (default: datasheet table for GPUs)")
     parser.add_argument("--no-peak", action="store_true",
                         help="skip measuring the matmul peak (and the efficiency figures)")
+    parser.add_argument("--efficiency-from", type=Path, metavar="RESULT.json",
+                        help="time nothing but the matmul peak; report the steps of this earlier "
+                             "result against it (to <its stem>-efficiency.json/.md)")
     args = parser.parse_args(argv)
+    if args.efficiency_from:
+        result = efficiency_from_file(args.efficiency_from, args.device or "cpu")
+        stem = Path(args.out) / f"{args.efficiency_from.stem}-efficiency"
+        report = efficiency_markdown(result)
+        _write_atomic(stem.with_suffix(".json"), json.dumps(result, indent=2) + "\n")
+        _write_atomic(stem.with_suffix(".md"), report)
+        print(report)
+        return result
     result = run_benchmark(args.size, args.device, compile=args.compile, out=args.out,
                            finetune=not args.no_finetune,
                            peak_flops=args.peak_tflops * 1e12 if args.peak_tflops else None,

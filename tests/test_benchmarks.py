@@ -232,3 +232,20 @@ def test_the_pretraining_step_trains_in_fp16_with_a_scaler():
     losses = [step(ids).item() for _ in range(3)]
     assert all(math.isfinite(x) for x in losses)
     assert not torch.equal(before, model.transformer.blocks[0].attn.qkv.weight)
+
+
+def test_efficiency_from_an_earlier_result_file(tiny_run):
+    """The steps of a stored run against a peak measured now (on the CPU-time clock on a CPU)."""
+    result, out = tiny_run
+    path = out / f"{tp.device_tag(torch.device('cpu'))}-tiny.json"
+    again = tp.efficiency_from_file(path, "cpu", sizes=(32, 64), repeats=1)
+    eff, raw = again["efficiency"], again["peak_measured"]["raw"]
+    assert again["peak_measured"]["clock"] == "cpu time" and "CPU-time" in eff["peak_clock"]
+    assert eff["peak_gflops"] == pytest.approx({k: v["gflops_cpu"] for k, v in raw.items()})
+    pre = result["pretraining"]
+    ours = pre["tokens_per_step"] * pre["ours"]["flops_per_token"] / pre["ours"]["seconds_per_step"] / 1e9
+    assert eff["pretraining"]["ours"]["gflops"] == pytest.approx(ours)
+    assert "gflops_cpu" not in eff["pretraining"]["ours"]  # the stored steps are wall-clock only
+    assert list(eff["finetuning"]) == ["fine-tuning"]
+    report = tp.efficiency_markdown(again)
+    assert "| pretraining, ours | " in report and again["steps_from"]["file"] in report
