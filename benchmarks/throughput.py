@@ -11,7 +11,11 @@ Three measurements (``benchmarks/README.md`` has the what and why):
 * :func:`finetune_costs` — seconds per fine-tuning step of each method (adapters, TDT, R-Drop,
   manual prompt, DART) relative to plain fine-tuning, through the library's own
   ``training.create_trainer`` step, on random-init models (nothing is pretrained or downloaded).
-* :func:`run_benchmark` / the CLI — both, written to ``benchmarks/results/<device>-<size>.json``
+* :func:`matmul_peak` and :func:`efficiency` — the device's measured matmul peak in bf16 and fp32
+  (square matmuls, best of several) and the GFLOP/s that a pretraining step and a fine-tuning
+  step achieve, counted analytically (:func:`flops_per_token`, :func:`finetune_flops_per_step`),
+  as a fraction of that peak: how close to the hardware limit the tutorial runs.
+* :func:`run_benchmark` / the CLI — all of it, written to ``benchmarks/results/<device>-<size>.json``
   and ``.md`` together with the device, the versions and the configuration.
 
     python -m benchmarks.throughput --size classroom            # CPU, ~2 min on 2 cores
@@ -48,7 +52,7 @@ from tutorial_lib.config import ModelSize, get_scale
 from tutorial_lib.freezing import PeakMemory
 from tutorial_lib.models import TransformerClassifier, TransformerConfig, TransformerLM, count_parameters
 from tutorial_lib.pretraining import ADAM_BETAS, ADAM_EPS, make_optimizer
-from tutorial_lib.runtime import autocast, autocast_dtype, cpu_has_fast_bf16
+from tutorial_lib.runtime import autocast, autocast_dtype, cpu_has_fast_bf16, grad_scaler
 from tutorial_lib.tokenization import encode_with_cls, train_wordpiece
 from tutorial_lib.training import create_trainer
 
@@ -131,6 +135,19 @@ def flops_per_token(n_params: int, n_layer: int, d_model: int, seq_len: int) -> 
     return 6.0 * n_params + 12.0 * n_layer * d_model * seq_len
 
 
+def finetune_flops_per_step(cfg: TransformerConfig, batch_size: int, seq_len: int,
+                            num_labels: int) -> float:
+    """Training FLOPs of one step of ``TransformerClassifier`` (plain fine-tuning), counted from the
+    config: per token 6·L·(4d² + 2d·d_ff) (forward + backward through the attention projections
+    and the feed-forward) + 12·L·d·T (attention scores and weighted sum), and per row 6·d·labels
+    for the head on the [CLS] state. The token embedding is a lookup (its gradient a scatter, no
+    matmul) and the classifier's tied LM head is not used, so neither counts, unlike in
+    :func:`flops_per_token` for the LM."""
+    L, d = cfg.n_layer, cfg.d_model
+    per_token = 6.0 * L * (4 * d * d + 2 * d * cfg.d_ff) + 12.0 * L * d * seq_len
+    return batch_size * seq_len * per_token + batch_size * 6.0 * d * num_labels
+
+
 def mfu(tokens_per_s: float, n_params: int, n_layer: int, d_model: int, seq_len: int,
         peak_flops: float) -> float:
     """Model FLOPs utilisation: achieved model FLOP/s over the device's peak FLOP/s (0..1)."""
@@ -201,6 +218,140 @@ def peak_memory(dev: torch.device) -> Iterator[dict]:
         out["what"] = "not measured (CPU run on a CUDA machine)"
 
 
+# --- the device's matmul peak and the fraction of it we reach --------------------------------------
+
+PEAK_SIZES = (1024, 2048, 3072, 4096)
+EFFICIENCY_FORMULA = ("training FLOPs = 6·N·tokens + 12·L·d·T·tokens (forward + backward); "
+                      "pretraining N = parameters without the position embedding (tied head once), "
+                      "fine-tuning N = L·(4d² + 2d·d_ff) plus the head; "
+                      "peak = best 2n³/t over square n×n matmuls")
+
+
+def matmul_peak(dev: torch.device | str = "cpu",
+                dtypes: Sequence[torch.dtype] = (torch.bfloat16, torch.float32),
+                sizes: Sequence[int] = PEAK_SIZES, repeats: int = 4, seed: int = 0) -> dict:
+    """The device's attainable matmul FLOP/s per dtype: square ``n×n @ n×n`` products for each
+    ``n`` in ``sizes``, each timed ``repeats`` times after one warm-up, best time kept (best of
+    several: on a shared machine the fastest run is the one least disturbed). Returns
+    ``{"bf16": {"gflops": best over sizes, "by_size": {n: GFLOP/s}}, "fp32": ...}``.
+
+    On a CPU each dtype also gets ``gflops_cpu`` (and ``by_size_cpu``): the FLOPs over the
+    process's CPU time divided by the thread count, i.e. the rate with every thread on a core of
+    its own. Other jobs on the machine slow the wall clock but hardly the CPU time, so fractions
+    of this peak stay meaningful on a shared machine (see :func:`efficiency`)."""
+    dev = torch.device(dev)
+    threads = torch.get_num_threads() if dev.type == "cpu" else None
+    gen = torch.Generator().manual_seed(seed)
+    out: dict[str, dict] = {}
+    for dtype in dtypes:
+        by_size, by_size_cpu = {}, {}
+        for n in sizes:
+            a = torch.randn(n, n, generator=gen).to(dev, dtype)
+            b = torch.randn(n, n, generator=gen).to(dev, dtype)
+            best = best_cpu = math.inf
+            for i in range(repeats + 1):
+                _sync(dev)
+                start, start_cpu = time.perf_counter(), time.process_time()
+                torch.mm(a, b)
+                _sync(dev)
+                if i:  # the first product is the warm-up
+                    best = min(best, time.perf_counter() - start)
+                    best_cpu = min(best_cpu, time.process_time() - start_cpu)
+            by_size[n] = 2.0 * n**3 / best / 1e9
+            if threads:
+                by_size_cpu[n] = 2.0 * n**3 / (max(best_cpu, 1e-9) / threads) / 1e9
+            del a, b
+        out[_dtype_name(dtype)] = {"gflops": max(by_size.values()), "by_size": by_size}
+        if threads:
+            out[_dtype_name(dtype)].update(gflops_cpu=max(by_size_cpu.values()), by_size_cpu=by_size_cpu)
+    return out
+
+
+def _dtype_name(dtype: torch.dtype | None) -> str:
+    return {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", None: "fp32"}[dtype]
+
+
+def efficiency(result: dict, peak: dict, threads: int | None = None, peak_clock: str = "wall clock") -> dict:
+    """Achieved GFLOP/s of each pretraining participant and of plain fine-tuning, and their
+    fractions of the measured matmul peak: in their own precision, in bf16 and in fp32.
+
+    Two clocks: the wall clock (``gflops``, ``of_peak_*``), and on a CPU with ``threads`` given,
+    the process CPU time divided by ``threads`` (``gflops_cpu``, ``of_peak_*_cpu``: the rate with
+    every thread on a core of its own, against the peak measured the same way). On a machine
+    shared with other jobs only the second kind of fraction can be trusted."""
+    def rates(flops: float, seconds: float, cpu_seconds: float | None, precision: str) -> dict:
+        own = {"bfloat16": "bf16", "float16": "fp16"}.get(precision, precision)
+        r = {"precision": own, "gflops": flops / seconds / 1e9}
+        r["of_peak_own_precision"] = r["gflops"] / peak[own]["gflops"] if own in peak else None
+        r.update({f"of_peak_{k}": r["gflops"] / v["gflops"] for k, v in peak.items()})
+        if threads and cpu_seconds and all("gflops_cpu" in v for v in peak.values()):
+            r["gflops_cpu"] = flops / (cpu_seconds / threads) / 1e9
+            r["of_peak_own_precision_cpu"] = (r["gflops_cpu"] / peak[own]["gflops_cpu"]
+                                              if own in peak else None)
+            r.update({f"of_peak_{k}_cpu": r["gflops_cpu"] / v["gflops_cpu"] for k, v in peak.items()})
+        return r
+
+    pre = result.get("pretraining") or {}
+    out = {"formula": EFFICIENCY_FORMULA, "threads": threads, "peak_clock": peak_clock,
+           "peak_gflops": {k: v["gflops"] for k, v in peak.items()},
+           "peak_by_size": {k: v["by_size"] for k, v in peak.items()},
+           "pretraining": {}, "finetuning": {}}
+    if all("gflops_cpu" in v for v in peak.values()):
+        out["peak_gflops_cpu"] = {k: v["gflops_cpu"] for k, v in peak.items()}
+        out["peak_by_size_cpu"] = {k: v["by_size_cpu"] for k, v in peak.items()}
+    for kind in ("ours", "slide", "slide_fp32"):
+        if kind in pre:
+            r = pre[kind]
+            flops = pre["tokens_per_step"] * r["flops_per_token"]
+            out["pretraining"][kind] = rates(flops, r["seconds_per_step"], r.get("cpu_seconds_per_step"),
+                                             r["precision"])
+    for row in result.get("finetune") or []:
+        if row.get("flops_per_step"):
+            out["finetuning"][row["method"]] = rates(row["flops_per_step"], row["seconds_per_step"],
+                                                     row.get("cpu_seconds_per_step"), row["precision"])
+    return out
+
+
+def efficiency_from_file(path: str | Path, dev: torch.device | str = "cpu",
+                         sizes: Sequence[int] = PEAK_SIZES, repeats: int = 4) -> dict:
+    """The steps of an earlier result file against the matmul peak measured *now*.
+
+    For a shared CPU, where timing training steps needs a quiet machine but the peak can still be
+    measured on the CPU-time clock (:func:`matmul_peak`'s ``gflops_cpu``: what the threads do when
+    each has a core to itself). The stored steps' wall-clock GFLOP/s are compared with that peak,
+    so the fractions are lower bounds when the stored run itself was disturbed. On a GPU the
+    wall-clock peak is used."""
+    stored = json.loads(Path(path).read_text())
+    dev = torch.device(dev)
+    raw = matmul_peak(dev, sizes=sizes, repeats=repeats)
+    cpu_clock = all("gflops_cpu" in v for v in raw.values())
+    peak = ({k: {"gflops": v["gflops_cpu"], "by_size": v["by_size_cpu"]} for k, v in raw.items()}
+            if cpu_clock else raw)
+    cfg, pre = stored["config"], stored["pretraining"]
+    model = TransformerConfig(**{k: cfg[k] for k in ("vocab_size", "d_model", "n_layer", "n_head",
+                                                     "d_ff", "max_len")})
+    rows = []
+    for row in stored.get("finetune") or []:  # files written before the efficiency figures
+        row = dict(row)
+        row.setdefault("precision", pre["precision"])
+        if row["method"] == "fine-tuning" and not row.get("flops_per_step"):
+            row["flops_per_step"] = finetune_flops_per_step(model, row["batch_size"], row["seq_len"],
+                                                            len(LABEL_NAMES))
+        rows.append(row)
+    steps = {"pretraining": {k: {f: v for f, v in r.items() if f != "cpu_seconds_per_step"}
+                             if isinstance(r, dict) else r for k, r in pre.items()},
+             "finetune": rows}
+    return {
+        "size": stored["size"],
+        "steps_from": {"file": Path(path).name, "environment": stored["environment"]},
+        "peak_measured": {"environment": environment(dev), "clock": "cpu time" if cpu_clock else "wall",
+                          "raw": raw},
+        "efficiency": efficiency(steps, peak, peak_clock=(
+            f"CPU-time clock (process CPU seconds / {torch.get_num_threads()} threads)" if cpu_clock
+            else "wall clock")),
+    }
+
+
 # --- pretraining: ours vs the slide model ----------------------------------------------------------
 
 StepFn = Callable[[torch.Tensor], torch.Tensor]
@@ -217,27 +368,39 @@ def _lm_loss(model: nn.Module, kind: str, ids: torch.Tensor) -> torch.Tensor:
 def make_pretrain_step(model: nn.Module, kind: str, optimizer: torch.optim.Optimizer,
                        dev: torch.device, amp: torch.dtype | None, max_norm: float = 1.0) -> StepFn:
     """One training step, the same for both models: ``training.create_trainer``'s update
-    (autocast forward, backward, clip, AdamW step, zero grads) without its per-step ``.item()``
-    sync, so that a GPU can queue steps ahead."""
+    (autocast forward, backward, clip, AdamW step, zero grads; in fp16 with its gradient scaler)
+    without its per-step ``.item()`` sync, so that a GPU can queue steps ahead."""
+    scaler = grad_scaler(dev, amp)
 
     def step(ids: torch.Tensor) -> torch.Tensor:
         with autocast(dev, amp):
             loss = _lm_loss(model, kind, ids)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-        optimizer.step()
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         return loss.detach()
 
     return step
 
 
-def _time_block(step: StepFn, batches: Sequence[torch.Tensor], dev: torch.device) -> float:
+def _time_block(step: StepFn, batches: Sequence[torch.Tensor], dev: torch.device,
+                cpu: list[float] | None = None) -> float:
+    """Wall seconds of the steps; their process CPU seconds (all threads) appended to ``cpu``."""
     _sync(dev)
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     for ids in batches:
         step(ids)
     _sync(dev)
+    if cpu is not None:
+        cpu.append(time.process_time() - start_cpu)
     return time.perf_counter() - start
 
 
@@ -311,9 +474,10 @@ def pretraining_throughput(
         _time_block(steps[name], [batches[i % 4] for i in range(size.warmup)], dev)
     block = [batches[i % 4] for i in range(size.steps)]
     seconds: dict[str, list[float]] = {name: [] for name in names}
+    cpu_seconds: dict[str, list[float]] = {name: [] for name in names}
     for r in range(size.rounds):
         for name in (names if r % 2 == 0 else names[::-1]):
-            seconds[name].append(_time_block(steps[name], block, dev))
+            seconds[name].append(_time_block(steps[name], block, dev, cpu_seconds[name]))
 
     # memory: a separate, untimed pass of two steps each (parameters and AdamW state exist)
     for name in names:
@@ -326,6 +490,7 @@ def pretraining_throughput(
         r = out[name]
         r.update(tokens_per_s=statistics.median(tps), tokens_per_s_rounds=tps,
                  seconds_per_step=statistics.median(seconds[name]) / size.steps,
+                 cpu_seconds_per_step=statistics.median(cpu_seconds[name]) / size.steps,
                  flops_per_token=flops_per_token(r["mfu_params"], cfg.n_layer, cfg.d_model,
                                                  size.seq_len))
         r["mfu"] = (mfu(r["tokens_per_s"], r["mfu_params"], cfg.n_layer, cfg.d_model, size.seq_len,
@@ -448,14 +613,16 @@ def finetune_costs(
     labels = [i % len(LABEL_NAMES) for i in range(size.ft_batch_size)]
     built = {name: _build_method(name, size, tok, texts, labels, lr, seed=seed) for name in methods}
 
-    def block(name: str, n: int) -> float:
+    def block(name: str, n: int, cpu: list[float] | None = None) -> float:
         m = built[name]
         trainer = create_trainer(m.model, m.optimizer, device=dev, amp_dtype=amp, max_norm=1.0,
                                  **({"loss_fn": m.loss_fn} if m.loss_fn else {}))
         _sync(dev)
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         trainer.run([m.batch] * n, max_epochs=1)
         _sync(dev)
+        if cpu is not None:
+            cpu.append((time.process_time() - start_cpu) / n)
         return time.perf_counter() - start
 
     for m in built.values():
@@ -464,9 +631,10 @@ def finetune_costs(
     for name in methods:
         block(name, size.ft_warmup)
     seconds: dict[str, list[float]] = {name: [] for name in methods}
+    cpu_seconds: dict[str, list[float]] = {name: [] for name in methods}
     for r in range(size.ft_rounds):
         for name in (methods if r % 2 == 0 else tuple(reversed(methods))):
-            seconds[name].append(block(name, size.ft_steps) / size.ft_steps)
+            seconds[name].append(block(name, size.ft_steps, cpu_seconds[name]) / size.ft_steps)
     memory = {}
     for name in methods:
         with peak_memory(dev) as mem:
@@ -480,11 +648,17 @@ def finetune_costs(
         step = statistics.median(seconds[name])
         rows.append({
             "method": name, "seconds_per_step": step, "relative": step / base,
+            "cpu_seconds_per_step": statistics.median(cpu_seconds[name]),
             "seconds_rounds": seconds[name], "forward_passes": PASSES.get(name),
             "trainable_params": count_parameters(m.model, trainable_only=True),
             "total_params": count_parameters(m.model), "peak_step_mib": memory[name],
             "seq_len": int(m.batch["input_ids"].shape[1]),
             "batch_size": int(m.batch["input_ids"].shape[0]),
+            "precision": str(amp).removeprefix("torch.") if amp else "fp32",
+            # counted for plain fine-tuning only: the other methods change the work per step
+            "flops_per_step": (finetune_flops_per_step(m.model.config, *m.batch["input_ids"].shape,
+                                                       num_labels=len(LABEL_NAMES))
+                               if name == "fine-tuning" else None),
         })
     return rows
 
@@ -516,6 +690,8 @@ def environment(dev: torch.device) -> dict:
         "tutorial_lib": _version("tutorial_lib"), "pytorch-ignite": _version("pytorch-ignite"),
         "platform": platform.platform(), "git": _git_revision(),
     }
+    if hasattr(os, "getloadavg"):  # other jobs on the machine: read the numbers with this in mind
+        env["load_average_1_5_15min"] = [round(x, 2) for x in os.getloadavg()]
     if dev.type == "cpu":
         env["torch_threads"] = torch.get_num_threads()
         env["cpu_count"] = os.cpu_count()
@@ -525,12 +701,54 @@ def environment(dev: torch.device) -> dict:
     return env
 
 
+def _efficiency_lines(eff: dict) -> list[str]:
+    """The markdown section of :func:`efficiency`'s figures."""
+    lines: list[str] = []
+    sizes = ", ".join(str(n) for n in next(iter(eff["peak_by_size"].values())))
+    cpu = "peak_gflops_cpu" in eff
+
+    def pct(x: float | None) -> str:
+        return "—" if x is None else f"{100 * x:.1f} %"
+
+    def peaks(key: str) -> str:
+        return ", ".join(f"{k} {v:,.1f} GFLOP/s" for k, v in eff[key].items())
+
+    lines += ["## Efficiency: achieved GFLOP/s against the measured matmul peak", "",
+              f"Peak (best square matmul, n = {sizes}), {eff.get('peak_clock', 'wall clock')}: "
+              f"{peaks('peak_gflops')}."]
+    if cpu:
+        lines += [f"The same on the CPU-time clock (process CPU seconds / {eff['threads']} threads, "
+                  f"robust to other jobs on the machine): {peaks('peak_gflops_cpu')}."]
+    lines += ["", f"FLOPs: {eff['formula']}.", "",
+              "| step | precision | GFLOP/s (wall) | of the peak in its precision | of bf16 peak | "
+              "of fp32 peak |" + (" GFLOP/s (CPU time) | of the peak in its precision | "
+                                  "of bf16 peak | of fp32 peak |" if cpu else ""),
+              "|---|---|---|---|---|---|" + ("---|---|---|---|" if cpu else "")]
+    names = {"ours": "pretraining, ours", "slide": "pretraining, 2019 slide model",
+             "slide_fp32": "pretraining, 2019 slide model in fp32"}
+    rows = [(names[k], r) for k, r in eff["pretraining"].items()]
+    rows += [(f"{k} (classifier)", r) for k, r in eff["finetuning"].items()]
+    for label, r in rows:
+        line = (f"| {label} | {r['precision']} | {r['gflops']:,.1f} | "
+                f"{pct(r['of_peak_own_precision'])} | {pct(r.get('of_peak_bf16'))} | "
+                f"{pct(r.get('of_peak_fp32'))} |")
+        if cpu and "gflops_cpu" in r:
+            line += (f" {r['gflops_cpu']:,.1f} | {pct(r['of_peak_own_precision_cpu'])} | "
+                     f"{pct(r.get('of_peak_bf16_cpu'))} | {pct(r.get('of_peak_fp32_cpu'))} |")
+        lines.append(line)
+    lines.append("")
+    return lines
+
+
 def to_markdown(result: dict) -> str:
     """The result as a short markdown report (tables for pretraining and fine-tuning)."""
     env, cfg = result["environment"], result["config"]
     lines = [f"# Benchmark: {result['size']} on {env['device_name']}", "",
              f"{env['date']} · torch {env['torch']} · python {env['python']} · git {env['git']}"
-             + (f" · {env['torch_threads']} threads" if "torch_threads" in env else ""), "",
+             + (f" · {env['torch_threads']} threads" if "torch_threads" in env else "")
+             + (f" · load average {env['load_average_1_5_15min'][0]} at the start, "
+                f"{env['load_average_at_end'][0]} at the end" if "load_average_at_end" in env else ""),
+             "",
              "Model: " + ", ".join(f"{k}={cfg[k]}" for k in
                                    ("vocab_size", "d_model", "n_layer", "n_head", "d_ff", "max_len")),
              ""]
@@ -569,7 +787,22 @@ def to_markdown(result: dict) -> str:
                          f"{r['forward_passes']} | {r['trainable_params']:,} | "
                          f"{r['peak_step_mib']:.1f} |")
         lines.append("")
+    if result.get("efficiency"):
+        lines += _efficiency_lines(result["efficiency"])
     return "\n".join(lines)
+
+
+def efficiency_markdown(result: dict) -> str:
+    """The report of :func:`efficiency_from_file`: provenance of the steps and of the peak, then
+    the efficiency table."""
+    steps, peak = result["steps_from"]["environment"], result["peak_measured"]["environment"]
+    load = peak.get("load_average_1_5_15min")
+    lines = [f"# Efficiency: {result['size']} on {peak['device_name']}", "",
+             f"* steps: `{result['steps_from']['file']}`, {steps['date']}, torch {steps['torch']}, "
+             f"{steps.get('torch_threads', '?')} threads",
+             f"* peak: measured {peak['date']} on the {result['peak_measured']['clock']} clock, "
+             f"torch {peak['torch']}" + (f", load average {load[0]}" if load else ""), ""]
+    return "\n".join(lines + _efficiency_lines(result["efficiency"]))
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -586,10 +819,15 @@ def run_benchmark(
     out: str | Path | None = RESULTS_DIR,
     finetune: bool = True,
     peak_flops: float | None = None,
+    measure_peak: bool = True,
 ) -> dict:
-    """Both benchmarks at ``size``; written to ``out/<device-tag>-<size>[-compile].json/.md``."""
+    """Both benchmarks at ``size``, and (``measure_peak``) the device's matmul peak with the
+    fraction of it each step reaches; written to ``out/<device-tag>-<size>[-compile].json/.md``."""
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     bs = bench_size(size)
+    # the peak first, on a quiet device; tiny sizes for the tiny (CI) benchmark
+    peak = (matmul_peak(dev, sizes=(64, 128) if size == "tiny" else PEAK_SIZES,
+                        repeats=2 if size == "tiny" else 4) if measure_peak else None)
     result = {
         "size": size, "environment": environment(dev),
         "config": {**dataclasses.asdict(bs.model),
@@ -597,6 +835,10 @@ def run_benchmark(
         "pretraining": pretraining_throughput(bs, dev, compile=compile, peak_flops=peak_flops),
         "finetune": finetune_costs(bs, dev) if finetune else None,
     }
+    threads = torch.get_num_threads() if dev.type == "cpu" else None
+    result["efficiency"] = efficiency(result, peak, threads) if peak else None
+    if hasattr(os, "getloadavg"):
+        result["environment"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     if out is not None:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
@@ -617,10 +859,24 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("--no-finetune", action="store_true", help="pretraining only")
     parser.add_argument("--peak-tflops", type=float, default=None,
                         help="the device's peak TFLOP/s for MFU (default: datasheet table for GPUs)")
+    parser.add_argument("--no-peak", action="store_true",
+                        help="skip measuring the matmul peak (and the efficiency figures)")
+    parser.add_argument("--efficiency-from", type=Path, metavar="RESULT.json",
+                        help="time nothing but the matmul peak; report the steps of this earlier "
+                             "result against it (to <its stem>-efficiency.json/.md)")
     args = parser.parse_args(argv)
+    if args.efficiency_from:
+        result = efficiency_from_file(args.efficiency_from, args.device or "cpu")
+        stem = Path(args.out) / f"{args.efficiency_from.stem}-efficiency"
+        report = efficiency_markdown(result)
+        _write_atomic(stem.with_suffix(".json"), json.dumps(result, indent=2) + "\n")
+        _write_atomic(stem.with_suffix(".md"), report)
+        print(report)
+        return result
     result = run_benchmark(args.size, args.device, compile=args.compile, out=args.out,
                            finetune=not args.no_finetune,
-                           peak_flops=args.peak_tflops * 1e12 if args.peak_tflops else None)
+                           peak_flops=args.peak_tflops * 1e12 if args.peak_tflops else None,
+                           measure_peak=not args.no_peak)
     print(to_markdown(result))
     pre = result["pretraining"]
     if not (pre["ours"]["init_loss_ok"] and pre["slide"]["init_loss_ok"]):

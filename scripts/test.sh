@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The test command: set up .venv if needed, then run the unit tests and execute every notebook
-# at smoke scale with nbval, in one pytest run. Extra arguments go to pytest.
+# The test command: set up .venv if needed, lint (ruff; actionlint on .github/workflows), then run
+# the unit tests and execute every notebook at smoke scale with nbval, in one pytest run. Extra
+# arguments go to pytest. TUTORIAL_DATA_DIR set but empty means no local copy: the Hub path (the
+# GitHub CI, from a prefetched HF_HOME); unset, the project machines' copy ../shared/data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
-# The local data copy: ../shared/data by default, but only where it exists. Otherwise
-# TUTORIAL_DATA_DIR stays unset; as this run is offline, the tests that need the data are
-# skipped and the notebooks stop with tutorial_lib.data's "offline, no local copy" error.
-if [ -z "${TUTORIAL_DATA_DIR:-}" ] && [ -d ../shared/data ]; then
+# The local data copy: ../shared/data by default, but only where it exists and only when
+# TUTORIAL_DATA_DIR is unset (set to an empty string, it means the Hub: ci.yml does that).
+# Otherwise, as this run is offline, the tests that need the data are skipped and the notebooks
+# stop with tutorial_lib.data's "offline, no local copy" error.
+if [ -z "${TUTORIAL_DATA_DIR+x}" ] && [ -d ../shared/data ]; then
   export TUTORIAL_DATA_DIR=$(cd ../shared/data && pwd)
 fi
 export TUTORIAL_SCALE=smoke
@@ -15,6 +18,7 @@ export TUTORIAL_CACHE_DIR=${TUTORIAL_CACHE_DIR:-$(mktemp -d)}
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export MPLBACKEND=Agg
 .venv/bin/ruff check .
+.venv/bin/actionlint
 .venv/bin/python -m pytest -q -W ignore::DeprecationWarning \
   --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
   tests notebooks "$@"

@@ -173,3 +173,79 @@ def test_results_written_atomically_with_the_expected_keys(tiny_run):
 def test_unknown_size_is_refused():
     with pytest.raises(ValueError, match="unknown size"):
         tp.bench_size("huge")
+
+
+# --- efficiency: achieved GFLOP/s against the measured matmul peak -----------------------------------
+
+
+def test_finetune_flops_on_known_numbers():
+    cfg = TransformerConfig(vocab_size=8000, d_model=256, n_layer=4, n_head=4, d_ff=1024, max_len=128)
+    # per token 6·4·(4·256² + 2·256·1024) + 12·4·256·32 = 18,874,368 + 393,216; per row 6·256·2
+    want = 32 * 32 * (18_874_368 + 393_216) + 32 * 3_072
+    assert tp.finetune_flops_per_step(cfg, batch_size=32, seq_len=32, num_labels=2) == want
+
+
+def test_matmul_peak_is_the_best_size_per_dtype():
+    peak = tp.matmul_peak("cpu", sizes=(32, 64), repeats=1)
+    assert set(peak) == {"bf16", "fp32"}
+    for r in peak.values():
+        assert set(r["by_size"]) == {32, 64} and all(v > 0 for v in r["by_size"].values())
+        assert r["gflops"] == max(r["by_size"].values())
+        assert r["gflops_cpu"] == max(r["by_size_cpu"].values()) > 0
+
+
+def test_efficiency_is_achieved_flops_over_the_peak(tiny_run):
+    result, out = tiny_run
+    eff = result["efficiency"]
+    peak = eff["peak_gflops"]
+    assert set(peak) == {"bf16", "fp32"} and all(v > 0 for v in peak.values())
+    pre = result["pretraining"]
+    threads = eff["threads"]
+    assert threads == torch.get_num_threads() and set(eff["peak_gflops_cpu"]) == {"bf16", "fp32"}
+    for kind, r in eff["pretraining"].items():
+        flops = pre["tokens_per_step"] * pre[kind]["flops_per_token"]
+        want = flops / pre[kind]["seconds_per_step"] / 1e9
+        assert r["gflops"] == pytest.approx(want)
+        assert r["of_peak_fp32"] == pytest.approx(want / peak["fp32"])
+        assert r["of_peak_own_precision"] == pytest.approx(want / peak[r["precision"]])
+        want_cpu = flops / (pre[kind]["cpu_seconds_per_step"] / threads) / 1e9
+        assert r["gflops_cpu"] == pytest.approx(want_cpu)
+        assert r["of_peak_bf16_cpu"] == pytest.approx(want_cpu / eff["peak_gflops_cpu"]["bf16"])
+    plain = next(row for row in result["finetune"] if row["method"] == "fine-tuning")
+    ft = eff["finetuning"]["fine-tuning"]
+    assert ft["gflops"] == pytest.approx(plain["flops_per_step"] / plain["seconds_per_step"] / 1e9)
+    assert ft["gflops_cpu"] == pytest.approx(
+        plain["flops_per_step"] / (plain["cpu_seconds_per_step"] / threads) / 1e9)
+    assert list(eff["finetuning"]) == ["fine-tuning"]  # the other methods do other work per step
+    stem = f"{tp.device_tag(torch.device('cpu'))}-tiny"
+    assert "## Efficiency" in (out / f"{stem}.md").read_text()
+    assert json.loads((out / f"{stem}.json").read_text())["efficiency"]["peak_gflops"] == pytest.approx(peak)
+
+
+def test_the_pretraining_step_trains_in_fp16_with_a_scaler():
+    """What a T4 gets (runtime.autocast_dtype: fp16 below compute capability 8.0), here on the CPU."""
+    model = TransformerLM(CFG)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    step = tp.make_pretrain_step(model, "ours", opt, torch.device("cpu"), torch.float16)
+    before = model.transformer.blocks[0].attn.qkv.weight.detach().clone()
+    ids = torch.randint(5, CFG.vocab_size, (4, 12), generator=torch.Generator().manual_seed(0))
+    losses = [step(ids).item() for _ in range(3)]
+    assert all(math.isfinite(x) for x in losses)
+    assert not torch.equal(before, model.transformer.blocks[0].attn.qkv.weight)
+
+
+def test_efficiency_from_an_earlier_result_file(tiny_run):
+    """The steps of a stored run against a peak measured now (on the CPU-time clock on a CPU)."""
+    result, out = tiny_run
+    path = out / f"{tp.device_tag(torch.device('cpu'))}-tiny.json"
+    again = tp.efficiency_from_file(path, "cpu", sizes=(32, 64), repeats=1)
+    eff, raw = again["efficiency"], again["peak_measured"]["raw"]
+    assert again["peak_measured"]["clock"] == "cpu time" and "CPU-time" in eff["peak_clock"]
+    assert eff["peak_gflops"] == pytest.approx({k: v["gflops_cpu"] for k, v in raw.items()})
+    pre = result["pretraining"]
+    ours = pre["tokens_per_step"] * pre["ours"]["flops_per_token"] / pre["ours"]["seconds_per_step"] / 1e9
+    assert eff["pretraining"]["ours"]["gflops"] == pytest.approx(ours)
+    assert "gflops_cpu" not in eff["pretraining"]["ours"]  # the stored steps are wall-clock only
+    assert list(eff["finetuning"]) == ["fine-tuning"]
+    report = tp.efficiency_markdown(again)
+    assert "| pretraining, ours | " in report and again["steps_from"]["file"] in report

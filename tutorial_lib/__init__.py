@@ -11,3 +11,7 @@ __version__ = "0.1.0"
 # notebook's Colab badge and install cell, and tests/test_notebooks.py checks they agree.
 REPO_SLUG = "transfer-learning-notebooks/transfer-learning-nlp"
 REPO_URL = f"https://github.com/{REPO_SLUG}"
+# The branch Colab opens the notebooks from (badges) and installs tutorial_lib from (the first
+# cell), so that a notebook and the library it calls come from the same line of commits. A branch
+# that keeps existing; a release tag works the same way (e.g. "v0.2") once one is pushed.
+COLAB_REF = "main"

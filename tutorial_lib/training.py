@@ -3,8 +3,9 @@
 The pieces are small so that each notebook can show (and change) one of them:
 
 * :func:`create_trainer` — an Ignite ``Engine`` whose update step does gradient accumulation,
-  clipping and bf16 autocast (Ignite's ``create_supervised_trainer`` has no clipping and its AMP
-  path is CUDA-only, so we write the step ourselves, as the 2019 tutorial did);
+  clipping and bf16 autocast, or fp16 autocast with a gradient scaler (Ignite's
+  ``create_supervised_trainer`` has no clipping and its AMP path is CUDA-only, so we write the
+  step ourselves, as the 2019 tutorial did);
 * :func:`attach_schedule` — warm-up then cosine (pretraining) or warm-up then linear decay
   (fine-tuning), built from Ignite's param schedulers;
 * :func:`create_lm_evaluator` / :func:`create_classifier_evaluator` — Ignite metrics
@@ -50,7 +51,7 @@ from torch.utils.data import DataLoader, Sampler
 from . import integrity
 from .config import PROGRESS_ENV_VAR
 from .models import IGNORE_INDEX, ModelError
-from .runtime import autocast
+from .runtime import autocast, grad_scaler
 
 Batch = dict[str, torch.Tensor]
 LossFn = Callable[[nn.Module, Batch], torch.Tensor]
@@ -258,10 +259,14 @@ def create_trainer(
     The engine's output is the (un-divided) loss of the batch, as a float. When a run starts (or
     resumes) on a :func:`resumable_loader`, the loader is moved to the trainer's iteration, so a
     resumed run sees the batches the interrupted one had not yet seen. Running out of
-    accelerator memory raises :class:`TrainingOutOfMemory`, which says what to lower.
+    accelerator memory raises :class:`TrainingOutOfMemory`, which says what to lower. With
+    ``amp_dtype=torch.float16`` the step scales the loss (``torch.amp.GradScaler``), unscales the
+    gradients before clipping and skips a step whose gradients overflowed; the scaler is
+    ``engine.grad_scaler`` (None otherwise), to be checkpointed with the optimizer.
     """
     if device.type == "cpu":
         torch.set_flush_denormal(True)  # tiny Adam moments must not fall onto the slow path
+    scaler = grad_scaler(device, amp_dtype)
 
     def update(engine: Engine, batch: Batch) -> float:
         model.train()
@@ -269,11 +274,18 @@ def create_trainer(
         try:
             with autocast(device, amp_dtype):
                 loss = loss_fn(model, batch)
-            (loss / grad_accum).backward()
+            scaled = loss / grad_accum
+            (scaler.scale(scaled) if scaler else scaled).backward()
             if engine.state.iteration % grad_accum == 0:
+                if scaler:
+                    scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
                 if max_norm is not None:
                     nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-                optimizer.step()
+                if scaler:
+                    scaler.step(optimizer)  # skipped when a gradient is inf/nan
+                    scaler.update()
+                else:
+                    optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
         except torch.OutOfMemoryError as err:
             if isinstance(err, TrainingOutOfMemory):
@@ -282,6 +294,7 @@ def create_trainer(
         return loss.item()
 
     trainer = Engine(update)
+    trainer.grad_scaler = scaler
     trainer.add_event_handler(Events.STARTED, seek_data_stream)
     return trainer
 
