@@ -47,12 +47,11 @@ import torch
 from torch import nn
 
 from benchmarks.slide_model import SlideTransformerWithLMHead
-from tutorial_lib import adapters, dart, prompting, regularized, tdt
-from tutorial_lib.config import ModelSize, get_scale
-from tutorial_lib.freezing import PeakMemory
+from tutorial_lib.config import Budget, ModelSize, get_scale
+from tutorial_lib.methods import adapters, dart, prompting, regularized, tdt
 from tutorial_lib.models import TransformerClassifier, TransformerConfig, TransformerLM, count_parameters
-from tutorial_lib.pretraining import ADAM_BETAS, ADAM_EPS, make_optimizer
-from tutorial_lib.runtime import autocast, autocast_dtype, cpu_has_fast_bf16, grad_scaler
+from tutorial_lib.params import ADAM_BETAS, ADAM_EPS, decay_groups, make_optimizer
+from tutorial_lib.runtime import PeakMemory, autocast, autocast_dtype, cpu_has_fast_bf16, grad_scaler
 from tutorial_lib.tokenization import encode_with_cls, train_wordpiece
 from tutorial_lib.training import create_trainer
 
@@ -115,7 +114,7 @@ def bench_size(name: str) -> BenchSize:
     # fine-tuning rows: short sentences (TREC/SST-2 are ~10-25 tokens) on the CPU, longer on a GPU
     ft_seq = {"classroom": 32, "gpu": 128}[name]
     return BenchSize(name, m, seq_len=p.seq_len, batch_size=p.batch_size, ft_seq_len=ft_seq,
-                     ft_batch_size=scale.finetune.batch_size, **timing[name])
+                     ft_batch_size=Budget().batch_size, **timing[name])  # every notebook's batch
 
 
 # --- arithmetic ------------------------------------------------------------------------------------
@@ -198,7 +197,7 @@ def peak_memory(dev: torch.device) -> Iterator[dict]:
     """Peak memory growth of the block in MiB, into the yielded dict (``mib``, ``what``).
 
     CUDA: ``torch.cuda.max_memory_allocated`` minus what was allocated on entry. CPU: the
-    library's ``freezing.PeakMemory`` (peak RSS growth, with the watermark reset on entry).
+    library's ``runtime.PeakMemory`` (peak RSS growth, with the watermark reset on entry).
     """
     out = {"mib": float("nan"), "what": ""}
     if dev.type == "cuda":
@@ -560,7 +559,7 @@ def _build_method(name: str, size: BenchSize, tok, texts: list[str], labels: lis
             groups = model.param_groups(prompt_lr=lr)(lr, weight_decay)
         else:
             model = prompting.PromptClassifier(mlm, TEMPLATE, label_ids)
-            groups = prompting.decay_groups(model, weight_decay)
+            groups = decay_groups(model, weight_decay)
         rows = model.encode([{"text": t, "label": y} for t, y in zip(texts, labels)],
                             max_len=size.ft_seq_len)
         batch = prompting.prompt_collate(mlm.pad_id)(rows)
