@@ -14,9 +14,14 @@ def test_precision_override_and_a_bad_value_is_an_error(monkeypatch):
     assert runtime.autocast_dtype(cpu) is torch.bfloat16
     monkeypatch.setenv(config.PRECISION_ENV_VAR, "auto")
     assert runtime.autocast_dtype(cpu) is (torch.bfloat16 if runtime.cpu_has_fast_bf16() else None)
-    monkeypatch.setenv(config.PRECISION_ENV_VAR, "fp16")  # not offered: must not silently mean auto
-    with pytest.raises(config.ConfigError, match="auto, bf16, fp32"):
+    monkeypatch.setenv(config.PRECISION_ENV_VAR, "fp16")
+    assert runtime.autocast_dtype(cpu) is torch.float16
+    monkeypatch.setenv(config.PRECISION_ENV_VAR, "half")  # a typo must not silently mean auto
+    with pytest.raises(config.ConfigError, match="choose one of auto, bf16, fp16, fp32"):
         runtime.autocast_dtype(cpu)
+    # ENV_VARS (and so the README's table) offers exactly the precisions the code accepts
+    offered = config.ENV_VARS[config.PRECISION_ENV_VAR].split("(")[0].replace(" ", "").split("|")
+    assert sorted(offered) == sorted(runtime.PRECISIONS)
 
 
 def test_autocast_none_is_a_no_op():

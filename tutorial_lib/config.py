@@ -35,7 +35,7 @@ ENV_VARS: dict[str, str] = {
     SCALE_ENV_VAR: "smoke | classroom | gpu | paper (default classroom)",
     DATA_ENV_VAR: "a local copy of the datasets (default: the Hugging Face Hub)",
     CACHE_ENV_VAR: "tokenizers, corpora, checkpoints, converted models (default ~/.cache/tutorial_lib)",
-    PRECISION_ENV_VAR: "auto | bf16 | fp32 (default auto)",
+    PRECISION_ENV_VAR: "auto | bf16 | fp16 | fp32 (default auto)",
     RESULTS_ENV_VAR: "where notebooks save their result tables (set by the main job)",
     PROGRESS_ENV_VAR: "0 hides progress bars (set by the main job)",
 }
