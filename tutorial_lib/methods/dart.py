@@ -14,7 +14,10 @@ Starting from a manual prompt (``tutorial_lib.prompting``), DART makes both halv
       L = L_C + λ · L_F,   L_F = BCE( p(x_m | x̃, ỹ), 1[ỹ = y] ).
 
   The upstream refactored code compared the *pseudo* label id with the real label-word id, so its
-  target was always 0; here the comparison is between class indices (tested).
+  target was always 0; here the comparison is between class indices (tested). A **causal LM**
+  cannot condition its input tokens on a label that comes after them, so its fluency term is the
+  LM's own objective on the input text, L_F = −Σ log p(x_{t+1} | x_≤t): it keeps the prompt-tuned
+  model a language model (P-tuning, which DART follows for GPT-style models, has no such term).
 
 The new vectors are *not* hijacked vocabulary rows (the upstream code reused the last real ids):
 the input embedding module is wrapped by :class:`ExtendedEmbedding`, which maps ids ≥ V to the
@@ -37,10 +40,11 @@ from ..params import decay_groups
 from ..tasks import FewShotSplit
 from .fewshot import Built, fresh
 from .prompting import (
-    MaskedLM,
     PromptClassifier,
+    PromptLM,
     Template,
     encode_prompts,
+    freeze_below,
     prompt_collate,
     verbalizer_ids,
 )
@@ -89,7 +93,7 @@ class ExtendedEmbedding(nn.Module):
 
 
 class DARTClassifier(PromptClassifier):
-    """DART on any :class:`~tutorial_lib.prompting.MaskedLM` (see the module docstring).
+    """DART on any :class:`~tutorial_lib.prompting.PromptLM` (see the module docstring).
 
     ``init``: "words" (from the template's and verbalizer's words — at step 0 the model equals the
     manual prompt) or "random" (U(−max|w|, max|w|) as in DART's code).
@@ -97,7 +101,7 @@ class DARTClassifier(PromptClassifier):
 
     def __init__(
         self,
-        mlm: MaskedLM,
+        mlm: PromptLM,
         template: str | Template,
         label_ids: Sequence[int],
         *,
@@ -167,6 +171,8 @@ class DARTClassifier(PromptClassifier):
 
         Returns the loss and ``{"sampled", "targets" (per row), "positions", "p"}``.
         """
+        if self.mlm.is_causal:
+            return self._causal_fluency(input_ids, attention_mask, text_mask)
         B, dev = input_ids.size(0), input_ids.device
         if sampled is None:
             sampled = torch.randint(self.num_labels, (B,), generator=generator).to(dev)
@@ -193,6 +199,17 @@ class DARTClassifier(PromptClassifier):
         loss = -(t * log_p + (1 - t) * log_not_p).mean()
         return loss, {"sampled": sampled, "targets": targets, "positions": chosen,
                       "p": log_p.exp().detach()}
+
+    def _causal_fluency(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                        text_mask: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        """A causal LM's fluency term: next-token cross-entropy on the input text's tokens."""
+        keep = text_mask[:, 1:].bool()
+        h = self.mlm.features(input_ids, attention_mask)[:, :-1][keep]
+        logits = h @ self.mlm.decoder_weight.T.to(h.dtype)
+        if self.mlm.decoder_bias is not None:
+            logits = logits + self.mlm.decoder_bias.to(h.dtype)
+        loss = F.cross_entropy(logits.float(), input_ids[:, 1:][keep])
+        return loss, {"positions": keep}
 
     def forward(self, input_ids, attention_mask, mask_pos, text_mask=None, labels=None) -> Output:
         out = super().forward(input_ids, attention_mask, mask_pos, text_mask, labels)
@@ -242,7 +259,7 @@ class DARTClassifier(PromptClassifier):
 
 
 def dart_method(
-    mlm: MaskedLM | Callable[[], MaskedLM],
+    mlm: PromptLM | Callable[[], PromptLM],
     templates: Mapping[str, str],
     verbalizers: Mapping[str, Mapping[str, str]],
     *,
@@ -252,12 +269,15 @@ def dart_method(
     init: str = "words",
     freeze_backbone: bool = False,
     max_len: int | None = None,
+    trainable_layers: int | None = None,
 ) -> Callable[[FewShotSplit], Callable[[], Built]]:
-    """DART for ``fewshot.compare_fewshot``; each run starts from a fresh copy of ``mlm``."""
+    """DART for ``fewshot.compare_fewshot``; each run starts from a fresh copy of ``mlm``
+    (``trainable_layers``: a causal LM trains only its top layers, see ``prompting.freeze_below``)."""
 
     def for_split(split: FewShotSplit) -> Callable[[], Built]:
         def build() -> Built:
             lm = fresh(mlm)
+            freeze_below(lm, trainable_layers)
             ids = verbalizer_ids(lm, verbalizers[split.task], split.label_names)
             model = DARTClassifier(lm, templates[split.task], ids, fluency_weight=fluency_weight,
                                    mask_rate=mask_rate, init=init,

@@ -23,13 +23,13 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from .. import stats
-from ..backbones import load_backbone
+from ..backbones import layer_groups, load_backbone
 from ..config import Scale
-from ..params import decay_groups, make_optimizer
+from ..params import decay_groups, freeze, make_optimizer, unfreeze
 from ..runtime import autocast_dtype, device, seed_everything
 from ..tasks import FewShotSplit
 from ..training import attach_schedule, create_classifier_evaluator, create_trainer, pad_collate
-from .prompting import MaskedLM, PromptClassifier, prompt_collate, verbalizer_ids
+from .prompting import PromptClassifier, PromptLM, freeze_below, prompt_collate, verbalizer_ids
 
 
 @dataclass
@@ -148,18 +148,27 @@ def select_and_test(build: Callable[[], Built], split: FewShotSplit, lrs: Sequen
 # --- the three methods of notebook 09 ------------------------------------------------------------
 
 
-def cls_method(backbone: str, scale: Scale) -> Callable[[FewShotSplit], Callable[[], Built]]:
-    """[CLS]-head fine-tuning: a new linear head on the backbone's pooled position."""
+def cls_method(backbone: str, scale: Scale, trainable_layers: int | None = None
+               ) -> Callable[[FewShotSplit], Callable[[], Built]]:
+    """[CLS]-head fine-tuning: a new linear head on the backbone's pooled position (a causal LM:
+    its last token). ``trainable_layers``: train only the head and the top layers (the budget of
+    the prompt methods on a CPU, see ``prompting.freeze_below``)."""
 
     def for_split(split: FewShotSplit) -> Callable[[], Built]:
         def build() -> Built:
             b = load_backbone(backbone, scale)
+            model = b.classifier(split.num_labels)
+            if trainable_layers is not None:
+                layers = layer_groups(model, merge_final_norm=True)
+                freeze(model)
+                unfreeze(model, *(m for layer in layers[: trainable_layers + 1]
+                                  for m in layer.modules))
 
             def encode(rows):
                 ids = b.encode([r["text"] for r in rows])
                 return [{"input_ids": i, "labels": int(r["label"])} for i, r in zip(ids, rows)]
 
-            return Built(b.classifier(split.num_labels), encode, pad_collate(b.pad_id))
+            return Built(model, encode, pad_collate(b.pad_id))
 
         return build
 
@@ -167,16 +176,19 @@ def cls_method(backbone: str, scale: Scale) -> Callable[[FewShotSplit], Callable
 
 
 def prompt_method(
-    mlm: MaskedLM | Callable[[], MaskedLM],
+    mlm: PromptLM | Callable[[], PromptLM],
     templates: Mapping[str, str],
     verbalizers: Mapping[str, Mapping[str, str]],
     max_len: int | None = None,
+    trainable_layers: int | None = None,
 ) -> Callable[[FewShotSplit], Callable[[], Built]]:
-    """Manual-prompt fine-tuning; each run starts from a fresh copy of ``mlm``."""
+    """Manual-prompt fine-tuning; each run starts from a fresh copy of ``mlm`` (``trainable_layers``:
+    a causal LM trains only its top layers)."""
 
     def for_split(split: FewShotSplit) -> Callable[[], Built]:
         def build() -> Built:
             lm = fresh(mlm)
+            freeze_below(lm, trainable_layers)
             ids = verbalizer_ids(lm, verbalizers[split.task], split.label_names)
             model = PromptClassifier(lm, templates[split.task], ids)
             return Built(model, lambda rows: model.encode(rows, max_len), prompt_collate(lm.pad_id))
@@ -186,7 +198,7 @@ def prompt_method(
     return for_split
 
 
-def fresh(mlm: MaskedLM | Callable[[], MaskedLM]) -> MaskedLM:
+def fresh(mlm: PromptLM | Callable[[], PromptLM]) -> PromptLM:
     """A private copy of a masked LM (or a new one from a factory), so runs never share weights."""
     return copy.deepcopy(mlm) if isinstance(mlm, nn.Module) else mlm()
 
@@ -219,7 +231,7 @@ def compare_fewshot(
     return pd.DataFrame(rows), kept
 
 
-def zero_shot(mlm: MaskedLM, split: FewShotSplit, template: str, verbalizer: Mapping[str, str],
+def zero_shot(mlm: PromptLM, split: FewShotSplit, template: str, verbalizer: Mapping[str, str],
               eval_batch_size: int = 128) -> dict:
     """Test metrics of the untrained prompt classifier (no training, nothing selected)."""
     model = PromptClassifier(mlm, template, verbalizer_ids(mlm, verbalizer, split.label_names))

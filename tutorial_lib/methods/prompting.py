@@ -1,16 +1,23 @@
-"""Prompt-based classification with a masked LM (LM-BFF style), notebook 09.
+"""Prompt-based classification with a pretrained LM head (LM-BFF style), notebook 09.
 
 A task becomes a cloze question: a **template** with one ``[MASK]`` wraps the input
 (``"<x> It was [MASK] ."``) and a **verbalizer** maps each label to a word (negative → "terrible",
-positive → "great"). The class scores are the masked LM's logits at ``[MASK]`` restricted to the
+positive → "great"). The class scores are the LM's logits at the answer slot restricted to the
 label words,
 
-    p(y | x) = softmax_y( h_[MASK] · e_{v(y)} + b_{v(y)} ),
+    p(y | x) = softmax_y( h_slot · e_{v(y)} + b_{v(y)} ),
 
 so the classifier *is* the pretrained LM head: no new parameters (Schick & Schütze 2021,
-Gao et al. 2021). Any masked LM works through :class:`MaskedLM`: our MLM from notebook 01
-(:class:`OurMaskedLM`, pretrained on WikiText lines ended by [SEP], without [CLS]) or any
-Hugging Face ``AutoModelForMaskedLM`` (:class:`HFMaskedLM`, e.g. ``roberta-large`` on Colab).
+Gao et al. 2021). Any LM with its head works through :class:`PromptLM`:
+
+* a **masked LM** reads the answer at a ``[MASK]`` token anywhere in the template: our MLM from
+  notebook 01 (:class:`OurMaskedLM`, pretrained on WikiText lines ended by [SEP]) or any Hugging
+  Face ``AutoModelForMaskedLM`` (:class:`HFMaskedLM`, e.g. ``roberta-large`` as in the paper);
+* a **causal LM** (:class:`HFCausalLM`, e.g. SmolLM2) reads it as the *next token*: ``[MASK]``
+  must end the template, nothing is inserted there, and the hidden state of the last token before
+  it scores the label words — the LM-BFF recipe for GPT-style models (P-tuning, Liu et al. 2021,
+  did DART-style continuous templates on GPT-2). A causal template is tokenized as written, so
+  its whitespace matters: the input text goes in with a leading space (``"Review:<x>\n…:[MASK]"``).
 
 Manual-prompt fine-tuning trains :class:`PromptClassifier`; DART (:mod:`.dart`) extends it; the
 few-shot loop that trains and compares them is :mod:`.fewshot`.
@@ -57,19 +64,20 @@ class PromptError(ValueError):
     """A template, verbalizer or backbone that cannot make a prompt classifier."""
 
 
-# --- masked LMs -----------------------------------------------------------------------------------
+# --- language models with their heads -----------------------------------------------------------
 
 
-class MaskedLM(nn.Module):
-    """The pieces of a masked LM that prompting needs, the same for our model and Hugging Face's.
+class PromptLM(nn.Module):
+    """The pieces of a pretrained LM that prompting needs, the same for ours and Hugging Face's.
 
-    ``features(ids, mask)`` gives the vectors the decoder reads ([B, T, D]); the MLM logits are
+    ``features(ids, mask)`` gives the vectors the decoder reads ([B, T, D]); the LM logits are
     ``features @ decoder_weight.T + decoder_bias``. ``input_embeddings``/``set_input_embeddings``
     expose the token-embedding module (DART swaps in an extended one).
     """
 
     tokenizer: object
     is_ours: bool = False
+    is_causal: bool = False
 
     @property
     def vocab_size(self) -> int:
@@ -91,6 +99,13 @@ class MaskedLM(nn.Module):
             return []
         return self.tokenizer(text if first else " " + text, add_special_tokens=False)["input_ids"]
 
+    def literal_ids(self, text: str, first: bool = False) -> list[int]:
+        """Ids of a template's literal part: a masked LM's like :meth:`piece_ids`; a causal LM's
+        exactly as written (its whitespace and newlines are part of the prompt)."""
+        if not self.is_causal:
+            return self.piece_ids(text, first)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
+
     def special_wrap(self) -> tuple[list[int], list[int]]:
         """Special ids before and after a sequence."""
         raise NotImplementedError
@@ -99,7 +114,7 @@ class MaskedLM(nn.Module):
         return list(self.parameters())
 
 
-class OurMaskedLM(MaskedLM):
+class OurMaskedLM(PromptLM):
     """Our ``TransformerLM`` (``config.causal=False``). Inputs end with [SEP], no [CLS]: the MLM was
     pretrained on WikiText lines each followed by [SEP]. The head is the tied embedding matrix."""
 
@@ -133,7 +148,7 @@ class OurMaskedLM(MaskedLM):
         return [], [self.tokenizer.sep_token_id]
 
 
-class HFMaskedLM(MaskedLM):
+class HFMaskedLM(PromptLM):
     """Any Hugging Face ``*ForMaskedLM`` (BERT, RoBERTa, ALBERT ...). The features are the input of
     its output-embedding (decoder) layer, captured with a forward hook, so the architecture's own
     head transform (dense + activation + LayerNorm) is applied exactly as in pretraining."""
@@ -180,7 +195,83 @@ class HFMaskedLM(MaskedLM):
         return full[:at], full[at + len(plain):]
 
 
-def load_mlm(name: str, scale: Scale) -> MaskedLM:
+class HFCausalLM(PromptLM):
+    """Any Hugging Face ``*ForCausalLM`` (SmolLM2, GPT-2, Llama …): the answer is the next token.
+    The features are the base model's last hidden states (after its final norm), which the LM
+    head (``get_output_embeddings``, tied to the input embeddings in SmolLM2) turns into logits."""
+
+    is_causal = True
+
+    def __init__(self, model: nn.Module, tokenizer, max_len: int = 256):
+        super().__init__()
+        if model.get_output_embeddings() is None:
+            raise PromptError(f"{type(model).__name__} has no LM head: use AutoModelForCausalLM")
+        self.model, self.tokenizer = model, tokenizer
+        self.max_len = min(max_len, getattr(model.config, "max_position_embeddings", max_len))
+
+    @property
+    def mask_id(self) -> int:
+        raise PromptError("a causal LM has no mask token: its answer slot is the next token")
+
+    @property
+    def pad_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return pad if pad is not None else self.tokenizer.eos_token_id
+
+    def input_embeddings(self) -> nn.Module:
+        return self.model.get_input_embeddings()
+
+    def set_input_embeddings(self, module: nn.Module) -> None:
+        self.model.set_input_embeddings(module)
+
+    @property
+    def decoder_weight(self) -> torch.Tensor:
+        return self.model.get_output_embeddings().weight
+
+    @property
+    def decoder_bias(self) -> torch.Tensor | None:
+        return getattr(self.model.get_output_embeddings(), "bias", None)
+
+    def features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.model.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    def special_wrap(self) -> tuple[list[int], list[int]]:
+        return [], []
+
+    def transformer_layers(self) -> list[nn.Module]:
+        """The decoder layers, bottom to top (for training only the top few on a CPU)."""
+        return list(self.model.base_model.layers)
+
+
+def load_prompt_lm(name: str, scale: Scale) -> PromptLM:
+    """An LM with its pretrained head for prompting: a masked LM (``"ours-mlm"``, a Hub masked LM
+    such as ``roberta-large``) or a causal LM (``"smollm2"``, a Hub causal LM such as ``gpt2``)."""
+    if name in OURS:
+        return load_mlm(name, scale)
+    bb = load_backbone(name, scale)
+    if bb.kind == "causal":
+        return HFCausalLM(bb.lm, bb.tokenizer, bb.max_len)
+    return load_mlm(name, scale)
+
+
+def freeze_below(lm: PromptLM, trainable_layers: int | None) -> None:
+    """Freeze everything but the top ``trainable_layers`` decoder layers and the final norm of a
+    causal LM (None: train all). The word embeddings stay frozen: they are the tied LM head,
+    whose label rows are the classifier. On a CPU this is what makes a 135M model trainable."""
+    if trainable_layers is None:
+        return
+    if not isinstance(lm, HFCausalLM):
+        raise PromptError("freeze_below is for a causal LM's decoder layers")
+    for p in lm.parameters():
+        p.requires_grad_(False)
+    layers = lm.transformer_layers()
+    keep = layers[len(layers) - trainable_layers:] + [lm.model.base_model.norm]
+    for module in keep:
+        for p in module.parameters():
+            p.requires_grad_(True)
+
+
+def load_mlm(name: str, scale: Scale) -> PromptLM:
     """A masked LM for prompting: ``"ours-mlm"`` (notebook 01's, pretrained now if not cached) or
     a Hugging Face masked LM (``roberta-large`` … on the Hub)."""
     bb = load_backbone(name, scale, kind=None if name in OURS else "masked")
@@ -206,17 +297,22 @@ class Template:
         if self.text.count(TEXT) != 1:
             raise PromptError(f"a template needs exactly one {TEXT} for the input, got {self.text!r}")
 
-    def parts(self) -> list[str]:
-        """``"<x> It was [MASK] ."`` → ``["<x>", "It was", "[MASK]", "."]``."""
-        return [p.strip() for p in re.split(r"(<x>|\[MASK\])", self.text) if p.strip()]
+    def parts(self, raw: bool = False) -> list[str]:
+        """``"<x> It was [MASK] ."`` → ``["<x>", "It was", "[MASK]", "."]``; ``raw``: keep the
+        literal parts' whitespace (a causal LM's prompt is tokenized as written)."""
+        pieces = re.split(r"(<x>|\[MASK\])", self.text)
+        if raw:
+            return [p for p in pieces if p]
+        return [p.strip() for p in pieces if p.strip()]
 
-    def literal_ids(self, mlm: MaskedLM) -> list[list[int]]:
-        """Word-piece ids of each literal part, in order (no leading space at the very start)."""
-        return [mlm.piece_ids(p, first=i == 0) for i, p in enumerate(self.parts())
+    def literal_ids(self, lm: PromptLM) -> list[list[int]]:
+        """Token ids of each literal part, in order (see :meth:`PromptLM.literal_ids`)."""
+        parts = self.parts(raw=lm.is_causal)
+        return [lm.literal_ids(p, first=i == 0) for i, p in enumerate(parts)
                 if p not in (TEXT, MASK)]
 
 
-def verbalizer_ids(mlm: MaskedLM, verbalizer: Mapping[str, str], label_names: Sequence[str]
+def verbalizer_ids(mlm: PromptLM, verbalizer: Mapping[str, str], label_names: Sequence[str]
                    ) -> list[int]:
     """One vocabulary id per label, in label order; a clear error for a missing label or a word
     that is not a single token of the backbone's vocabulary."""
@@ -236,12 +332,12 @@ def verbalizer_ids(mlm: MaskedLM, verbalizer: Mapping[str, str], label_names: Se
     return ids
 
 
-def _single_token(mlm: MaskedLM, word: str) -> bool:
+def _single_token(mlm: PromptLM, word: str) -> bool:
     pieces = mlm.piece_ids(word)
     return len(pieces) == 1 and pieces[0] != mlm.tokenizer.unk_token_id
 
 
-def choose_verbalizer(mlm: MaskedLM, candidates: Mapping[str, Sequence[str]]) -> dict[str, str]:
+def choose_verbalizer(mlm: PromptLM, candidates: Mapping[str, Sequence[str]]) -> dict[str, str]:
     """For each label the first candidate word that is a single token of ``mlm``'s vocabulary."""
     out = {}
     for label, words in candidates.items():
@@ -253,7 +349,7 @@ def choose_verbalizer(mlm: MaskedLM, candidates: Mapping[str, Sequence[str]]) ->
 
 
 def encode_prompts(
-    mlm: MaskedLM,
+    mlm: PromptLM,
     template: Template,
     rows: Sequence[Mapping],
     template_ids: Sequence[int] | None = None,
@@ -263,7 +359,10 @@ def encode_prompts(
     input-text tokens (the only ones the fluency constraint may mask). ``template_ids`` replaces
     the template's own word pieces (DART's pseudo tokens); the text is truncated to fit."""
     max_len = max_len or mlm.max_len
-    parts = template.parts()
+    parts = template.parts(raw=mlm.is_causal)
+    if mlm.is_causal and parts[-1] != MASK:
+        raise PromptError(f"a causal LM reads the answer as the next token: {MASK} must end the "
+                          f"template, got {template.text!r}")
     literal = template.literal_ids(mlm)
     n_template = sum(map(len, literal))
     if template_ids is not None and len(template_ids) != n_template:
@@ -271,10 +370,10 @@ def encode_prompts(
     pseudo = list(template_ids) if template_ids is not None else None
     texts = [r["text"] for r in rows]
     first = parts[0] == TEXT
-    text_ids = mlm.tokenizer([t if first else " " + t.strip() for t in texts],
+    text_ids = mlm.tokenizer([t.strip() if first else " " + t.strip() for t in texts],
                              add_special_tokens=False)["input_ids"]
     before, after = mlm.special_wrap()
-    budget = max_len - len(before) - len(after) - n_template - 1
+    budget = max_len - len(before) - len(after) - n_template - (0 if mlm.is_causal else 1)
     if budget < 1:
         raise PromptError(f"max_len={max_len} leaves no room for the text")
     out = []
@@ -286,6 +385,8 @@ def encode_prompts(
             if p == TEXT:
                 ids += x[:budget]
                 kind += [1] * len(x[:budget])
+            elif p == MASK and mlm.is_causal:  # the answer is the next token: read the last one
+                mask_pos = len(ids) - 1
             elif p == MASK:
                 ids.append(mlm.mask_id)
                 kind.append(3)
@@ -296,7 +397,9 @@ def encode_prompts(
                 k += len(pieces)
         ids += after
         kind += [0] * len(after)
-        out.append({"input_ids": ids, "mask_pos": kind.index(3),
+        if not mlm.is_causal:
+            mask_pos = kind.index(3)
+        out.append({"input_ids": ids, "mask_pos": mask_pos,
                     "text_mask": [int(c == 1) for c in kind], "labels": int(row["label"])})
     return out
 
@@ -321,7 +424,7 @@ class PromptClassifier(nn.Module):
     """Manual prompt (LM-BFF "prompt-based fine-tuning"): the MLM's logits of the label words at
     [MASK]. All of the backbone trains; no parameter is added."""
 
-    def __init__(self, mlm: MaskedLM, template: str | Template, label_ids: Sequence[int]):
+    def __init__(self, mlm: PromptLM, template: str | Template, label_ids: Sequence[int]):
         super().__init__()
         self.mlm = mlm
         self.template = template if isinstance(template, Template) else Template(template)
