@@ -114,7 +114,8 @@ def zero_shot_minilm(model: MiniLMWithHead, tok, split: list[dict]) -> float:
     model.eval()
     for i in range(0, len(split), 32):
         rows = split[i:i + 32]
-        ids = tok([r["text"] + " It was [MASK] ." for r in rows], truncation=True, max_length=128)["input_ids"]
+        texts = [r["text"] + " It was [MASK] ." for r in rows]
+        ids = tok(texts, truncation=True, max_length=128)["input_ids"]
         x, mask = pad_ids(ids, tok.pad_token_id)
         h = model(x, mask)
         pos = (x == tok.mask_token_id).float().argmax(1)
