@@ -51,6 +51,16 @@ def seeds_of(table: pd.DataFrame, by: str | None = None, column: str = "seed") -
     return first if all(v == first for v in groups.values()) else groups
 
 
+BENCHMARKS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+
+
+def benchmark(name: str) -> dict | None:
+    """A committed benchmark result, ``benchmarks/results/<name>.json`` of the repository (None
+    when the package is installed without the repository, e.g. with pip on Colab)."""
+    path = BENCHMARKS_DIR / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
 def effects(comparison: pd.DataFrame, *, metric: str, backbone: str, expected: str = "none",
             source: str = "", higher_is_better: bool = False) -> list[dict]:
     """The rows of a :func:`tutorial_lib.stats.compare` table as effect records for the report's
