@@ -5,7 +5,7 @@
 The core itself is layered, each module importing only from layers below it:
 
     config < {runtime, data, show} < integrity < {models, tokenization, tasks, stats, references}
-           < {params, training} < {pretraining, results} < backbones < {heads, finetuning}
+           < {params, training} < {pretraining, results} < backbones < {heads, finetuning, prefetch}
 
 (``data`` is a package: its modules form one unit of the ``data`` layer.)
 
@@ -31,7 +31,7 @@ LAYERS = [
     {"params", "training"},
     {"pretraining", "results"},
     {"backbones"},
-    {"heads", "finetuning"},
+    {"heads", "finetuning", "prefetch"},
 ]
 METHOD_MAX_LINES, METHOD_WARN_LINES = 450, 400
 

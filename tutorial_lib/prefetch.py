@@ -58,8 +58,7 @@ from .pretraining import run_directory
 BACKBONE_FIELDS = ("backbone", "hf_backbone", "cls_backbone", "adv_backbone", "models")
 """Settings fields that name backbones (a name or a tuple of names)."""
 
-TASK_FIELDS = ("task", "tasks", "transfer", "pair_task", "k_task", "bad_task", "main_tasks",
-               "sequential")
+TASK_FIELDS = ("task", "tasks", "transfer", "pair_task", "main_tasks", "sequential")
 """Settings fields that name tasks (a name, None, a tuple, or a tuple of pairs)."""
 
 FIELD_KINDS: dict[tuple[str, str], tuple[str, ...]] = {
