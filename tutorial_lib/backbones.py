@@ -94,35 +94,59 @@ def _package_dir(spec: LocalModel) -> Path:
     return Path(found.origin).parent
 
 
-def _convert_gguf(src: Path, gguf_file: str, out: Path) -> None:
-    """Dequantise a GGUF checkpoint once into a plain bf16 safetensors directory (atomic)."""
+def _convert_gguf(src: Path, gguf_file: str, out: Path, weights: bool = True) -> None:
+    """Dequantise a GGUF checkpoint once into a plain bf16 safetensors directory (atomic); with
+    ``weights=False`` only its configuration and tokenizer (what a tiny random copy needs)."""
     if importlib.util.find_spec("gguf") is None:
         raise BackboneError("reading a GGUF checkpoint needs the `gguf` package: pip install gguf accelerate")
     tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=gguf_file)
-    model = AutoModelForCausalLM.from_pretrained(src, gguf_file=gguf_file, dtype=torch.float32)
-    model.hf_quantizer = None  # a dequantised GGUF model refuses save_pretrained otherwise
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.to(torch.bfloat16).save_pretrained(tmp)
+    if weights:
+        model = AutoModelForCausalLM.from_pretrained(src, gguf_file=gguf_file, dtype=torch.float32)
+        model.hf_quantizer = None  # a dequantised GGUF model refuses save_pretrained otherwise
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.to(torch.bfloat16).save_pretrained(tmp)
+    else:
+        AutoConfig.from_pretrained(src, gguf_file=gguf_file).save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
 
 
-def model_path(name: str) -> str | Path:
-    """Directory of an offline model (converted into the cache if needed), or the Hub id itself."""
+def model_path(name: str, weights: bool = True) -> str | Path:
+    """Directory of an offline model (converted into the cache if needed), or the Hub id itself.
+    ``weights=False``: a directory with at least the configuration and tokenizer."""
     if name not in LOCAL_MODELS:
         return name
     spec = LOCAL_MODELS[name]
     src = _package_dir(spec)
     if spec.gguf_file is None:
         return src / "model" if (src / "model").is_dir() else src
-    out = cache_dir("models") / f"{name}-bf16"
-    if not (out / "config.json").exists():
-        _convert_gguf(src, spec.gguf_file, out)
-    return out
+    full = cache_dir("models") / f"{name}-bf16"
+    if (full / "config.json").exists() or weights:
+        if not (full / "config.json").exists():
+            _convert_gguf(src, spec.gguf_file, full)
+        return full
+    light = cache_dir("models") / f"{name}-config"
+    if not (light / "config.json").exists():
+        _convert_gguf(src, spec.gguf_file, light, weights=False)
+    return light
+
+
+TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "num_key_value_heads": 2, "intermediate_size": 128, "head_dim": 32}
+
+
+def tiny_config(path: str | Path) -> object:
+    """The checkpoint's configuration shrunk to a 2-layer, 64-wide network of the same class (the
+    smoke scale runs every Hugging Face code path on it, with the real tokenizer, in seconds)."""
+    cfg = AutoConfig.from_pretrained(path)
+    for name, value in TINY.items():
+        if hasattr(cfg, name):
+            setattr(cfg, name, value)
+    return cfg
 
 
 def hub_kind(path: str | Path) -> str:
@@ -305,13 +329,16 @@ def _load_ours(name: str, scale: Scale, seed: int) -> Backbone:
     return Backbone(name, kind, tokenizer, lm, scale.model.max_len)
 
 
-def _load_hf(name: str, kind: str | None, max_len: int) -> Backbone:
-    path = model_path(name)
+def _load_hf(name: str, kind: str | None, max_len: int, tiny: bool = False) -> Backbone:
+    path = model_path(name, weights=not tiny)
     try:
         kind = kind or (LOCAL_MODELS[name].kind if name in LOCAL_MODELS else hub_kind(path))
         if kind not in KINDS:
             raise BackboneError(f"unknown kind {kind!r}: choose one of {KINDS}")
-        lm = _AUTO[kind].from_pretrained(path, dtype=torch.float32)
+        if tiny:  # random weights of the same class: the code paths, not the knowledge
+            lm = _AUTO[kind].from_config(tiny_config(path), dtype=torch.float32)
+        else:
+            lm = _AUTO[kind].from_pretrained(path, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(path)
     except OSError as err:
         raise BackboneError(
@@ -329,7 +356,9 @@ def load_backbone(
 
     ``kind`` forces the head of a Hugging Face checkpoint (``"encoder"``, ``"masked"``,
     ``"causal"``); ``seed``: the random init of ``scratch``; ``max_len``: the longest input
-    (default: the scale's for ours, 512 for Hugging Face models).
+    (default: the scale's for ours, 512 for Hugging Face models). At a scale with
+    ``tiny_hub_models`` (smoke) a Hugging Face backbone is a tiny random network of the same class
+    with the real tokenizer (:func:`tiny_config`), so CI runs the real code paths in seconds.
     """
     if name in LOCAL_MODELS and kind not in (None, LOCAL_MODELS[name].kind):
         raise BackboneError(f"{name!r} is a {LOCAL_MODELS[name].kind} model; it has no {kind} head "
@@ -343,7 +372,7 @@ def load_backbone(
             if name in OURS:
                 proto = _load_ours(name, scale, seed)
             else:
-                proto = _load_hf(name, kind, max_len or 512)
+                proto = _load_hf(name, kind, max_len or 512, tiny=scale.tiny_hub_models)
         random.setstate(states[0])
         np.random.set_state(states[1])
         _PROTOTYPES[key] = proto

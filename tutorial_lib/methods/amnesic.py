@@ -111,6 +111,43 @@ def masked_positions(
                 hidden.append(h[r, pos].numpy())
                 target.append(rows[i][1][pos])
                 where.append((s, w))
+    return _positions(sentences, hidden, target, where)
+
+
+@torch.no_grad()
+def next_word_positions(backbone: Backbone, sentences: probing.Sentences, *,
+                        batch_size: int = 32) -> MaskedPositions:
+    """A causal LM's version of :func:`masked_positions`: for every word w ≥ 1 of every sentence,
+    the final hidden state at the token *before* w's first sub-word — the state the LM head reads
+    to predict that sub-word — the gold sub-word as target, and w's labels. Amnesic probing then
+    asks whether the LM still predicts the next word once the *next word's* POS is projected out
+    of that state (the causal analogue of Elazar et al.'s masked-word setting)."""
+    if backbone.kind != "causal":
+        raise ValueError(f"next-word positions need a causal LM, not {backbone.name!r} ({backbone.kind})")
+    encoded = probing.encode_sentences(backbone, sentences)
+    dev, amp = device(), autocast_dtype()
+    encoder = backbone.encoder.to(dev).eval()
+    hidden, target, where = [], [], []
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].input_ids))
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        ids, mask = pad_ids([encoded[i].input_ids for i in idx], backbone.pad_id)
+        with autocast(dev, amp):
+            h = encoder(input_ids=ids.to(dev), attention_mask=mask.to(dev)).last_hidden_state
+        h = h.float().cpu()
+        for r, i in enumerate(idx):
+            e = encoded[i]
+            for pos, w in zip(e.positions, e.words):
+                if pos == 0:
+                    continue  # the first token has no state before it
+                hidden.append(h[r, pos - 1].numpy())
+                target.append(e.input_ids[pos])
+                where.append((i, w))
+    return _positions(sentences, hidden, target, where)
+
+
+def _positions(sentences: probing.Sentences, hidden: list, target: list, where: list
+               ) -> MaskedPositions:
     w_idx = np.array([w for _, w in where])
     labels = {
         "upos": np.array([sentences.upos[s][w] for s, w in where], dtype=np.int64),
@@ -130,16 +167,20 @@ def lm_logits(backbone: Backbone, hidden: np.ndarray, P: np.ndarray | None = Non
 
 
 def lm_metrics(
-    backbone: Backbone, positions: MaskedPositions, P: np.ndarray | None = None
+    backbone: Backbone, positions: MaskedPositions, P: np.ndarray | None = None, chunk: int = 1024
 ) -> dict[str, float]:
-    """Masked-word accuracy with h ↦ P h, and D_KL(p_original ‖ p_projected) (nats, mean)."""
-    original = F.log_softmax(lm_logits(backbone, positions.hidden), dim=-1)
-    projected = (original if P is None
-                 else F.log_softmax(lm_logits(backbone, positions.hidden, P), -1))
-    target = torch.as_tensor(positions.target)
-    accuracy = float((projected.argmax(-1) == target).float().mean())
-    kl = float((original.exp() * (original - projected)).sum(-1).mean())
-    return {"lm_accuracy": accuracy, "kl": kl}
+    """The LM's accuracy at the positions with h ↦ P h (masked word, or next word for a causal
+    LM), and D_KL(p_original ‖ p_projected) (nats, mean). Computed in chunks: a 49k-word vocabulary
+    makes the logits of every position at once several GB."""
+    correct, kl, n = 0, 0.0, len(positions)
+    for i in range(0, n, chunk):
+        h = positions.hidden[i:i + chunk]
+        original = F.log_softmax(lm_logits(backbone, h), dim=-1)
+        projected = original if P is None else F.log_softmax(lm_logits(backbone, h, P), -1)
+        target = torch.as_tensor(positions.target[i:i + chunk])
+        correct += int((projected.argmax(-1) == target).sum())
+        kl += float((original.exp() * (original - projected)).sum(-1).sum())
+    return {"lm_accuracy": correct / n, "kl": kl / n}
 
 
 def projection_table(

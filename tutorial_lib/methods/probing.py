@@ -156,9 +156,36 @@ def encode_words(
 # --- models and feature extraction ----------------------------------------------------------
 
 
+def encode_joined(tokenizer, tokens: Sequence[Sequence[str]], *, max_len: int) -> list[EncodedSentence]:
+    """For a byte-level BPE (GPT-style) tokenizer: each sentence as running text, words joined by
+    spaces, aligned by character offsets (such tokenizers only split pre-split words correctly
+    when built with ``add_prefix_space``; running text is also what a causal LM was trained on)."""
+    texts = [" ".join(t) for t in tokens]
+    enc = tokenizer(texts, add_special_tokens=False, truncation=True, max_length=max_len,
+                    return_offsets_mapping=True)
+    out = []
+    for words, ids, offsets in zip(tokens, enc["input_ids"], enc["offset_mapping"]):
+        starts, pos = [], 0
+        for w in words:  # character span of every word in the joined text
+            starts.append((pos, pos + len(w)))
+            pos += len(w) + 1
+        word_ids: list[int | None] = []
+        w = 0
+        for a, b in offsets:
+            while w < len(starts) and starts[w][1] <= a:
+                w += 1
+            word_ids.append(w if w < len(starts) and b > starts[w][0] else None)
+        first = first_subword_positions(word_ids)
+        kept = sorted(first)
+        out.append(EncodedSentence(list(ids), [first[k] for k in kept], kept, word_ids))
+    return out
+
+
 def encode_sentences(backbone: Backbone, sentences: Sentences) -> list[EncodedSentence]:
     """Pre-split sentences encoded for ``backbone`` with its special tokens (ours: none), words
-    aligned to their first sub-words."""
+    aligned to their first sub-words (a causal Hugging Face LM: as running text)."""
+    if backbone.kind == "causal" and not backbone.is_ours:
+        return encode_joined(backbone.tokenizer, sentences.tokens, max_len=backbone.max_len)
     return encode_words(backbone.tokenizer, sentences.tokens,
                         add_special_tokens=not backbone.is_ours, max_len=backbone.max_len)
 
