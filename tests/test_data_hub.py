@@ -255,13 +255,26 @@ def test_hub_wikitext103(online: None, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_offline_without_local_copy(
     online: None, monkeypatch: pytest.MonkeyPatch, var: str
 ) -> None:
-    fake = install(monkeypatch, FakeHub(None))  # asserts if called
+    """Offline, ``datasets`` is still asked (it reads a copy cached by an earlier online run);
+    when it has none, the one offline error says what to do."""
+    fake = install(monkeypatch, FakeHub(ConnectionError("offline mode is enabled")))
     monkeypatch.setenv(var, "1")
     with pytest.raises(data.DataError) as info:
         data.load("trec")
     msg = str(info.value)
     assert "offline" in msg and data.DATA_ENV_VAR in msg and "CogComp/trec" in msg
-    assert fake.calls == []
+    assert "the Hugging Face cache has no copy" in msg
+    assert len(fake.calls) == 1
+
+
+def test_offline_with_a_cached_hub_copy_loads_it(online: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What ``python -m tutorial_lib.prefetch`` is for: online once, then offline from the cache
+    (the GPU workflow's legs run with HF_HUB_OFFLINE=1 and no local copy)."""
+    rows = {"text": ["", " = A = \n", "b\n"]}
+    install(monkeypatch, FakeHub(DatasetDict(
+        {s: ds(rows, {"text": Value("string")}) for s in ("train", "validation", "test")})))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert data.load("wikitext-103")["train"]["text"] == rows["text"]
 
 
 def test_hub_connection_error_becomes_data_error(
@@ -294,9 +307,9 @@ def test_offline_without_local_copy_is_one_clear_error(
         install(monkeypatch, FakeHub(ConnectionError("Couldn't reach 'CogComp/trec' on the Hub")))
         reason = "the Hub could not be reached: Couldn't reach 'CogComp/trec' on the Hub"
     else:
-        install(monkeypatch, FakeHub(None))
+        install(monkeypatch, FakeHub(ConnectionError("offline mode is enabled")))
         monkeypatch.setenv(cause, "1")
-        reason = f"{cause}=1 is set"
+        reason = f"{cause}=1 is set and the Hugging Face cache has no copy"
     with pytest.raises(data.DataError) as info:
         data.load("trec")
     assert str(info.value) == (
@@ -311,7 +324,8 @@ def test_offline_hub_only_dataset_says_go_online(online: None, monkeypatch: pyte
     with pytest.raises(data.DataError) as info:
         data.load("wikitext-103")
     msg = str(info.value)
-    assert msg.startswith("cannot load wikitext-103: offline (HF_HUB_OFFLINE=1 is set)")
+    assert msg.startswith("cannot load wikitext-103: offline (HF_HUB_OFFLINE=1 is set and the Hugging Face "
+                          "cache has no copy)")
     assert "not part of the local copy: go online" in msg and "Salesforce/wikitext" in msg
 
 
@@ -323,7 +337,8 @@ def test_offline_with_hub_forced_points_to_the_local_copy(
     with pytest.raises(data.DataError) as info:
         data.load("trec", source="hub")
     msg = str(info.value)
-    assert msg.startswith("cannot load trec: offline (HF_DATASETS_OFFLINE=true is set)")
+    assert msg.startswith("cannot load trec: offline (HF_DATASETS_OFFLINE=true is set and the Hugging "
+                          "Face cache has no copy)")
     assert "source='hub' was asked for. Use source='auto'" in msg and "$TUTORIAL_DATA_DIR" in msg
 
 

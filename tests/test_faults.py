@@ -113,8 +113,10 @@ def test_missing_or_corrupt_data_file_says_what_to_do_and_touches_nothing(
 def test_offline_without_a_local_copy_says_how_to_get_one(monkeypatch, fresh_data_memo):
     monkeypatch.delenv(data.DATA_ENV_VAR, raising=False)
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    with pytest.raises(DataError, match=r"offline and no local copy: set TUTORIAL_DATA_DIR to a "
-                                        r"local copy of the data \(see README\), or go online"):
+    with pytest.raises(DataError, match=r"cannot load trec: offline \(.* is set and the Hugging "
+                                        r"Face cache has no copy\); there is no local copy "
+                                        r"\(TUTORIAL_DATA_DIR is not set\)\. Set TUTORIAL_DATA_DIR to "
+                                        r"a local copy of the data .*, or go online"):
         data.load("trec")
 
 

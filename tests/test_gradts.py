@@ -12,7 +12,7 @@ from scipy.stats import kendalltau
 from transformers import BertConfig, BertModel
 
 from tutorial_lib.heads import HeadConfig, MultiHeadModel
-from tutorial_lib.methods import gradts
+from tutorial_lib.methods import gradts, gradts_fg
 from tutorial_lib.models import Transformer, TransformerClassifier, TransformerConfig
 
 D, L, H = 16, 2, 4
@@ -167,7 +167,7 @@ def test_only_the_head_whose_keys_or_values_carry_gradient_is_important(kind, ke
     handles = gate_kv_gradients(model, keep)
     try:
         raw = gradts.head_importance(model, [batch()], loss_of(model), normalize=False)
-        inst = gradts.instance_importance(model, [batch()], loss_of(model), normalize=False)
+        inst = gradts_fg.instance_importance(model, [batch()], loss_of(model), normalize=False)
         upstream = gradts.head_importance(model, [batch()], loss_of(model), normalize=False,
                                           slicing="upstream")
     finally:
@@ -217,7 +217,7 @@ def test_head_importance_leaves_no_trace():
         return loss(b)
 
     m = gradts.head_importance(model, [batch()], spy)
-    gradts.instance_importance(model, [batch()], spy)
+    gradts_fg.instance_importance(model, [batch()], spy)
     assert m.max() == 1 and seen_modes == [False, False]  # dropout off during the call
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
     assert model.training and model.encoder.training and not model.heads["a"].training
@@ -240,18 +240,18 @@ def test_batched_per_example_gradients_equal_a_loop_over_single_examples(kind):
     b = batch(4)
     singles = rows_unpadded(b)
     for normalize in (False, True):
-        batched = gradts.instance_importance(model, [b], loss_of(model), normalize=normalize)
-        looped = gradts.instance_importance(model, singles, loss_of(model), normalize=normalize)
+        batched = gradts_fg.instance_importance(model, [b], loss_of(model), normalize=normalize)
+        looped = gradts_fg.instance_importance(model, singles, loss_of(model), normalize=normalize)
         assert batched.shape == (4, L, H)
         torch.testing.assert_close(batched, looped, rtol=1e-4, atol=1e-7)
         for i, one in enumerate(singles):
             task = gradts.head_importance(model, [one], loss_of(model), normalize=normalize)
             torch.testing.assert_close(batched[i], task, rtol=1e-4, atol=1e-7)
-    norm = gradts.instance_importance(model, [b], loss_of(model))
+    norm = gradts_fg.instance_importance(model, [b], loss_of(model))
     assert torch.equal(norm.amin(dim=(1, 2)), torch.zeros(4))
     assert torch.equal(norm.amax(dim=(1, 2)), torch.ones(4))
     # upstream's task-level matrix (batch size 1) is the mean of the raw instance matrices
-    raw = gradts.instance_importance(model, [b, batch(3, 5)], loss_of(model), normalize=False)
+    raw = gradts_fg.instance_importance(model, [b, batch(3, 5)], loss_of(model), normalize=False)
     assert raw.shape == (7, L, H)
     singles += rows_unpadded(batch(3, 5))
     torch.testing.assert_close(raw.mean(0), gradts.head_importance(model, singles, loss_of(model),
@@ -263,7 +263,7 @@ def test_instance_importance_refuses_two_forward_passes_per_loss():
     model = ours()
     loss = loss_of(model)
     with pytest.raises(RuntimeError, match="exactly one forward pass"):
-        gradts.instance_importance(model, [batch()], lambda b: loss(b) + loss(b))
+        gradts_fg.instance_importance(model, [batch()], lambda b: loss(b) + loss(b))
     assert not model.encoder.blocks[0].attn.qkv._forward_hooks
 
 
@@ -297,7 +297,7 @@ def test_instance_taus_match_scipy_including_ties_and_constants():
     main = torch.rand(L, H, generator=g).mul(4).round()  # ties on purpose
     inst = torch.rand(50, L, H, generator=g).mul(3).round()
     inst[7] = 0.5  # constant -> NaN
-    taus = gradts.instance_taus(main, inst)
+    taus = gradts_fg.instance_taus(main, inst)
     expected = [kendalltau(main.flatten().numpy(), m.flatten().numpy()).statistic for m in inst]
     np.testing.assert_allclose(taus.numpy(), expected, rtol=1e-12, atol=1e-12)
     assert math.isnan(taus[7])
@@ -341,22 +341,22 @@ def test_instance_filter_threshold_and_keep_fraction():
     swapped = main.flatten()[[1, 0, 2, 3, 4, 5, 6, 7]].reshape(L, H)  # 1 of 28 pairs discordant
     inst = torch.stack([main, main.flip((0, 1)), main.flatten().roll(1).reshape(L, H),
                         torch.ones(L, H), swapped])
-    taus = gradts.instance_taus(main, inst)
+    taus = gradts_fg.instance_taus(main, inst)
     assert taus[0] == pytest.approx(1.0) and taus[1] == pytest.approx(-1.0) and math.isnan(taus[3])
     assert taus[2] == pytest.approx(0.5) and taus[4] == pytest.approx(26 / 28)  # 7 / 1 discordant
-    keep = gradts.instance_filter(main, inst, threshold=gradts.UPSTREAM_INSTANCE_THRESHOLD)
+    keep = gradts_fg.instance_filter(main, inst, threshold=gradts_fg.UPSTREAM_INSTANCE_THRESHOLD)
     assert keep.dtype == torch.bool and keep.tolist() == [True, False, False, False, True]
-    assert gradts.instance_filter(main, inst, keep_fraction=0.4).tolist() == [
+    assert gradts_fg.instance_filter(main, inst, keep_fraction=0.4).tolist() == [
         True, False, False, False, True]
-    assert gradts.instance_filter(main, inst, keep_fraction=0.5).tolist() == [
+    assert gradts_fg.instance_filter(main, inst, keep_fraction=0.5).tolist() == [
         True, False, True, False, True]  # ceil(2.5) = 3
-    assert gradts.instance_filter(main, inst, keep_fraction=1.0).all()
+    assert gradts_fg.instance_filter(main, inst, keep_fraction=1.0).all()
     with pytest.raises(ValueError, match="exactly one"):
-        gradts.instance_filter(main, inst)
+        gradts_fg.instance_filter(main, inst)
     with pytest.raises(ValueError, match="exactly one"):
-        gradts.instance_filter(main, inst, threshold=0.5, keep_fraction=0.5)
+        gradts_fg.instance_filter(main, inst, threshold=0.5, keep_fraction=0.5)
     with pytest.raises(ValueError):
-        gradts.instance_filter(main, inst, keep_fraction=0.0)
+        gradts_fg.instance_filter(main, inst, keep_fraction=0.0)
 
 
 # --- GradTS's four settings for one main task (notebook 07) --------------------------------------
@@ -387,7 +387,7 @@ def test_gradts_settings_end_to_end_on_real_glue_data(with_data, monkeypatch):
         return run(setting, tasks, seed, **kwargs)
 
     monkeypatch.setattr(exp, "run", spy)
-    out = gradts.gradts_settings(exp, "rte", corr, importance, single)
+    out = gradts_fg.gradts_settings(exp, "rte", corr, importance, single)
 
     assert out.main == "rte" and out.ranked == gradts.rank_auxiliaries(corr, "rte")
     assert sorted(out.ranked) == ["mrpc", "sst2"]

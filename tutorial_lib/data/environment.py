@@ -9,8 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-DATA_ENV_VAR = "TUTORIAL_DATA_DIR"
-"""The one configurable location of the local copy of the data."""
+from ..config import DATA_ENV_VAR  # the one configurable location of the local copy
 
 DATA_DIR_PLACEHOLDER = f"${DATA_ENV_VAR}"
 """How user-facing strings name the local copy (never its absolute path)."""

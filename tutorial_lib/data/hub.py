@@ -77,19 +77,23 @@ def unreachable_error(spec: DatasetSpec, reason: str) -> DataError:
 
 def load_hub(spec: DatasetSpec) -> DatasetDict:
     """:func:`fetch` + :func:`normalise_hub`; offline, unreachable Hub or a dataset the Hub
-    does not know -> DataError."""
+    does not know -> DataError. Offline (``HF_DATASETS_OFFLINE``/``HF_HUB_OFFLINE``), ``datasets``
+    still reads a copy an earlier online run (``python -m tutorial_lib.prefetch``) left in its
+    cache: only when there is none is it the "offline, no local copy" error."""
     flag = offline_flag()
-    if flag:
-        raise unreachable_error(spec, f"{flag} is set")
     try:
         raw = fetch(spec)
-    except DatasetNotFoundError as err:  # a FileNotFoundError, but the Hub did answer
-        raise DataError(
-            f"{spec.hub.describe()} was not found on the Hub ({err}); it may have moved. Set "
-            f"{DATA_ENV_VAR} to a local copy of the data (see README) if you have one"
-        ) from err
-    except network_errors() as err:
-        raise unreachable_error(spec, f"the Hub could not be reached: {err}") from err
+    except Exception as err:
+        if flag:  # whatever datasets raised offline, the cause is the same: nothing cached
+            raise unreachable_error(spec, f"{flag} is set and the Hugging Face cache has no copy") from err
+        if isinstance(err, DatasetNotFoundError):
+            raise DataError(
+                f"{spec.hub.describe()} was not found on the Hub ({err}); it may have moved. Set "
+                f"{DATA_ENV_VAR} to a local copy of the data (see README) if you have one"
+            ) from err
+        if isinstance(err, network_errors()):
+            raise unreachable_error(spec, f"the Hub could not be reached: {err}") from err
+        raise
     return normalise_hub(raw, spec)
 
 

@@ -15,13 +15,11 @@ tasks those whose fingerprint ranks the heads like the main task's does.
    Sort the other tasks by τ with the main task. Train main + top-1, main + top-2, … and keep the
    prefix with the best score on a **held-out selection dev set**. Upstream selected on the GLUE
    dev sets it also reported.
-4. **GradTS-fg** (:func:`instance_importance`, :func:`instance_taus`, :func:`instance_filter`).
-   One matrix per auxiliary training instance, normalised per instance. Keep the instances whose
-   τ with the main task's *task-level* matrix is ≥ 0.62 (upstream, bert-base, 144 heads).
+4. **GradTS-fg** (:mod:`.gradts_fg`): one matrix per auxiliary training instance; keep the
+   instances whose τ with the main task's matrix is high.
 
 This module works on any supported encoder and a callable loss. It does no training: fine-tuning
-and multi-task runs come from :mod:`tutorial_lib.methods.multitask`; :func:`gradts_settings`
-runs GradTS's four settings for one main task on them.
+and multi-task runs come from :mod:`tutorial_lib.methods.multitask`.
 
 Choices and differences from the released code (RenzeLou/GradTS, ``mt_dnn/model.py:update_no_grad``
 and ``mt_dnn/inference.py``):
@@ -58,7 +56,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -68,13 +66,10 @@ from scipy.stats import kendalltau
 from torch import nn
 
 from ..models import Transformer
-from .multitask import Experiment, RunResult, head_loss
 
 Slicing = Literal["rows", "upstream"]
 LossFn = Callable[[Any], torch.Tensor]
 K = TypeVar("K", bound=Hashable)
-
-UPSTREAM_INSTANCE_THRESHOLD = 0.62  # GradTS-fg, bert-base-cased (12 x 12 = 144 heads)
 
 # attributes under which wrappers keep their encoder: MultiHeadModel / HFClassifier (.encoder),
 # TransformerClassifier / TransformerLM (.transformer), HF *For* models (.bert, .roberta),
@@ -264,102 +259,6 @@ def head_importance(
     return normalize_importance(m) if normalize else m
 
 
-def instance_importance(
-    model: nn.Module,
-    batches: Iterable[Any],
-    loss_fn: LossFn,
-    *,
-    normalize: bool = True,
-    dropout: bool = False,
-    slicing: Slicing = "rows",
-    loss_reduction: Literal["mean", "sum"] = "mean",
-) -> torch.Tensor:
-    """Instance-level GradTS matrices [N, n_layer, n_head], one per row of every batch (GradTS-fg).
-
-    Each matrix is what :func:`head_importance` would give for that example alone, and is
-    normalised on its own when ``normalize`` is set (as upstream). The per-example gradients of
-    W_K and W_V come from a single forward and backward pass per batch (see the module
-    docstring), so batches may be of any size. The rows are assumed independent (no
-    cross-example terms in the model or loss), and every hooked K/V layer must run once per
-    ``loss_fn`` call (otherwise ``RuntimeError``).
-
-    ``loss_reduction`` says how ``loss_fn`` combines its rows. With "mean" (F.cross_entropy's
-    default, used by ``MultiHeadModel`` sequence heads), each row's gradient is multiplied by the
-    batch size. This only matters for ``normalize=False``: for a token-level loss averaged over
-    tokens the raw values are off by one constant per batch, which normalisation removes.
-    """
-    if loss_reduction not in ("mean", "sum"):
-        raise ValueError(f"loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}")
-    specs = _kv_specs(model)
-    modules = _unique(m for s in specs for m in (s.key, s.value))
-    weights = _unique(m.weight for m in modules)
-    records: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {id(m): [] for m in modules}
-
-    def keep(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
-        records[id(module)].append((inputs[0].detach(), output))
-
-    out: list[torch.Tensor] = []
-    # prepend: see the layer's own output x Wᵀ + b, before any other hook may replace it
-    handles = [m.register_forward_hook(keep, prepend=True) for m in modules]
-    try:
-        with _gradient_state(model, weights, dropout):
-            for batch in batches:
-                for r in records.values():
-                    r.clear()
-                loss = loss_fn(batch)
-                if any(len(r) != 1 for r in records.values()):
-                    calls = sorted({len(r) for r in records.values()})
-                    raise RuntimeError(
-                        f"a K/V projection ran {calls} times in one loss_fn call: per-example "
-                        "gradients need exactly one forward pass of the encoder per batch"
-                    )
-                outputs = [records[id(m)][0][1] for m in modules]
-                grads = torch.autograd.grad(loss, outputs, allow_unused=True)
-                g_out = {id(m): g for m, g in zip(modules, grads)}
-                out.append(_per_example_matrices(specs, records, g_out, slicing, loss_reduction))
-    finally:
-        for h in handles:
-            h.remove()
-        for r in records.values():
-            r.clear()
-    if not out:
-        raise ValueError("instance_importance needs at least one batch")
-    m = torch.cat(out)
-    return normalize_importance(m) if normalize else m
-
-
-def _per_example_matrices(
-    specs: Sequence[_KVSpec],
-    records: Mapping[int, list[tuple[torch.Tensor, torch.Tensor]]],
-    g_out: Mapping[int, torch.Tensor | None],
-    slicing: Slicing,
-    loss_reduction: str,
-) -> torch.Tensor:
-    """[B, n_layer, n_head] from the hooked inputs x and output gradients g of the K/V layers."""
-    layers = []
-    batch_size = None
-    for s in specs:
-        per_kind = []
-        for module, rows in ((s.key, s.key_rows), (s.value, s.value_rows)):
-            x = records[id(module)][0][0]
-            b = x.shape[0]
-            batch_size = b if batch_size is None else batch_size
-            if b != batch_size:
-                raise RuntimeError(f"K/V layers saw batch sizes {batch_size} and {b}")
-            g = g_out[id(module)]
-            if g is None:  # this projection does not influence the loss
-                per_kind.append(None)
-                continue
-            x = x.reshape(b, -1, x.shape[-1])
-            g = g.detach()[..., rows].reshape(b, -1, rows.stop - rows.start)
-            grad_w = torch.einsum("bto,bti->boi", g, x)  # per-example ∂L/∂W[rows]: [B, out, in]
-            if loss_reduction == "mean":
-                grad_w = grad_w * b
-            per_kind.append(grad_w)
-        layers.append(_kv_score(per_kind[0], per_kind[1], s, slicing, (batch_size,)))
-    return torch.stack(layers, dim=1)
-
-
 # --- correlation and selection --------------------------------------------------------------------
 
 
@@ -425,123 +324,3 @@ def select_best(scores: Mapping[K, float], *, tol: float = 0.0) -> K:
     best = max(valid.values())
     tied = [k for k, v in valid.items() if v >= best - tol]
     return min(tied, key=len)  # min() keeps the first of equal sizes
-
-
-def instance_taus(main_matrix: torch.Tensor, instance_matrices: torch.Tensor) -> torch.Tensor:
-    """Kendall τ-b of each instance matrix [N, L, H] with the main task's matrix [L, H]: [N].
-
-    Vectorised, and equal to :func:`kendall_tau` per instance (NaN for a constant matrix).
-    """
-    ref = torch.as_tensor(main_matrix).detach().cpu().double().flatten()
-    inst = torch.as_tensor(instance_matrices).detach().cpu().double()
-    inst = inst.reshape(inst.shape[0], -1)
-    if inst.shape[1] != ref.numel():
-        raise ValueError(f"instance matrices have {inst.shape[1]} entries, main has {ref.numel()}")
-    i, j = torch.triu_indices(ref.numel(), ref.numel(), offset=1)
-    sign_ref = torch.sign(ref[i] - ref[j]).float()  # +1 / -1 / 0 (tie) for every pair
-    taus = []
-    chunk = max(1, (1 << 22) // max(1, i.numel()))
-    for part in inst.split(chunk):
-        sign = torch.sign(part[:, i] - part[:, j]).float()
-        # τ-b = (concordant − discordant) / sqrt(untied pairs in a · untied pairs in b)
-        num = (sign * sign_ref).sum(dim=1).double()
-        den = (sign.abs().sum(dim=1).double() * sign_ref.abs().sum().double()).sqrt()
-        taus.append(torch.where(den > 0, num / torch.where(den > 0, den, 1.0), torch.nan))
-    return torch.cat(taus) if taus else torch.zeros(0, dtype=torch.float64)
-
-
-def instance_filter(
-    main_matrix: torch.Tensor,
-    instance_matrices: torch.Tensor,
-    *,
-    threshold: float | None = None,
-    keep_fraction: float | None = None,
-) -> torch.Tensor:
-    """GradTS-fg: a boolean mask [N] of the auxiliary instances to keep.
-
-    The score of an instance is its τ with the main task's task-level matrix
-    (:func:`instance_taus`; plot those for a histogram). Give exactly one of:
-
-    * ``threshold``: keep τ ≥ threshold. Upstream used 0.62
-      (``UPSTREAM_INSTANCE_THRESHOLD``), tuned for bert-base's 144 heads;
-    * ``keep_fraction``: keep the ⌈fraction·N⌉ instances with the highest τ. Ties are broken by
-      instance order. This transfers across model sizes where an absolute threshold does not:
-      with 16 heads τ takes only a few distinct values and is far noisier, so "≥ 0.62" can keep
-      almost nothing or almost everything.
-
-    NaN τ (a constant instance matrix) is never above a threshold and ranks last.
-    """
-    if (threshold is None) == (keep_fraction is None):
-        raise ValueError("give exactly one of threshold= or keep_fraction=")
-    taus = instance_taus(main_matrix, instance_matrices)
-    if threshold is not None:
-        return taus >= threshold  # NaN compares False
-    if not 0.0 < keep_fraction <= 1.0:
-        raise ValueError(f"keep_fraction must be in (0, 1], got {keep_fraction}")
-    n_keep = min(len(taus), math.ceil(keep_fraction * len(taus) - 1e-9))
-    order = torch.sort(torch.nan_to_num(taus, nan=-math.inf), descending=True, stable=True).indices
-    keep = torch.zeros(len(taus), dtype=torch.bool)
-    keep[order[:n_keep]] = True
-    return keep
-
-
-# --- GradTS's settings for one main task (notebook 07) ------------------------------------------
-
-
-@dataclass
-class GradTSOutcome:
-    """What GradTS chose for one main task, and the runs of every setting."""
-
-    main: str
-    ranked: list[str]  # auxiliaries by τ with the main task, highest first
-    trial_dev: dict[tuple[str, ...], float]  # prefix → mean dev score over the trial seeds
-    chosen: tuple[str, ...]
-    kept: dict[str, tuple[int, int]]  # GradTS-fg: aux task → (kept, scored) instances
-    taus: dict[str, np.ndarray]  # GradTS-fg: aux task → τ of each instance with the main task
-    cutoff: float  # the lowest τ that was kept
-    runs: list[RunResult]
-
-
-def gradts_settings(exp: Experiment, main: str, corr: pd.DataFrame,
-                    importance: Mapping[str, torch.Tensor], single: Mapping[str, RunResult]
-                    ) -> GradTSOutcome:
-    """Single-task, all-tasks MTL, GradTS-trial and GradTS-fg for ``main`` at equal main-task budget.
-
-    ``single[t]``: task t's single-task run with ``keep_model=True`` (seed = the first seed); its
-    model gives the instance-level matrices of t's examples (GradTS-fg, as upstream). Trial sets
-    are chosen on the **dev** split with ``settings.trial_seeds``; test is only reported.
-    """
-    s, seeds = exp.settings, list(exp.settings.seeds)
-    others = [t for t in exp.data if t != main]
-    runs = [replace(single[main], model=None)] if seeds[0] == single[main].seed else []
-    runs += [exp.single(main, seed) for seed in seeds if seed != single[main].seed]
-    runs += [exp.run("all tasks", [main, *others], seed, main=main) for seed in seeds]
-
-    ranked = rank_auxiliaries(corr, main)
-    trial_runs: dict[tuple[str, ...], list[RunResult]] = {}
-    for prefix in trial_candidates(ranked, s.max_k):
-        key = tuple(prefix)
-        trial_runs[key] = [exp.run(f"main + top-{len(key)}", [main, *key], seed, main=main)
-                           for seed in s.trial_seeds]
-    trial_dev = {k: float(np.mean([r.scores[main]["dev"]["score"] for r in rs]))
-                 for k, rs in trial_runs.items()}
-    chosen = select_best(trial_dev)
-    done = {r.seed: r for r in trial_runs[chosen]}
-    runs += [replace(done[seed], setting="GradTS-trial") if seed in done else
-             exp.run("GradTS-trial", [main, *chosen], seed, main=main) for seed in seeds]
-
-    rows, kept, taus, cutoffs = {}, {}, {}, []
-    for aux in chosen:
-        model = single[aux].model
-        inst = instance_importance(model, exp.batches(aux), head_loss(model, aux))
-        mask = instance_filter(importance[main], inst, threshold=s.threshold,
-                                      keep_fraction=s.keep_fraction)
-        tau = instance_taus(importance[main], inst).numpy()
-        rows[aux] = [exp.data[aux].train[i] for i in torch.nonzero(mask).flatten().tolist()]
-        kept[aux], taus[aux] = (int(mask.sum()), len(mask)), tau
-        if mask.any():
-            cutoffs.append(float(np.nanmin(tau[mask.numpy()])))
-    runs += [exp.run("GradTS-fg", [main, *chosen], seed, main=main, train_rows=rows)
-             for seed in seeds]
-    cutoff = min(cutoffs) if cutoffs else float("nan")
-    return GradTSOutcome(main, ranked, trial_dev, chosen, kept, taus, cutoff, runs)
