@@ -234,6 +234,30 @@ class Backbone:
         ids = self.encode(split["text"], max_len)
         return [{"input_ids": i, "labels": y} for i, y in zip(ids, split["label"])]
 
+    @torch.no_grad()
+    def text_nll(self, lines: Sequence[str], batch_size: int = 8) -> tuple[float, int]:
+        """A causal LM's total negative log-likelihood (nats) of ``lines`` and the number of
+        tokens it predicted (each line on its own, the first token given): the numerator of a
+        word-level perplexity comparable across tokenizers, exp(nll / words)."""
+        if self.kind != "causal":
+            raise BackboneError(f"{self.name!r} is a {self.kind} model: perplexity needs a causal LM")
+        total, n = 0.0, 0
+        self.lm.eval()
+        for i in range(0, len(lines), batch_size):
+            ids = self.tokenizer(list(lines[i:i + batch_size]), add_special_tokens=False,
+                                 truncation=True, max_length=self.max_len)["input_ids"]
+            width = max(len(r) for r in ids)
+            x = torch.full((len(ids), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros_like(x)
+            for r, row in enumerate(ids):
+                x[r, :len(row)], mask[r, :len(row)] = torch.tensor(row), 1
+            h = self.encoder(input_ids=x, attention_mask=mask).last_hidden_state
+            logits = self.lm_head(h[:, :-1]).float()
+            keep = mask[:, 1:].bool()
+            total += float(F.cross_entropy(logits[keep], x[:, 1:][keep], reduction="sum"))
+            n += int(keep.sum())
+        return total, n
+
     def classifier(self, num_labels: int, dropout: float = 0.1) -> nn.Module:
         """A classifier on the pooled position, initialised from this backbone (the head is new).
 

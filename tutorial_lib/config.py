@@ -79,6 +79,7 @@ class PretrainSettings:
     # The MLM learns from the 15% masked tokens only, so it needs more steps than the causal LM;
     # its step is cheaper (the output layer runs on the targets only). None = ``steps``.
     mlm_steps: int | None = None
+    compare_lines: int = 200  # validation lines a large pretrained LM (SmolLM2) is scored on in 01
 
     def steps_for(self, objective: str) -> int:
         """Optimiser steps of one objective (``"causal"`` or ``"mlm"``)."""
@@ -96,6 +97,19 @@ class Scale:
     notes: str = ""
     tiny_hub_models: bool = False  # smoke: Hugging Face backbones become tiny random networks
 
+    def with_pretrain(self, **changes: object) -> Scale:
+        """This scale with other pretraining settings (a misspelt name is an error); the cache
+        fingerprint changes with them, so nothing stale is loaded.
+
+        >>> get_scale("smoke").with_pretrain(mlm_probability=0.4).pretrain.mlm_probability
+        0.4
+        """
+        names = {f.name for f in dataclasses.fields(PretrainSettings)}
+        unknown = set(changes) - names
+        if unknown:
+            raise ConfigError(f"no pretraining setting(s) {sorted(unknown)}; the settings: {sorted(names)}")
+        return dataclasses.replace(self, pretrain=dataclasses.replace(self.pretrain, **changes))
+
     def fingerprint(self, *parts: object) -> str:
         """Short hash of this scale's model + pretraining settings (and any extra parts).
 
@@ -104,6 +118,7 @@ class Scale:
         retrains the MLM and nothing else.
         """
         pretrain = dataclasses.asdict(self.pretrain)
+        pretrain.pop("compare_lines")  # evaluation only: it changes no checkpoint
         mlm_steps = pretrain.pop("mlm_steps")
         if "mlm" in parts and mlm_steps:
             parts = (*parts, f"mlm_steps={mlm_steps}")
@@ -119,7 +134,7 @@ _SMOKE = Scale(
     model=ModelSize(vocab_size=2000, d_model=64, n_layer=2, n_head=2, d_ff=128, max_len=64),
     pretrain=PretrainSettings(
         corpus="wikitext-2", max_train_lines=2000, max_valid_lines=200, seq_len=32,
-        batch_size=16, steps=40, lr=1e-3, warmup=10, eval_every=20,
+        batch_size=16, steps=40, lr=1e-3, warmup=10, eval_every=20, compare_lines=8,
     ),
     notes="CI: checks that every cell runs; the numbers mean nothing.",
     tiny_hub_models=True,
@@ -311,29 +326,32 @@ class MultiTaskRuns(Settings):
     task gets S = ``steps_per_task`` batches in every setting (multi-task over n tasks: n·S steps,
     a main task with fixed share p: S/p steps); inputs truncated to ``budget.max_len``."""
 
-    backbone: str = "ours"
+    backbone: str = "minilm"
     seeds: tuple[int, ...] = (0, 1, 2)
-    tasks: tuple[str, ...] = ("sst2", "qqp", "stsb")
+    tasks: tuple[str, ...] = ("sst2", "mr")
     train_examples: int | None = 2000
     dev_examples: int | None = 300
     test_examples: int | None = 1000
-    steps_per_task: int = 80
+    steps_per_task: int = 40
     strategy: str = "temperature"  # "proportional", "temperature" or "round-robin"
     temperature: float = 2.0
     main_share: float = 0.5
-    budget: Budget = Budget(lr=1e-3, batch_size=32, max_len=64)
+    budget: Budget = Budget(lr=1e-4, batch_size=16, max_len=128)
 
 
 @dataclass(frozen=True)
 class MultitaskSettings(MultiTaskRuns):
-    """06: (a) TREC-6 + an auxiliary LM loss (the slides' 1.0 / 0.5); (b) GLUE single-task vs
-    multi-task; (c) ``sequential`` (intermediate, target) pairs."""
+    """06: (a) TREC-6 + an auxiliary LM loss on our causal LM (the slides' 1.0 / 0.5; it needs an
+    LM head); (b) GLUE single-task vs multi-task; (c) ``sequential`` (intermediate, target) pairs
+    (STILTs), ``intermediate_steps`` on the intermediate task first."""
 
+    trec_backbone: str = "ours"
     trec_train_examples: int | None = 2500
-    trec_epochs: int = 2
+    trec_budget: Budget = Budget(epochs=2, lr=1e-3)
     clf_weight: float = 1.0
     lm_weight: float = 0.5
-    sequential: tuple[tuple[str, str], ...] = (("mnli", "stsb"),)
+    sequential: tuple[tuple[str, str], ...] = (("mnli", "rte"),)
+    intermediate_steps: int = 100
 
 
 @dataclass(frozen=True)
@@ -342,8 +360,8 @@ class GradTSSettings(MultiTaskRuns):
     single, all tasks, GradTS-trial (top-k, k ≤ ``max_k``, chosen on dev with ``trial_seeds``) and
     GradTS-fg (instances kept by τ: ``keep_fraction`` of them, or τ ≥ ``threshold``)."""
 
-    tasks: tuple[str, ...] = ("mnli", "rte", "qqp", "qnli", "mrpc", "sst2", "cola", "wnli")
-    main_tasks: tuple[str, ...] = ("sst2", "qqp", "mnli")
+    tasks: tuple[str, ...] = ("sst2", "qnli", "mrpc", "rte", "mnli", "cola")
+    main_tasks: tuple[str, ...] = ("sst2",)
     trial_seeds: tuple[int, ...] = (0,)
     max_k: int | None = 2
     importance_batches: int | None = 8
@@ -352,7 +370,8 @@ class GradTSSettings(MultiTaskRuns):
     train_examples: int | None = 1000
     dev_examples: int | None = 200
     test_examples: int | None = 500
-    steps_per_task: int = 50
+    steps_per_task: int = 40
+    budget: Budget = Budget(lr=1e-4, batch_size=16, max_len=64)
 
 
 @dataclass(frozen=True)
@@ -416,43 +435,48 @@ class ProbingSettings(Settings):
     """10: linear probes per layer on UD-EWT (train sentences from train, test from test);
     ``probe_max_iter``: the lbfgs budget of every probe (the same for all)."""
 
-    models: tuple[str, ...] = ("ours", "ours-mlm", "scratch", "minilm")
+    models: tuple[str, ...] = ("ours", "ours-mlm", "scratch", "minilm", "smollm2")
     train_sentences: int | None = 800
     test_sentences: int | None = 300
     probe_max_iter: int = 100
     control_seed: int = 0
     pca_points: int = 1500
     batch_size: int = 64
+    max_layers: int | None = 7  # probe at most this many layers per model, evenly spread
 
 
 @dataclass(frozen=True)
 class AmnesicSettings(Settings):
-    """11: INLP on the masked LM's masked positions (``mask_rounds`` masks per sentence), random-
-    direction controls (``random_seeds``), then adversarial POS heads on TREC-6 for each λ. The
-    INLP train, INLP dev, adversary and probe-train sentences are disjoint slices of UD train."""
+    """11: INLP on an LM's hidden states where its head predicts a word (a causal LM: the state
+    before each word; a masked LM: ``mask_rounds`` masks of ``mask_fraction`` of the words), run
+    ``inlp_seeds`` times on fixed random subsets of ``inlp_positions`` training positions and
+    stopped at ``inlp_max_iterations`` (the stated cap); random-direction controls
+    (``random_seeds``); then adversarial POS heads on TREC-6 for each λ on ``adv_backbone``.
+    The INLP train, INLP dev, adversary and probe-train sentences are disjoint slices of UD train."""
 
-    backbone: str = "ours-mlm"
-    adv_backbone: str = "ours"
+    backbone: str = "smollm2"
     train_sentences: int = 1500
     dev_sentences: int = 300
     test_sentences: int | None = 500
     mask_rounds: int = 2
     mask_fraction: float = 0.15
-    inlp_max_iterations: int = 15
+    inlp_positions: int | None = 8000
+    inlp_seeds: tuple[int, ...] = (0, 1, 2)
+    inlp_max_iterations: int = 12
     inlp_tol: float = 0.01
     inlp_classifier_max_iter: int = 100
     probe_max_iter: int = 100
     random_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    lambdas: tuple[float, ...] = (0.0, 0.3, 1.0, 3.0)
+    adv_backbone: str = "minilm"
+    lambdas: tuple[float, ...] = (0.0, 1.0, 3.0)
     adv_seeds: tuple[int, ...] = (0, 1)
-    adv_epochs: int = 2
     adv_train_examples: int | None = 1500
     adv_sentences: int = 1500
     adv_batch_size: int = 16
     adv_weight: float = 1.0
     adv_probe_train: int = 400
     adv_probe_test: int | None = 200
-    budget: Budget = Budget()
+    budget: Budget = Budget(epochs=2, lr=1e-4)
 
 
 _ALL_SEEDS = (0, 1, 2, 3, 4)
@@ -495,30 +519,35 @@ SETTINGS: dict[str, dict[str, Settings]] = {
     },
     "06_multitask": {
         "smoke": MultitaskSettings(
-            seeds=(0, 1), trec_train_examples=128, trec_epochs=1, tasks=("sst2", "stsb"),
-            sequential=(("qqp", "stsb"),), train_examples=64, dev_examples=32, test_examples=32,
-            steps_per_task=3, budget=Budget(lr=1e-3, batch_size=16, max_len=64)),
+            seeds=(0, 1), trec_train_examples=128, trec_budget=Budget(epochs=1, lr=1e-3),
+            tasks=("sst2", "mr"), sequential=(("mnli", "rte"),), train_examples=64,
+            dev_examples=32, test_examples=32, steps_per_task=3, intermediate_steps=3,
+            budget=Budget(lr=1e-4, batch_size=16, max_len=64)),
         "classroom": MultitaskSettings(),
         "gpu": MultitaskSettings(
-            **_GPU_MT, trec_train_examples=None, trec_epochs=3,
+            **_GPU_MT, trec_train_examples=None, trec_budget=Budget(epochs=3, lr=1e-3),
             tasks=("sst2", "cola", "mrpc", "rte", "stsb", "qqp"),
-            sequential=(("mnli", "rte"), ("mnli", "stsb"), ("qqp", "mrpc"))),
+            sequential=(("mnli", "rte"), ("mnli", "stsb"), ("qqp", "mrpc")), intermediate_steps=2000),
         "paper": MultitaskSettings(
-            **_PAPER_MT, seeds=_ALL_SEEDS, trec_train_examples=None, trec_epochs=3,
+            **_PAPER_MT, seeds=_ALL_SEEDS, trec_train_examples=None,
+            trec_budget=Budget(epochs=3, lr=6e-5),
             tasks=("sst2", "cola", "mrpc", "rte", "stsb", "qqp", "qnli"),
-            sequential=(("mnli", "rte"), ("mnli", "stsb"), ("qqp", "mrpc")), steps_per_task=5000),
+            sequential=(("mnli", "rte"), ("mnli", "stsb"), ("qqp", "mrpc")), steps_per_task=5000,
+            intermediate_steps=20000),
     },
     "07_gradts": {
         "smoke": GradTSSettings(
-            seeds=(0, 1), tasks=("rte", "mrpc", "sst2", "cola"), main_tasks=("rte", "mrpc", "sst2"),
+            seeds=(0, 1), tasks=("rte", "mrpc", "sst2", "cola"), main_tasks=("sst2",),
             importance_batches=2, train_examples=48, dev_examples=32, test_examples=32,
-            steps_per_task=2, budget=Budget(lr=1e-3, batch_size=16, max_len=48)),
+            steps_per_task=2, budget=Budget(lr=1e-4, batch_size=16, max_len=48)),
         "classroom": GradTSSettings(),
         "gpu": GradTSSettings(
-            **_GPU_MT, trial_seeds=(0, 1, 2), main_tasks=("rte", "mrpc", "cola", "sst2"), max_k=7,
+            **_GPU_MT, tasks=("mnli", "rte", "qqp", "qnli", "mrpc", "sst2", "cola", "wnli"),
+            trial_seeds=(0, 1, 2), main_tasks=("rte", "mrpc", "cola", "sst2"), max_k=7,
             importance_batches=64, strategy="proportional", temperature=1.0),
         "paper": GradTSSettings(
-            **_PAPER_MT, trial_seeds=(0, 1, 2),
+            **_PAPER_MT, tasks=("mnli", "rte", "qqp", "qnli", "mrpc", "sst2", "cola", "wnli"),
+            trial_seeds=(0, 1, 2),
             main_tasks=("mnli", "rte", "qqp", "qnli", "mrpc", "sst2", "cola", "wnli"), max_k=7,
             importance_batches=None, keep_fraction=None, threshold=0.62, steps_per_task=10000,
             strategy="proportional", temperature=1.0),
@@ -566,22 +595,24 @@ SETTINGS: dict[str, dict[str, Settings]] = {
     "11_amnesic_probing": {
         "smoke": AmnesicSettings(
             train_sentences=150, dev_sentences=60, test_sentences=80, mask_rounds=1,
-            inlp_max_iterations=4, inlp_classifier_max_iter=30, probe_max_iter=30,
-            random_seeds=(0, 1), lambdas=(0.0, 1.0), adv_seeds=(0,), adv_epochs=1,
-            adv_train_examples=128, adv_sentences=64, adv_probe_train=60, adv_probe_test=40),
+            inlp_positions=None, inlp_seeds=(0, 1), inlp_max_iterations=3,
+            inlp_classifier_max_iter=30, probe_max_iter=30, random_seeds=(0, 1), lambdas=(0.0, 1.0),
+            adv_seeds=(0,), adv_train_examples=128, adv_sentences=64, adv_probe_train=60,
+            adv_probe_test=40, budget=Budget(epochs=1, lr=1e-4)),
         "classroom": AmnesicSettings(),
         "gpu": AmnesicSettings(
             train_sentences=5000, dev_sentences=1000, test_sentences=2000, mask_rounds=3,
-            inlp_max_iterations=40, inlp_classifier_max_iter=200, probe_max_iter=200,
-            lambdas=(0.0, 0.1, 0.3, 1.0, 3.0), adv_seeds=(0, 1, 2), adv_epochs=3,
+            inlp_positions=None, inlp_max_iterations=40, inlp_classifier_max_iter=200,
+            probe_max_iter=200, lambdas=(0.0, 0.1, 0.3, 1.0, 3.0), adv_seeds=(0, 1, 2),
             adv_train_examples=None, adv_sentences=4000, adv_batch_size=32,
-            adv_probe_train=2000, adv_probe_test=1000, budget=Budget(lr=1e-4)),
+            adv_probe_train=2000, adv_probe_test=1000, budget=Budget(epochs=3, lr=1e-4)),
         "paper": AmnesicSettings(
+            backbone="bert-base-uncased", adv_backbone="bert-base-uncased",
             train_sentences=6000, dev_sentences=1000, test_sentences=None, mask_rounds=3,
-            inlp_max_iterations=100, inlp_classifier_max_iter=500, probe_max_iter=500,
-            lambdas=(0.0, 0.1, 0.3, 1.0, 3.0), adv_seeds=_ALL_SEEDS, adv_epochs=3,
+            inlp_positions=None, inlp_max_iterations=100, inlp_classifier_max_iter=500,
+            probe_max_iter=500, lambdas=(0.0, 0.1, 0.3, 1.0, 3.0), adv_seeds=_ALL_SEEDS,
             adv_train_examples=None, adv_sentences=4000, adv_batch_size=32,
-            adv_probe_train=1000, adv_probe_test=None, budget=Budget(lr=6e-5)),
+            adv_probe_train=1000, adv_probe_test=None, budget=Budget(epochs=3, lr=2e-5)),
     },
 }
 

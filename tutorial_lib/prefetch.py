@@ -63,7 +63,7 @@ TASK_FIELDS = ("task", "tasks", "transfer", "pair_task", "main_tasks", "sequenti
 
 FIELD_KINDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("DARTSettings", "backbone"): ("masked", "causal"),  # 09: the prompt's answer needs an LM head
-    ("AmnesicSettings", "backbone"): ("masked",),  # 11: INLP on the masked LM's masked positions
+    ("AmnesicSettings", "backbone"): ("causal", "masked"),  # 11: INLP where the LM head reads
 }
 """(settings class, field) -> the kinds of model (``backbones.KINDS``) its backbone may be."""
 

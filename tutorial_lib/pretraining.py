@@ -93,6 +93,14 @@ class EncodedCorpus:
         return self.n_words / len(self.ids)
 
 
+def unigram_loss(train: EncodedCorpus, valid: EncodedCorpus, vocab_size: int) -> float:
+    """Nats per token of the honest floor for a language model: each token's training frequency
+    (add-one smoothed), ignoring all context. A vocabulary-sized uniform guess is far worse."""
+    counts = torch.bincount(train.ids.long(), minlength=vocab_size).double() + 1.0
+    log_p = torch.log(counts / counts.sum())
+    return float(-log_p[valid.ids.long()].mean())
+
+
 def encode_corpus(scale: Scale, tokenizer: PreTrainedTokenizerBase, split: str) -> EncodedCorpus:
     """Encode a split into one stream (cached next to the tokenizer)."""
     path = cache_dir(scale.name) / f"corpus-{scale.fingerprint('tok')}-{split}.pt"

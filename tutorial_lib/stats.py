@@ -15,6 +15,10 @@ splits). The rule, the same in every notebook and in RESULTS.md:
 With one run per side nothing can be tested: the verdict says so. With three seeds a t-test has
 little power — an honest "within noise" is often all three seeds can say, and the notebooks say
 how many seeds a difference of the observed size would need (:func:`seeds_needed`).
+
+When two deterministic classifiers (probes) are scored on the *same* test items, the items are the
+units: :func:`compare_items` pairs them with McNemar's exact test on the items one got right and
+the other wrong — the same α and the same verdict words.
 """
 
 from __future__ import annotations
@@ -165,3 +169,19 @@ def seeds_needed(delta: float, std: float, power: float = 0.8, alpha: float = AL
         return math.inf
     z = sps.norm.ppf(1 - alpha / 2) + sps.norm.ppf(power)
     return max(2, math.ceil(2 * (z * std / delta) ** 2))
+
+
+def compare_items(method_correct: Sequence[bool], baseline_correct: Sequence[bool]) -> Comparison:
+    """Two classifiers on the same test items: Δ accuracy, its 95 % CI (normal approximation of
+    the paired difference) and McNemar's exact two-sided p on the discordant items; effect size:
+    the odds ratio of the discordant counts, in log form."""
+    a = np.asarray(method_correct, dtype=bool)
+    b = np.asarray(baseline_correct, dtype=bool)
+    n = len(a)
+    d = a.astype(float) - b.astype(float)
+    delta = float(d.mean())
+    half = float(sps.norm.ppf(1 - ALPHA / 2) * d.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    only_a, only_b = int((a & ~b).sum()), int((~a & b).sum())
+    p = float(sps.binomtest(only_a, only_a + only_b, 0.5).pvalue) if only_a + only_b else 1.0
+    effect = math.log((only_a + 0.5) / (only_b + 0.5))
+    return Comparison(delta, delta - half, delta + half, p, effect, "McNemar", n)

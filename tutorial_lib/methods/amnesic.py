@@ -114,6 +114,25 @@ def masked_positions(
     return _positions(sentences, hidden, target, where)
 
 
+def lm_positions(backbone: Backbone, sentences: probing.Sentences, *, mask_fraction: float = 0.15,
+                 rounds: int = 1, seed: int = 0) -> MaskedPositions:
+    """Where the backbone's LM head predicts a word: :func:`next_word_positions` for a causal LM,
+    :func:`masked_positions` for a masked one."""
+    if backbone.kind == "causal":
+        return next_word_positions(backbone, sentences)
+    return masked_positions(backbone, sentences, mask_fraction=mask_fraction, rounds=rounds,
+                            seed=seed)
+
+
+def subsample(positions: MaskedPositions, n: int | None, seed: int) -> MaskedPositions:
+    """A fixed random subset of ``n`` positions (None or more than there are: all)."""
+    if n is None or n >= len(positions):
+        return positions
+    keep = np.sort(np.random.default_rng(seed).choice(len(positions), n, replace=False))
+    return MaskedPositions(positions.hidden[keep], positions.target[keep],
+                           {k: v[keep] for k, v in positions.labels.items()})
+
+
 @torch.no_grad()
 def next_word_positions(backbone: Backbone, sentences: probing.Sentences, *,
                         batch_size: int = 32) -> MaskedPositions:

@@ -206,6 +206,17 @@ class RunResult:
         return out
 
 
+@dataclass
+class Intermediate:
+    """An encoder after STILTs' intermediate stage (see :meth:`Experiment.intermediate`)."""
+
+    task: str
+    steps: int
+    state: dict = field(repr=False)  # the encoder's weights
+    scores: dict = field(default_factory=dict)  # the intermediate task's scores after the stage
+    seconds: float = 0.0
+
+
 class Experiment:
     """GLUE tasks encoded once for one backbone; runs single-task, multi-task and sequential
     fine-tuning with a seed each and returns :class:`RunResult`.
@@ -322,17 +333,25 @@ class Experiment:
         return list(itertools.islice(loader, limit))
 
 
-    def sequential(self, intermediate: str, target: str, seed: int) -> RunResult:
-        """S steps on ``intermediate``, then S on ``target`` (fresh head, same encoder)."""
-        model = self.new_model([intermediate, target], seed)
+    def intermediate(self, task: str, steps: int, seed: int) -> Intermediate:
+        """STILTs' first stage: a fresh encoder trained on ``task`` alone for ``steps`` (shared by
+        the target's runs, as STILTs fine-tunes one intermediate model)."""
+        model = self.new_model([task], seed)
+        _, _, seconds = self.train(model, TaskSampler({task: 1}, seed=seed), steps, seed)
+        state = {k: v.detach().cpu().clone() for k, v in model.encoder.state_dict().items()}
+        return Intermediate(task, steps, state, self.evaluate(model, [task]), seconds)
+
+    def sequential(self, start: Intermediate, target: str, seed: int) -> RunResult:
+        """STILTs' second stage: the encoder trained in ``start`` gets a fresh ``target`` head and
+        S steps on ``target`` with this ``seed``. Scores: the target, and the intermediate task
+        as it stood after its stage."""
+        model = self.new_model([start.task, target], seed)
+        model.encoder.load_state_dict(start.state)
         steps = self.settings.steps_per_task
-        seconds = 0.0
-        for t in (intermediate, target):
-            _, _, sec = self.train(model, TaskSampler({t: 1}, seed=seed), steps, seed)
-            seconds += sec
-        return RunResult(f"sequential ({intermediate} → {target})", seed,
-                         self.evaluate(model, [target]), {intermediate: steps, target: steps},
-                         seconds)
+        _, _, seconds = self.train(model, TaskSampler({target: 1}, seed=seed), steps, seed)
+        return RunResult(f"sequential ({start.task} → {target})", seed,
+                         {**self.evaluate(model, [target]), **start.scores},
+                         {start.task: start.steps, target: steps}, start.seconds + seconds)
 
 
 def head_loss(model: MultiHeadModel, task: str) -> Callable[[dict], torch.Tensor]:

@@ -244,11 +244,12 @@ def make_probe(max_iter: int = 100, C: float = 1.0) -> Pipeline:
     return make_pipeline(StandardScaler(), LogisticRegression(max_iter=max_iter, C=C))
 
 
-def probe_accuracy(
+def probe_correct(
     X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray, y_test: np.ndarray,
     max_iter: int = 100, C: float = 1.0,
-) -> float:
-    """Test accuracy of a linear probe trained on ``(X_train, y_train)``.
+) -> np.ndarray:
+    """Which test items a linear probe trained on ``(X_train, y_train)`` gets right (bool array:
+    two probes on the same items are compared item by item, ``stats.compare_items``).
 
     Runs single-threaded: on a small shared CPU, BLAS threads fighting over cores made lbfgs
     10-20x slower than one thread.
@@ -256,7 +257,15 @@ def probe_accuracy(
     with single_threaded(), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # a fixed budget is the protocol
         probe = make_probe(max_iter, C).fit(X_train, y_train)
-        return float(probe.score(X_test, y_test))
+        return probe.predict(X_test) == np.asarray(y_test)
+
+
+def probe_accuracy(
+    X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray, y_test: np.ndarray,
+    max_iter: int = 100, C: float = 1.0,
+) -> float:
+    """Test accuracy of a linear probe trained on ``(X_train, y_train)``."""
+    return float(probe_correct(X_train, y_train, X_test, y_test, max_iter, C).mean())
 
 
 def single_threaded():
@@ -298,6 +307,14 @@ def control_labels(words: Sequence[str], distribution: np.ndarray, seed: int = 0
 def selectivity(probe_acc: float | np.ndarray, control_acc: float | np.ndarray):
     """Hewitt & Liang's selectivity: probe accuracy minus control-task accuracy."""
     return probe_acc - control_acc
+
+
+def spread_layers(n_states: int, k: int | None) -> list[int]:
+    """At most ``k`` layer indices of ``n_states``, evenly spread, always with the first (the
+    embeddings) and the last (None: all): a 31-state model costs what an 8-state one does."""
+    if k is None or k >= n_states:
+        return list(range(n_states))
+    return sorted({round(i * (n_states - 1) / (k - 1)) for i in range(k)})
 
 
 def probe_layers(

@@ -21,26 +21,32 @@ def plot_sampling(probabilities: Mapping[str, Mapping[str, float]]) -> plt.Figur
     return fig
 
 
-def plot_task_scores(stats: pd.DataFrame, baseline: str = "single-task") -> plt.Figure:
-    """Mean ± std test score per task (x) and setting (bars), from ``multitask.score_table``."""
-    tasks = list(dict.fromkeys(stats.index.get_level_values("task")))
-    settings = list(dict.fromkeys(stats.index.get_level_values("setting")))
+def plot_task_scores(stats: pd.DataFrame, baseline: str = "single-task",
+                     majority: Mapping[str, float] | None = None) -> plt.Figure:
+    """Mean ± std test score (%) per task (x) and setting (bars), from ``stats.summarize`` over
+    (task, setting) of a score in [0, 1]; dashed: ``majority[task]`` (%), the majority-class score."""
+    tasks = list(dict.fromkeys(stats.index.get_level_values(0)))
+    settings = list(dict.fromkeys(stats.index.get_level_values(1)))
     settings = [baseline] + [s for s in settings if s != baseline] if baseline in settings else settings
     width = 0.8 / len(settings)
-    fig, ax = plt.subplots(figsize=(1.6 + 1.5 * len(tasks), 3.6))
+    fig, ax = plt.subplots(figsize=(4 + 1.7 * len(tasks), 3.8))
     for i, setting in enumerate(settings):
         xs, means, stds = [], [], []
         for j, task in enumerate(tasks):
             if (task, setting) in stats.index:
                 row = stats.loc[(task, setting)]
                 xs.append(j + (i - (len(settings) - 1) / 2) * width)
-                means.append(row["mean"])
-                stds.append(row["std"])
+                means.append(100 * row["mean"])
+                stds.append(100 * row["std"])
         ax.bar(xs, means, width, yerr=stds, capsize=3, label=setting)
+    for j, task in enumerate(tasks):
+        if majority and task in majority:
+            ax.hlines(majority[task], j - 0.45, j + 0.45, colors="black", linestyles="--",
+                      label="majority class" if j == 0 else None)
     ax.set_xticks(range(len(tasks)), tasks)
-    ax.set(ylabel="test score (%)", title="GLUE test score, mean ± std over seeds")
+    ax.set(ylabel="test score (%)", title="test score, mean ± std over seeds")
     ax.axhline(0, color="k", lw=0.5)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 

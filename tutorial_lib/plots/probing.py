@@ -93,36 +93,41 @@ def plot_projection_2d(
     return fig
 
 
-def plot_inlp_curves(curves: Mapping[str, tuple[Sequence[float], float]]) -> plt.Figure:
+def plot_inlp_curves(curves: Mapping[str, tuple[Sequence[float], float, int]]) -> plt.Figure:
     """Held-out probe accuracy after each INLP iteration, one line per property.
 
-    ``curves`` maps a property to (accuracies, majority rate); the majority rate is dashed.
+    ``curves`` maps a property to (accuracies, majority rate, directions removed in all); the
+    majority rate is dashed. The x axis counts iterations; the legend gives the directions.
     """
-    fig, ax = plt.subplots(figsize=(6.2, 3.8))
-    for name, (accs, majority) in curves.items():
-        line, = ax.plot(range(len(accs)), accs, marker="o", label=name)
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for name, (accs, majority, directions) in curves.items():
+        line, = ax.plot(range(len(accs)), accs, marker="o",
+                        label=f"{name} ({directions} directions removed in all)")
         ax.axhline(majority, color=line.get_color(), ls="--", lw=1)
-    ax.set(xlabel="INLP iteration (directions removed so far)", ylabel="held-out probe accuracy",
-           ylim=(0, 1), title="INLP: train a probe, project out its directions, repeat")
-    ax.legend(fontsize=8)
+    ax.set(xlabel="INLP iteration", ylabel="held-out probe accuracy", ylim=(0, 1),
+           title="INLP: train a probe, project out its directions, repeat (dashed: majority)")
+    ax.legend(fontsize=9)
     fig.tight_layout()
     return fig
 
 
-def plot_amnesic_bars(table: pd.DataFrame, metric: str = "lm_accuracy") -> plt.Figure:
-    """Bar per projection group (mean ± std over rows of the group), annotated with directions.
+def plot_amnesic_bars(table: pd.DataFrame, metric: str = "lm_accuracy",
+                      title: str = "LM prediction after a projection") -> plt.Figure:
+    """One horizontal bar per projection group (mean ± std over the group's rows: seeds), with the
+    number of directions removed in its label.
 
     ``table`` has columns group, directions and ``metric`` (one row per seed for random groups).
     """
     g = table.groupby("group", sort=False)
     mean, std = g[metric].mean(), g[metric].std(ddof=1).fillna(0.0)
-    dirs = g["directions"].first()
-    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    dirs, n = g["directions"].first(), g[metric].count()
+    fig, ax = plt.subplots(figsize=(7.5, 0.55 * len(mean) + 1.4))
     colors = ["grey" if "random" in k or "none" in k else "tab:red" for k in mean.index]
-    ax.bar(range(len(mean)), mean.values, yerr=std.values, capsize=4, color=colors)
-    ax.set_xticks(range(len(mean)), [f"{k}\n({d} dirs)" for k, d in zip(mean.index, dirs)],
-                  fontsize=8)
-    ax.set(ylabel=metric.replace("_", " "), title="masked-word prediction after a projection")
+    ax.barh(range(len(mean)), mean.values, xerr=std.values, capsize=4, color=colors)
+    ax.set_yticks(range(len(mean)), [f"{k} ({d} dirs, n={c})" for k, d, c in zip(mean.index, dirs, n)],
+                  fontsize=9)
+    ax.invert_yaxis()
+    ax.set(xlabel=metric.replace("_", " "), title=title)
     fig.tight_layout()
     return fig
 

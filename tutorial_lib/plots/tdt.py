@@ -15,8 +15,13 @@ CMAP = "RdYlGn"  # red = low confidence (perturbed most), green = high confidenc
 def plot_token_confidences(examples: Sequence[Sequence[tuple[str, float]]],
                            titles: Sequence[str] | None = None,
                            width: float = 11.0) -> plt.Figure:
-    """Each example's tokens as text, each on a box coloured by its confidence m ∈ (0, 1)."""
+    """Each example's tokens as text, each on a box coloured by its confidence m. The colour scale
+    spans the confidences shown (a scorer that barely moved from 0.5 would otherwise paint every
+    token the same); the colour bar gives the range."""
     cmap = matplotlib.colormaps[CMAP]
+    values = [m for tokens in examples for _, m in tokens] or [0.0, 1.0]
+    lo, hi = min(values), max(values)
+    norm = plt.Normalize(lo, hi if hi > lo else lo + 1e-6)
     # rough layout: lines of at most ~width*9 characters, wrapped between tokens
     lines: list[list[tuple[str, float]]] = []
     labels: list[str] = []
@@ -41,11 +46,12 @@ def plot_token_confidences(examples: Sequence[Sequence[tuple[str, float]]],
             ax.text(-1, row, label, ha="right", va="center", fontsize=8, color="0.3")
         for tok, m in line:
             ax.text(x, row, tok, va="center", ha="left", family="monospace", fontsize=9,
-                    bbox={"boxstyle": "round,pad=0.2", "facecolor": cmap(m), "edgecolor": "none"})
+                    bbox={"boxstyle": "round,pad=0.2", "facecolor": cmap(norm(m)), "edgecolor": "none"})
             x += len(tok) + 2
-    sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, 1))
+    sm = plt.cm.ScalarMappable(cmap=cmap, norm=norm)
     fig.colorbar(sm, ax=ax, orientation="horizontal", fraction=0.08, pad=0.02, aspect=50,
-                 label="token confidence m (low: perturbed most in the distilled view)")
+                 label=f"token confidence m, from {lo:.3f} to {hi:.3f} (low: blurred most in the "
+                       "distilled view)")
     return fig
 
 
@@ -80,12 +86,13 @@ def plot_tdt_terms(history: Sequence[Mapping[str, float]], smooth: int = 10) -> 
     return fig
 
 
-def plot_method_errors(table: pd.DataFrame, columns: Mapping[str, str],
-                       by: str = "method") -> plt.Figure:
+def plot_method_errors(table: pd.DataFrame, columns: Mapping[str, str], by: str = "method",
+                       majority: Mapping[str, float] | None = None) -> plt.Figure:
     """Grouped bars: mean error ± std over seeds per method, one group per evaluation set
-    (``columns`` maps a column of ``table`` to the set's display name); seeds as dots."""
+    (``columns`` maps a column of ``table`` to the set's display name); seeds as dots; dashed:
+    ``majority[display name]``, the error of always predicting the majority class."""
     methods = list(dict.fromkeys(table[by]))
-    fig, ax = plt.subplots(figsize=(1.9 * len(columns) + 3.5, 3.8))
+    fig, ax = plt.subplots(figsize=(1.9 * len(columns) + 5, 3.8))
     width = 0.8 / len(methods)
     for i, name in enumerate(methods):
         rows = table[table[by] == name]
@@ -96,8 +103,12 @@ def plot_method_errors(table: pd.DataFrame, columns: Mapping[str, str],
                label=name, alpha=0.8, capsize=3)
         for x, v in zip(xs, vals):
             ax.plot([x] * len(v), v, "k.", ms=3)
+    for j, label in enumerate(columns.values()):
+        if majority and label in majority:
+            ax.hlines(100 * majority[label], j - 0.45, j + 0.45, colors="black", linestyles="--",
+                      label="majority class" if j == 0 else None)
     ax.set_xticks(np.arange(len(columns)), list(columns.values()))
     ax.set(ylabel="error (%)", title="error by method (mean ± std over seeds; dots: seeds)")
-    ax.legend(fontsize=8, ncol=2)
+    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
