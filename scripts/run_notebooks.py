@@ -209,6 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = results.report_markdown(out, [nb.stem for nb in notebooks], times,
                                      this_run=this_run, failures=failures, links=links)
     (out / results.REPORT_NAME).write_text(report)
+    (out / results.EFFECTS_NAME).write_text(json.dumps(results.effects_of(out, [nb.stem for nb in notebooks]),
+                                                       indent=1))
     print(f"report: {_show(out / results.REPORT_NAME)}")
     if failures:
         print(f"failed: {', '.join(failures)}", file=sys.stderr)

@@ -13,6 +13,7 @@ from tutorial_lib.methods.discriminative import (
     group_names,
     layer_param_groups,
     stlr,
+    stlr_as_printed,
     stlr_schedule,
     warmup_linear,
 )
@@ -113,6 +114,8 @@ def test_stlr_is_never_below_its_floor_and_is_the_schedule_that_trains(total):
     lr, ratio = 1e-3, 32.0
     curve = [stlr(t, total, lr, 0.1, ratio) for t in range(total)]
     assert min(curve) >= lr / ratio - 1e-15 and max(curve) <= lr + 1e-15
+    if total == 158:  # the formula as printed goes below zero there; ours is the one trained
+        assert stlr_as_printed(157, total, lr) < 0 < stlr(157, total, lr)
     groups, history = _run(lambda tr, opt: attach_stlr(tr, opt, lr=lr, total=total, cut_frac=0.1,
                                                        ratio=ratio), total=total)
     _assert_ratios(groups, history, lambda t: curve[t])

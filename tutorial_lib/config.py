@@ -381,9 +381,10 @@ class TDTSettings(Classification):
     kl_rate 2 for 2 classes = 1.0). ``pair_task``: a sentence-pair task (None: skipped)."""
 
     task: str = "sst2"
-    train_examples: int | None = 1000
+    backbone: str = "minilm"
+    train_examples: int | None = 800
     validation_examples: int | None = 200
-    budget: Budget = Budget(epochs=3)
+    budget: Budget = Budget(epochs=3, lr=1e-4)
     transfer: tuple[str, ...] = ("mr", "cr")
     transfer_examples: int | None = None
     baselines: tuple[str, ...] = ("R-Drop", "token cutoff")

@@ -172,9 +172,18 @@ def _table_markdown(name: str, table: dict) -> str:
     return f"### {name}\n\n{table['markdown']}\n"
 
 
+EFFECTS_NAME = "effects.json"
+
+
 def collect_effects(blobs: Mapping[str, dict], names: Sequence[str]) -> list[dict]:
     """All notebooks' effect records, in notebook order (what ``effects.json`` holds)."""
     return [e for n in names if n in blobs for e in blobs[n].get("effects", [])]
+
+
+def effects_of(directory: Path, names: Sequence[str]) -> list[dict]:
+    """:func:`collect_effects` of the ``<notebook>.json`` files saved in ``directory``."""
+    blobs = {p.stem: json.loads(p.read_text()) for p in Path(directory).glob("[0-9][0-9]_*.json")}
+    return collect_effects(blobs, names)
 
 
 def report_markdown(directory: Path, notebooks: Sequence[str] | None = None,

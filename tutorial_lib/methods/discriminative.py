@@ -96,6 +96,15 @@ def stlr(t: int, total: int, lr: float, cut_frac: float = 0.1, ratio: float = 32
     return lr * (1 + p * (ratio - 1)) / ratio
 
 
+def stlr_as_printed(t: int, total: int, lr: float, cut_frac: float = 0.1, ratio: float = 32.0) -> float:
+    """Eq. 3 exactly as the ULMFiT paper prints it, for comparison with :func:`stlr`: its decay
+    lasts cut · (1/cut_frac − 1) steps, shorter than T − cut when T·cut_frac is not whole, so the
+    rate goes negative before the end of training."""
+    cut = max(1, math.floor(total * cut_frac))
+    p = t / cut if t < cut else 1 - (t - cut) / (cut * (1 / cut_frac - 1))
+    return lr * (1 + p * (ratio - 1)) / ratio
+
+
 def attach_stlr(
     trainer: Engine,
     optimizer: torch.optim.Optimizer,
