@@ -309,6 +309,17 @@ def selectivity(probe_acc: float | np.ndarray, control_acc: float | np.ndarray):
     return probe_acc - control_acc
 
 
+def correct_by_word(train: WordFeatures, test: WordFeatures, train_sentences: Sentences,
+                    test_sentences: Sentences, prop: str, layer: int, max_iter: int = 100
+                    ) -> pd.Series:
+    """Whether a probe of ``layer`` gets each test word's ``prop`` right, indexed by (sentence,
+    word): two models' series can be aligned on the words both kept (a tokenizer may truncate
+    or drop different words) and compared item by item (``stats.compare_items``)."""
+    ok = probe_correct(train.layers[layer], train.labels(train_sentences, prop), test.layers[layer],
+                       test.labels(test_sentences, prop), max_iter)
+    return pd.Series(ok, index=pd.MultiIndex.from_arrays([test.sentence, test.word]))
+
+
 def spread_layers(n_states: int, k: int | None) -> list[int]:
     """At most ``k`` layer indices of ``n_states``, evenly spread, always with the first (the
     embeddings) and the last (None: all): a 31-state model costs what an 8-state one does."""
