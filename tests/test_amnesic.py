@@ -348,7 +348,11 @@ def test_an_ours_mlm_backbone_pools_its_cls_at_the_end(tokenizer, monkeypatch):
     assert run.model.pool == "last"
 
 
-def test_final_probe_accuracy_reads_a_property_the_features_encode(tokenizer):
+def test_final_probe_accuracy_reads_a_property_the_features_encode():
+    # whole-word vocabulary: with the 60-piece one, "dog"/"dogs" (and "a"/"and", "happen"/"home")
+    # share their first sub-word but not their tag, and a probe reads the first sub-word
+    tokenizer = train_wordpiece(LINES, vocab_size=200, min_frequency=1)
+    assert all(len(tokenizer.tokenize(w)) == 1 for w in WORDS)
     bb = tiny_backbone(tokenizer, d=32)
     train, test = upos_sentences(60, 5), upos_sentences(30, 6)
     acc = amnesic.final_probe_accuracy(bb, train, test, max_iter=200)

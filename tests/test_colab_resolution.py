@@ -81,8 +81,10 @@ def _project_copy(root: Path) -> Path:
     root.mkdir(parents=True)
     shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")
     shutil.copy(REPO / "README.md", root / "README.md")
-    (root / "tutorial_lib").mkdir()
-    shutil.copy(REPO / "tutorial_lib" / "__init__.py", root / "tutorial_lib" / "__init__.py")
+    for init in (REPO / "tutorial_lib").rglob("__init__.py"):  # every package pyproject lists
+        target = root / init.relative_to(REPO)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(init, target)
     return root
 
 

@@ -192,8 +192,13 @@ def test_experiment_runs_every_setting_on_real_glue_data(with_data):
     mtl = exp.run("all", ["rte", "sst2"], 0, main="rte")
     assert sum(mtl.steps_per_task.values()) == round(2 / settings.main_share)
     assert list(mtl.scores) == ["rte"]  # a main task: only it is scored
-    seq = exp.sequential("sst2", "rte", 0)
-    assert seq.steps_per_task == {"sst2": 2, "rte": 2} and list(seq.scores) == ["rte"]
+    start = exp.intermediate("sst2", 3, seed=0)  # STILTs' stage 1, shared by every target seed
+    assert start.task == "sst2" and start.steps == 3 and set(start.scores) == {"sst2"}
+    before = {k: v.clone() for k, v in start.state.items()}
+    seq = exp.sequential(start, "rte", 0)
+    assert seq.steps_per_task == {"sst2": 3, "rte": 2} and list(seq.scores) == ["rte", "sst2"]
+    assert seq.seconds > start.seconds  # both stages are charged to the sequential run
+    assert all(torch.equal(v, before[k]) for k, v in start.state.items())  # reusable as it was
     table = multitask.collect([single, mtl, seq])
     assert set(table["setting"]) == {"single-task", "all", "sequential (sst2 → rte)"}
     assert table["test_score"].between(0, 1).all()

@@ -41,7 +41,8 @@ def test_classroom_and_paper_needs():
     assert {"trec", "sst2", "mr", "cr", "ud-ewt", "wikitext-2"} <= set(classroom.dataset_names)
     assert classroom.offline_model_names == ["minilm", "smollm2"]
     smollm2 = classroom.offline_models[1]
-    assert smollm2.used_by == ("09",) and smollm2.kinds == ("causal", "masked")  # DART: an LM head
+    assert smollm2.used_by == ("09", "10", "11") and smollm2.kinds == ("causal", "masked")
+    assert smollm2.kinds_used_by == ("09", "11")  # DART's answer and amnesic's LM need an LM head
     assert classroom.hub_model_names == []  # classroom runs offline
     assert "scratch" in classroom.our_names
     paper = prefetch.needs(config.get_scale("paper"))
@@ -63,10 +64,12 @@ def test_a_backbone_named_in_a_setting_is_needed_with_its_kind(monkeypatch):
     setting("10_probing", models=("ours", "org/some-mlm"))
     n = prefetch.needs("smoke")
     assert [(m.name, m.kinds, m.kinds_used_by, m.used_by) for m in n.hub_models] == [
-        ("org/some-mlm", ("masked",), ("11",), ("10", "11"))]
+        ("org/some-mlm", ("causal", "masked"), ("11",), ("10", "11"))]
     smollm2 = next(m for m in n.offline_models if m.name == "smollm2")
     assert smollm2.kinds == ("causal", "masked") and smollm2.used_by == ("09",)
-    setting("11_amnesic_probing", backbone="smollm2")  # a masked LM there: the kinds narrow …
+    # a setting that accepts only masked LMs narrows the kinds …
+    monkeypatch.setitem(prefetch.FIELD_KINDS, ("AmnesicSettings", "backbone"), ("masked",))
+    setting("11_amnesic_probing", backbone="smollm2")
     smollm2 = next(m for m in prefetch.needs("smoke").offline_models if m.name == "smollm2")
     assert smollm2.kinds == ("masked",) and smollm2.kinds_used_by == ("09", "11")
     setting("11_amnesic_probing", backbone="org/some-mlm")
@@ -260,10 +263,12 @@ def test_online_hub_model_of_the_wrong_kind_fails_and_the_rest_go_on(monkeypatch
     monkeypatch.setattr(prefetch, "snapshot_download", download)
     what = dataclasses.replace(prefetch.needs("paper"), datasets=(), offline_models=(), ours=())
     report = prefetch.prefetch("paper", online=True, what=what)
-    assert [r.item for r in report.failures] == ["roberta-large"]
-    assert report.failures[0].failure_line() == (
+    # paper scale: 11 runs amnesic probing on bert-base-uncased, 09 DART on roberta-large
+    assert [r.item for r in report.failures] == ["bert-base-uncased", "roberta-large"]
+    assert report.failures[1].failure_line() == (
         "FAILED roberta-large (Hub model): an encoder checkpoint, but notebook 09 needs a causal or "
         "masked LM — fix: name another backbone in tutorial_lib/config.py")
+    assert "notebook 11 needs a causal or masked LM" in report.failures[0].failure_line()
     assert len(calls) == len(what.hub_models) and report.exit_status == 1
 
 

@@ -387,7 +387,8 @@ def load_backbone(
     if name in LOCAL_MODELS and kind not in (None, LOCAL_MODELS[name].kind):
         raise BackboneError(f"{name!r} is a {LOCAL_MODELS[name].kind} model; it has no {kind} head "
                             "(all-MiniLM-L6-v2 was saved without its MLM head)")
-    key = (name, scale.name, kind, seed if name == "scratch" else None, max_len)
+    # keyed by the cache directory too: another $TUTORIAL_CACHE_DIR is another pretrained "ours"
+    key = (name, scale.name, kind, seed if name == "scratch" else None, max_len, cache_dir())
     if key not in _PROTOTYPES:
         # A first load draws random numbers (scratch's init, pretraining), a cached one none: keep
         # the caller's generators untouched, so a seeded run does not depend on what was loaded.

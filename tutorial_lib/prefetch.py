@@ -55,7 +55,8 @@ from .data.registry import lookup
 from .models import CHECKPOINT_FILE
 from .pretraining import run_directory
 
-BACKBONE_FIELDS = ("backbone", "hf_backbone", "cls_backbone", "adv_backbone", "models")
+BACKBONE_FIELDS = ("backbone", "hf_backbone", "cls_backbone", "adv_backbone", "trec_backbone",
+                   "models")
 """Settings fields that name backbones (a name or a tuple of names)."""
 
 TASK_FIELDS = ("task", "tasks", "transfer", "pair_task", "main_tasks", "sequential")
