@@ -57,6 +57,35 @@ def test_train_fewshot_selects_on_dev_and_tests_once(ours):
     assert run.model.mlm is not ours
 
 
+def test_the_best_model_is_a_copy_kept_by_ignite_first_best_on_ties():
+    """The loop keeps its best model with Ignite's Checkpoint(score_function=...): the saved
+    weights must not follow training, a tie keeps the earlier step, and accuracy outranks loss."""
+    from ignite.engine import Engine
+    from ignite.handlers import Checkpoint
+
+    model = torch.nn.Linear(2, 1)
+    saver = fewshot.InMemorySaver()
+    engine = Engine(lambda e, b: None)
+    step = {"n": 0}
+    handler = Checkpoint({"model": model}, saver, n_saved=1,
+                         score_function=lambda e: fewshot.dev_score(e.state.metrics),
+                         global_step_transform=lambda *_: step["n"])
+    for n, (acc, loss, w) in enumerate([(0.5, 0.7, 1.0), (0.75, 0.9, 2.0), (0.75, 0.9, 3.0),
+                                        (0.5, 0.1, 4.0)], start=1):
+        step["n"] = n
+        with torch.no_grad():
+            model.weight.fill_(w)
+        engine.state.metrics = {"accuracy": acc, "loss": loss}
+        handler(engine)
+    checkpoint, score = saver.best
+    assert score == fewshot.dev_score({"accuracy": 0.75, "loss": 0.9})
+    assert checkpoint["weight"].eq(2.0).all()  # step 2: the tie at step 3 did not replace it
+    Checkpoint.load_objects({"model": model}, checkpoint)
+    assert model.weight.eq(2.0).all()
+    assert fewshot.dev_score({"accuracy": 0.5, "loss": 0.1}) < fewshot.dev_score(
+        {"accuracy": 0.51, "loss": 9.9})
+
+
 def test_the_grid_keeps_the_best_dev_run_and_tests_only_it(ours, monkeypatch):
     split = toy_split()
     runs = []

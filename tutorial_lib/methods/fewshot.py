@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 import torch
-from ignite.engine import Events
+from ignite.engine import Engine, Events
+from ignite.handlers import Checkpoint
+from ignite.handlers.checkpoint import BaseSaveHandler
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -57,6 +59,33 @@ class FewShotRun:
         return self.built.model if self.built else None
 
 
+class InMemorySaver(BaseSaveHandler):
+    """An Ignite save handler that keeps checkpoints in memory: a few-shot run's best model lives
+    only as long as the run, so ``Checkpoint(score_function=...)`` needs no file."""
+
+    def __init__(self) -> None:
+        self.saved: dict[str, tuple[dict, float]] = {}
+
+    def __call__(self, checkpoint: Mapping, filename: str, metadata: Mapping | None = None) -> None:
+        # a state_dict holds the live tensors: copy them, or the "best" would follow training
+        self.saved[filename] = copy.deepcopy(dict(checkpoint)), (metadata or {}).get("priority")
+
+    def remove(self, filename: str) -> None:
+        self.saved.pop(filename, None)
+
+    @property
+    def best(self) -> tuple[dict, float]:
+        """The one checkpoint an ``n_saved=1`` handler keeps, and its score."""
+        (checkpoint, score), = self.saved.values()
+        return checkpoint, score
+
+
+def dev_score(metrics: Mapping[str, float]) -> float:
+    """Dev accuracy first, lower loss breaking ties: accuracies differ by at least 1/|dev| and
+    loss/10⁴ stays below that for any dev set under 1,000 examples and loss under 10."""
+    return metrics["accuracy"] - metrics["loss"] / 1e4
+
+
 def train_fewshot(
     build: Callable[[], Built],
     split: FewShotSplit,
@@ -93,38 +122,38 @@ def train_fewshot(
                     total=steps)
     evaluator = create_classifier_evaluator(model, device=dev, num_labels=split.num_labels,
                                             amp_dtype=amp)
-    best = {"key": (-1.0, 0.0), "step": 0, "state": None}
+    saver = InMemorySaver()
+    best = Checkpoint({"model": model}, saver, n_saved=1,  # strictly better only: first best kept
+                      score_function=lambda e: dev_score(e.state.metrics),
+                      global_step_transform=lambda *_: trainer.state.iteration)
     history: list[dict] = []
 
-    def _state() -> dict:
-        return {k: v.detach().clone() for k, v in model.state_dict().items()}
-
     @trainer.on(Events.ITERATION_COMPLETED(every=eval_every) | Events.COMPLETED)
-    def _dev(engine) -> None:
+    def _dev(engine: Engine) -> None:
         step = engine.state.iteration
         if history and history[-1]["step"] == step:
             return
         m = evaluator.run(dev_loader).metrics
         history.append({"step": step, "dev_accuracy": m["accuracy"], "dev_loss": m["loss"],
-                        "train_loss": engine.state.output})
-        if (m["accuracy"], -m["loss"]) > best["key"]:
-            best.update(key=(m["accuracy"], -m["loss"]), step=step, state=_state())
+                        "train_loss": engine.state.output, "score": dev_score(m)})
+        best(evaluator)
 
     @trainer.on(Events.ITERATION_COMPLETED(once=steps))
-    def _stop(engine) -> None:
+    def _stop(engine: Engine) -> None:
         _dev(engine)
         engine.terminate()
 
     start = time.perf_counter()
     trainer.run(loader, max_epochs=math.ceil(steps / len(loader)))
-    if best["state"] is not None:
-        model.load_state_dict(best["state"])
+    checkpoint, score = saver.best
+    Checkpoint.load_objects({"model": model}, checkpoint)
+    chosen = next(h for h in history if h["score"] == score)
     test = {}
     if evaluate_test:
         test_loader = DataLoader(built.encode(split.test), batch_size=eval_batch_size,
                                  collate_fn=built.collate)
         test = dict(evaluator.run(test_loader).metrics)
-    return FewShotRun(test, best["key"][0], best["step"], lr, time.perf_counter() - start,
+    return FewShotRun(test, chosen["dev_accuracy"], chosen["step"], lr, time.perf_counter() - start,
                       history, built)
 
 

@@ -106,7 +106,28 @@ class OurMaskedLM(PromptLM):
         return [], [self.tokenizer.sep_token_id]
 
 
-class HFMaskedLM(PromptLM):
+class HFPromptLM(PromptLM):
+    """A Hugging Face model with an LM head (``self.model``): the embeddings and the head's
+    weights through the library's own accessors, the same for masked and causal LMs."""
+
+    model: nn.Module
+
+    def input_embeddings(self) -> nn.Module:
+        return self.model.get_input_embeddings()
+
+    def set_input_embeddings(self, module: nn.Module) -> None:
+        self.model.set_input_embeddings(module)
+
+    @property
+    def decoder_weight(self) -> torch.Tensor:
+        return self.model.get_output_embeddings().weight
+
+    @property
+    def decoder_bias(self) -> torch.Tensor | None:
+        return getattr(self.model.get_output_embeddings(), "bias", None)
+
+
+class HFMaskedLM(HFPromptLM):
     """Any Hugging Face ``*ForMaskedLM`` (BERT, RoBERTa, ALBERT ...). The features are the input of
     its output-embedding (decoder) layer, captured with a forward hook, so the architecture's own
     head transform (dense + activation + LayerNorm) is applied exactly as in pretraining."""
@@ -126,20 +147,6 @@ class HFMaskedLM(PromptLM):
     def _capture(self, _module: nn.Module, inputs: tuple, _output: torch.Tensor) -> None:
         self._captured.append(inputs[0])
 
-    def input_embeddings(self) -> nn.Module:
-        return self.model.get_input_embeddings()
-
-    def set_input_embeddings(self, module: nn.Module) -> None:
-        self.model.set_input_embeddings(module)
-
-    @property
-    def decoder_weight(self) -> torch.Tensor:
-        return self.model.get_output_embeddings().weight
-
-    @property
-    def decoder_bias(self) -> torch.Tensor | None:
-        return getattr(self.model.get_output_embeddings(), "bias", None)
-
     def features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         self._captured.clear()
         self.model(input_ids=input_ids, attention_mask=attention_mask)
@@ -153,7 +160,7 @@ class HFMaskedLM(PromptLM):
         return full[:at], full[at + len(plain):]
 
 
-class HFCausalLM(PromptLM):
+class HFCausalLM(HFPromptLM):
     """Any Hugging Face ``*ForCausalLM`` (SmolLM2, GPT-2, Llama …): the answer is the next token.
     The features are the base model's last hidden states (after its final norm), which the LM
     head (``get_output_embeddings``, tied to the input embeddings in SmolLM2) turns into logits."""
@@ -175,20 +182,6 @@ class HFCausalLM(PromptLM):
     def pad_id(self) -> int:
         pad = self.tokenizer.pad_token_id
         return pad if pad is not None else self.tokenizer.eos_token_id
-
-    def input_embeddings(self) -> nn.Module:
-        return self.model.get_input_embeddings()
-
-    def set_input_embeddings(self, module: nn.Module) -> None:
-        self.model.set_input_embeddings(module)
-
-    @property
-    def decoder_weight(self) -> torch.Tensor:
-        return self.model.get_output_embeddings().weight
-
-    @property
-    def decoder_bias(self) -> torch.Tensor | None:
-        return getattr(self.model.get_output_embeddings(), "bias", None)
 
     def features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return self.model.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
