@@ -68,17 +68,22 @@ def plot_head_importance(matrices: Mapping[str, torch.Tensor], cols: int = 5) ->
     """One heatmap per task: layer (rows, bottom = first) × head, normalised importance."""
     names = list(matrices)
     rows = int(np.ceil(len(names) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(2.3 * cols, 2.2 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.8 * cols + 1.2, 2.4 * rows), squeeze=False,
+                             sharex=True, sharey=True, layout="constrained")
     for ax in axes.flat[len(names):]:
         ax.axis("off")
-    for ax, name in zip(axes.flat, names):
+    for i, (ax, name) in enumerate(zip(axes.flat, names)):
         m = matrices[name].detach().cpu().numpy()
         im = ax.imshow(m, origin="lower", vmin=0, vmax=1, cmap="viridis", aspect="auto")
-        ax.set_title(name, fontsize=9)
-        ax.set_xticks(range(m.shape[1]))
+        ax.set_title(name, fontsize=10)
+        step = max(1, m.shape[1] // 6)  # 12 heads: ticks 0, 2, 4, ... stay readable
+        ax.set_xticks(range(0, m.shape[1], step))
         ax.set_yticks(range(m.shape[0]))
-        ax.set_xlabel("head", fontsize=8)
-        ax.set_ylabel("layer", fontsize=8)
+        ax.tick_params(labelsize=8, labelbottom=True)
+        if i // cols == rows - 1 or i + cols >= len(names):  # bottom panel of its column
+            ax.set_xlabel("head", fontsize=9)
+        if i % cols == 0:
+            ax.set_ylabel("layer", fontsize=9)
     fig.colorbar(im, ax=axes, shrink=0.8, label="importance (min–max)")
     return fig
 
