@@ -68,6 +68,17 @@ def test_a_consistent_shift_is_significant_paired_where_welch_is_not():
     assert paired.effect_size == pytest.approx(d.mean() / d.std(ddof=1))
 
 
+def test_a_gap_larger_than_the_pooled_std_is_not_enough():
+    """The old rule called |Δ| > pooled std "beyond noise"; with three seeds that let through
+    p up to ≈ 0.29 (06's auxiliary LM loss had p = 0.155). Under the one rule it is within noise."""
+    baseline, method = [0.20, 0.22, 0.24], [0.17, 0.21, 0.20]  # Δ = −2.67 points
+    pooled = math.sqrt((np.var(baseline, ddof=1) + np.var(method, ddof=1)) / 2)
+    assert abs(np.mean(method) - np.mean(baseline)) > pooled  # "beyond noise" by the old rule
+    c = stats.compare_runs(method, baseline, [0, 1, 2], [0, 1, 2])
+    assert 0.05 < c.p < 0.3 and c.low < 0 < c.high
+    assert c.verdict(higher_is_better=False) == stats.WITHIN_NOISE
+
+
 def test_runs_are_paired_by_seed_not_by_position():
     order = [2, 0, 3, 1]
     shuffled = stats.compare_runs([METHOD[i] for i in order], BASELINE, [SEEDS[i] for i in order], SEEDS)
