@@ -58,17 +58,22 @@ def plot_attention(
     """
     layers = list(layers if layers is not None else range(len(maps)))
     heads = list(heads if heads is not None else range(maps[0].shape[1]))
-    fig, axes = plt.subplots(len(layers), len(heads), squeeze=False,
-                             figsize=(2.3 * len(heads) + 1, 2.3 * len(layers) + 0.6))
     n = len(tokens)
+    size = 2.3 if n <= 16 else 2.9  # room for a label per token
+    fig, axes = plt.subplots(len(layers), len(heads), squeeze=False, sharex=True, sharey=True,
+                             figsize=(size * len(heads) + 1.2, size * len(layers) + 1.0))
+    ticks = list(range(n)) if n <= 32 else []
     for r, layer in enumerate(layers):
         for c, head in enumerate(heads):
             ax = axes[r][c]
             ax.imshow(np.asarray(maps[layer][0, head, :n, :n]), cmap="viridis", vmin=0, vmax=1)
             ax.set_title(f"layer {layer + 1} · head {head}", fontsize=8)
-            ticks = range(n) if n <= 16 else []
-            ax.set_xticks(ticks, [tokens[i] for i in ticks], rotation=90, fontsize=6)
-            ax.set_yticks(ticks, [tokens[i] for i in ticks], fontsize=6)
+            ax.set_xticks(ticks, [tokens[i] for i in ticks], rotation=90, fontsize=5.5)
+            ax.set_yticks(ticks, [tokens[i] for i in ticks], fontsize=5.5)
+            # token names once: rows on the left column, columns under the bottom row
+            ax.tick_params(labelleft=c == 0, labelbottom=r == len(layers) - 1, length=0)
+    axes[-1][0].set_xlabel("key (attended to)", fontsize=8)
+    axes[-1][0].set_ylabel("query", fontsize=8)
     fig.tight_layout()
     return fig
 
