@@ -101,3 +101,13 @@ def test_killed_pretraining_resumes_bit_identical(smoke, tmp_path, monkeypatch, 
     assert resumed.history.evals == reference.history.evals
     assert [r["step"] for r in resumed.history.evals] == list(range(eval_every, steps + 1, eval_every))
     assert resumed.history.train[-1]["step"] == steps and len(resumed.history.train) == 24
+
+
+def test_the_unigram_floor_is_the_smoothed_token_frequency():
+    """01's honest floor: add-one smoothed training frequencies, scored on validation tokens."""
+    corpus = lambda ids: pretraining.EncodedCorpus(torch.tensor(ids), 1)  # noqa: E731
+    train, valid = corpus([0, 0, 0, 1]), corpus([0, 1])
+    counts = torch.tensor([4.0, 2.0, 1.0])  # vocabulary of 3: token 2 never seen
+    want = -torch.log(counts / counts.sum())[[0, 1]].mean().item()
+    assert pretraining.unigram_loss(train, valid, 3) == pytest.approx(want)
+    assert pretraining.unigram_loss(train, valid, 3) < math.log(3)  # beats the uniform guess

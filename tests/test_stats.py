@@ -166,3 +166,17 @@ def test_seeds_needed_falls_as_the_difference_grows():
     assert stats.seeds_needed(1.0, 0.01) == 2  # never fewer than two runs
     assert stats.seeds_needed(0.0, 0.01) == math.inf
     assert stats.seeds_needed(0.01, 0.02) > stats.seeds_needed(0.01, 0.01)  # noisier: more seeds
+
+
+def test_compare_items_is_mcnemar_on_the_discordant_items():
+    """Probes on the same words: only the words one gets right and the other wrong count."""
+    method = [True] * 80 + [True] * 15 + [False] * 3 + [False] * 2
+    baseline = [True] * 80 + [False] * 15 + [True] * 3 + [False] * 2
+    c = stats.compare_items(method, baseline)
+    assert c.test == "McNemar" and c.n == 100
+    assert c.delta == pytest.approx(0.12)
+    assert c.p == pytest.approx(sps.binomtest(15, 18, 0.5).pvalue)
+    assert c.low < c.delta < c.high
+    assert c.verdict(higher_is_better=True) == "better"
+    same = stats.compare_items(baseline, baseline)
+    assert same.p == 1.0 and same.verdict(higher_is_better=True) == stats.WITHIN_NOISE

@@ -99,7 +99,8 @@ def stlr(t: int, total: int, lr: float, cut_frac: float = 0.1, ratio: float = 32
 def stlr_as_printed(t: int, total: int, lr: float, cut_frac: float = 0.1, ratio: float = 32.0) -> float:
     """Eq. 3 exactly as the ULMFiT paper prints it, for comparison with :func:`stlr`: its decay
     lasts cut · (1/cut_frac − 1) steps, shorter than T − cut when T·cut_frac is not whole, so the
-    rate goes negative before the end of training."""
+    rate falls below its floor lr/ratio before the end — and below zero when the shortfall is
+    large enough (T = 158, cut_frac = 0.1, lr = 1e-3: −1.9e-5 at the last step)."""
     cut = max(1, math.floor(total * cut_frac))
     p = t / cut if t < cut else 1 - (t - cut) / (cut * (1 / cut_frac - 1))
     return lr * (1 + p * (ratio - 1)) / ratio

@@ -81,7 +81,7 @@ _WRAPPER_ATTRS = ("encoder", "transformer", "bert", "roberta", "model")
 
 
 @dataclass(frozen=True)
-class _KVSpec:
+class KVSpec:
     """One layer: the Linear modules producing K and V, the rows that are K / V, and n_heads."""
 
     key: nn.Linear
@@ -91,7 +91,7 @@ class _KVSpec:
     n_heads: int
 
 
-def _bert_layers(module: nn.Module) -> list[_KVSpec] | None:
+def _bert_layers(module: nn.Module) -> list[KVSpec] | None:
     """Specs of a BERT-like encoder (``encoder.layer[i].attention.self.key/value``), else None."""
     layers = getattr(getattr(module, "encoder", None), "layer", None)
     if not isinstance(layers, nn.ModuleList) or len(layers) == 0:
@@ -105,15 +105,16 @@ def _bert_layers(module: nn.Module) -> list[_KVSpec] | None:
         n_heads = getattr(attn, "num_attention_heads", None)
         if n_heads is None:
             n_heads = module.config.num_attention_heads
-        specs.append(_KVSpec(key, slice(0, key.out_features), value, slice(0, value.out_features),
+        specs.append(KVSpec(key, slice(0, key.out_features), value, slice(0, value.out_features),
                              int(n_heads)))
     return specs
 
 
-def _kv_specs(model: nn.Module, _depth: int = 0) -> list[_KVSpec]:
+def kv_specs(model: nn.Module, _depth: int = 0) -> list[KVSpec]:
+    """Every attention layer's K/V spec in ``model`` (ours or a Hugging Face BERT), bottom first."""
     if isinstance(model, Transformer):
         d = model.config.d_model
-        return [_KVSpec(b.attn.qkv, slice(d, 2 * d), b.attn.qkv, slice(2 * d, 3 * d), b.attn.n_head)
+        return [KVSpec(b.attn.qkv, slice(d, 2 * d), b.attn.qkv, slice(2 * d, 3 * d), b.attn.n_head)
                 for b in model.blocks]
     specs = _bert_layers(model)
     if specs is not None:
@@ -123,7 +124,7 @@ def _kv_specs(model: nn.Module, _depth: int = 0) -> list[_KVSpec]:
             child = getattr(model, name, None)
             if isinstance(child, nn.Module) and child is not model:
                 try:
-                    return _kv_specs(child, _depth + 1)
+                    return kv_specs(child, _depth + 1)
                 except ValueError:
                     pass
     raise ValueError(
@@ -144,7 +145,7 @@ def kv_weights(model: nn.Module) -> list[tuple[torch.Tensor, torch.Tensor, int]]
     encoder raises ``ValueError``.
     """
     return [(s.key.weight[s.key_rows], s.value.weight[s.value_rows], s.n_heads)
-            for s in _kv_specs(model)]
+            for s in kv_specs(model)]
 
 
 # --- per-head reduction and normalisation ---------------------------------------------------------
@@ -160,7 +161,7 @@ def _per_head(grad_abs: torch.Tensor, n_heads: int, slicing: Slicing) -> torch.T
     raise ValueError(f"slicing must be 'rows' or 'upstream', got {slicing!r}")
 
 
-def _kv_score(g_key: torch.Tensor | None, g_value: torch.Tensor | None, spec: _KVSpec,
+def kv_score(g_key: torch.Tensor | None, g_value: torch.Tensor | None, spec: KVSpec,
               slicing: Slicing, shape: tuple[int, ...]) -> torch.Tensor:
     """mean(|g_K| + |g_V|) per head (the two slices have the same size) -> [..., n_heads]."""
     score = torch.zeros(*shape, spec.n_heads)
@@ -193,7 +194,7 @@ def normalize_importance(m: torch.Tensor, *, min_max: bool = True) -> torch.Tens
 
 
 @contextmanager
-def _gradient_state(model: nn.Module, weights: Sequence[nn.Parameter], dropout: bool) -> Iterator[None]:
+def gradient_state(model: nn.Module, weights: Sequence[nn.Parameter], dropout: bool) -> Iterator[None]:
     """Train/eval mode for the call, K/V weights requiring grad, everything restored after."""
     modes = [(m, m.training) for m in model.modules()]
     flags = [(w, w.requires_grad) for w in weights]
@@ -210,7 +211,8 @@ def _gradient_state(model: nn.Module, weights: Sequence[nn.Parameter], dropout: 
             w.requires_grad_(flag)
 
 
-def _unique(items: Iterable) -> list:
+def unique_by_id(items: Iterable) -> list:
+    """``items`` without repeats of the same object (tied or shared modules once), in order."""
     seen: dict[int, Any] = {}
     for item in items:
         seen.setdefault(id(item), item)
@@ -238,18 +240,18 @@ def head_importance(
     every module's mode are left as they were. Upstream used batches of one example: see the
     module docstring for the batched equivalent.
     """
-    specs = _kv_specs(model)
-    weights = _unique(w for s in specs for w in (s.key.weight, s.value.weight))
+    specs = kv_specs(model)
+    weights = unique_by_id(w for s in specs for w in (s.key.weight, s.value.weight))
     total = torch.zeros(len(specs), specs[0].n_heads, dtype=torch.float64)
     n_batches = 0
-    with _gradient_state(model, weights, dropout):
+    with gradient_state(model, weights, dropout):
         for batch in batches:
             grads = torch.autograd.grad(loss_fn(batch), weights, allow_unused=True)
             by_id = {id(w): g for w, g in zip(weights, grads)}
             rows = []
             for s in specs:
                 gk, gv = by_id[id(s.key.weight)], by_id[id(s.value.weight)]
-                rows.append(_kv_score(None if gk is None else gk[s.key_rows],
+                rows.append(kv_score(None if gk is None else gk[s.key_rows],
                                       None if gv is None else gv[s.value_rows], s, slicing, ()))
             total += torch.stack(rows).double()
             n_batches += 1

@@ -22,17 +22,17 @@ import torch
 from torch import nn
 
 from .gradts import (
+    KVSpec,
     LossFn,
     Slicing,
-    _gradient_state,
-    _kv_score,
-    _kv_specs,
-    _KVSpec,
-    _unique,
+    gradient_state,
+    kv_score,
+    kv_specs,
     normalize_importance,
     rank_auxiliaries,
     select_best,
     trial_candidates,
+    unique_by_id,
 )
 from .multitask import Experiment, RunResult, head_loss
 
@@ -65,9 +65,9 @@ def instance_importance(
     """
     if loss_reduction not in ("mean", "sum"):
         raise ValueError(f"loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}")
-    specs = _kv_specs(model)
-    modules = _unique(m for s in specs for m in (s.key, s.value))
-    weights = _unique(m.weight for m in modules)
+    specs = kv_specs(model)
+    modules = unique_by_id(m for s in specs for m in (s.key, s.value))
+    weights = unique_by_id(m.weight for m in modules)
     records: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {id(m): [] for m in modules}
 
     def keep(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
@@ -77,7 +77,7 @@ def instance_importance(
     # prepend: see the layer's own output x Wᵀ + b, before any other hook may replace it
     handles = [m.register_forward_hook(keep, prepend=True) for m in modules]
     try:
-        with _gradient_state(model, weights, dropout):
+        with gradient_state(model, weights, dropout):
             for batch in batches:
                 for r in records.values():
                     r.clear()
@@ -104,7 +104,7 @@ def instance_importance(
 
 
 def _per_example_matrices(
-    specs: Sequence[_KVSpec],
+    specs: Sequence[KVSpec],
     records: Mapping[int, list[tuple[torch.Tensor, torch.Tensor]]],
     g_out: Mapping[int, torch.Tensor | None],
     slicing: Slicing,
@@ -131,7 +131,7 @@ def _per_example_matrices(
             if loss_reduction == "mean":
                 grad_w = grad_w * b
             per_kind.append(grad_w)
-        layers.append(_kv_score(per_kind[0], per_kind[1], s, slicing, (batch_size,)))
+        layers.append(kv_score(per_kind[0], per_kind[1], s, slicing, (batch_size,)))
     return torch.stack(layers, dim=1)
 
 
