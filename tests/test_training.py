@@ -19,6 +19,7 @@ from tutorial_lib.training import (
     checkpoints,
     create_lm_evaluator,
     create_trainer,
+    eval_loader,
     mask_tokens,
     pad_collate,
     pad_ids,
@@ -219,6 +220,40 @@ def test_the_data_stream_is_a_function_of_seed_and_position():
              for r in range(2)]
     seen = [i for r in ranks for b in r for i in b]
     assert len(seen) == len(set(seen)) == 8
+
+
+def _padded_tokens(batches: list[list[int]], lengths: list[int]) -> int:
+    return sum(len(b) * max(lengths[i] for i in b) for b in batches)
+
+
+def test_length_grouped_batches_pad_less_cover_every_index_and_resume_exactly():
+    """With lengths, a pass is still a permutation cut into batches (a partial batch last), the
+    batches need far less padding than a plain shuffle, change make-up from pass to pass, and
+    batch i is still a function of (seed, i)."""
+    gen = torch.Generator().manual_seed(0)
+    lengths = torch.randint(3, 60, (203,), generator=gen).tolist()
+    plain = ResumableBatchSampler(203, 16, seed=1)
+    grouped = ResumableBatchSampler(203, 16, seed=1, lengths=lengths, window=4)
+    stream = [b for _ in range(2) for b in grouped]
+    per_pass = len(grouped)
+    for p in range(2):
+        one = stream[p * per_pass : (p + 1) * per_pass]
+        assert sorted(i for b in one for i in b) == list(range(203))
+        assert [len(b) for b in one] == [16] * 12 + [11]
+    assert _padded_tokens(stream[:per_pass], lengths) < 0.75 * _padded_tokens(list(plain), lengths)
+    assert {tuple(sorted(b)) for b in stream[:per_pass]} != {tuple(sorted(b)) for b in stream[per_pass:]}
+    fresh = ResumableBatchSampler(203, 16, seed=1, lengths=lengths, window=4)
+    fresh.seek(per_pass + 3)
+    assert list(fresh) == stream[per_pass + 3 :]
+    with pytest.raises(ValueError, match="lengths"):
+        ResumableBatchSampler(10, 2, lengths=[1, 2])
+
+
+def test_eval_loader_visits_every_row_shortest_first():
+    rows = [{"input_ids": list(range(n)), "labels": n % 2} for n in (5, 2, 9, 2, 7, 1)]
+    batches = list(eval_loader(rows, 4, pad_collate(0)))
+    assert [b["input_ids"].shape for b in batches] == [(4, 5), (2, 9)]
+    assert sorted(torch.cat([b["labels"] for b in batches]).tolist()) == sorted(r["labels"] for r in rows)
 
 
 def test_history_is_checkpointed_with_the_training_state():

@@ -36,6 +36,7 @@ from .training import (
     checkpoint_and_resume,
     create_classifier_evaluator,
     create_trainer,
+    eval_loader,
     pad_collate,
     resumable_loader,
     run_to_completion,
@@ -64,14 +65,21 @@ class FinetuneResult:
 
 
 def loaders(backbone: Backbone, task: Task, batch_size: int, eval_batch_size: int, seed: int,
-            max_len: int | None = None) -> tuple[DataLoader, DataLoader, DataLoader]:
+            max_len: int | None = None, group_by_length: bool = False
+            ) -> tuple[DataLoader, DataLoader, DataLoader]:
     """(train, validation, test) loaders of ``task`` encoded for ``backbone``; train shuffled by
-    ``seed`` (in an order that a resumed run can continue exactly), all right-padded per batch."""
+    ``seed`` (in an order that a resumed run can continue exactly), all right-padded per batch;
+    ``group_by_length``: length-grouped training batches, evaluation shortest first."""
     collate = pad_collate(backbone.pad_id)
-    train = resumable_loader(backbone.encode_rows(task.train, max_len), seed=seed,
-                             batch_size=batch_size, collate_fn=collate)
-    val, test = (DataLoader(backbone.encode_rows(s, max_len), batch_size=eval_batch_size,
-                            collate_fn=collate) for s in (task.validation, task.test))
+    rows = backbone.encode_rows(task.train, max_len)
+    lengths = [len(r["input_ids"]) for r in rows] if group_by_length else None
+    train = resumable_loader(rows, seed=seed, batch_size=batch_size, collate_fn=collate,
+                             lengths=lengths)
+    val, test = (
+        eval_loader(backbone.encode_rows(s, max_len), eval_batch_size, collate) if group_by_length
+        else DataLoader(backbone.encode_rows(s, max_len), batch_size=eval_batch_size,
+                        collate_fn=collate)
+        for s in (task.validation, task.test))
     return train, val, test
 
 
@@ -117,7 +125,8 @@ def finetune(
     model.to(dev)
     lr = lr or budget.lr
     train_loader, val_loader, test_loader = loaders(
-        backbone, task, budget.batch_size, budget.eval_batch_size, seed, budget.max_len)
+        backbone, task, budget.batch_size, budget.eval_batch_size, seed, budget.max_len,
+        budget.group_by_length)
     groups = param_groups(model) if param_groups else None
     optimizer = make_optimizer(model, lr, budget.weight_decay, groups)
     trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp, max_norm=budget.max_norm,

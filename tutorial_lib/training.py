@@ -130,6 +130,14 @@ def pad_collate(pad_id: int) -> Callable[[list[dict]], Batch]:
     return collate
 
 
+def eval_loader(rows: Sequence[Mapping], batch_size: int, collate_fn: Callable) -> DataLoader:
+    """An evaluation loader that visits ``rows`` shortest ``input_ids`` first: each padded batch
+    is then nearly as long as its own rows (on sentence data about half the tokens of the given
+    order). Metrics over the whole set do not depend on the order; outputs per row come in it."""
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]["input_ids"]))
+    return DataLoader(rows, batch_size=batch_size, sampler=order, collate_fn=collate_fn)
+
+
 # --- a data stream that can resume anywhere -----------------------------------------------------
 
 
@@ -165,11 +173,16 @@ class ResumableBatchSampler(Sampler[list[int]]):
         drop_last: bool = False,
         rank: int = 0,
         world_size: int = 1,
+        lengths: Sequence[int] | None = None,
+        window: int = 8,
     ) -> None:
         if n < 1 or batch_size < 1:
             raise ValueError(f"need at least one example and batch_size >= 1, got n={n}, "
                              f"batch_size={batch_size}")
+        if lengths is not None and len(lengths) != n:
+            raise ValueError(f"lengths has {len(lengths)} entries for {n} examples")
         self.n, self.batch_size, self.seed, self.shuffle = n, batch_size, seed, shuffle
+        self.lengths, self.window = (list(lengths) if lengths is not None else None), window
         self.drop_last, self.rank, self.world_size = drop_last, rank, world_size
         self.per_rank = n // world_size  # indices per process and pass
         self.position = 0  # index in the stream of the next batch to draw
@@ -186,7 +199,24 @@ class ResumableBatchSampler(Sampler[list[int]]):
             perm = torch.randperm(self.n, generator=gen)
         else:
             perm = torch.arange(self.n)
-        return perm[: self.per_rank * self.world_size][self.rank :: self.world_size].tolist()
+        mine = perm[: self.per_rank * self.world_size][self.rank :: self.world_size].tolist()
+        if self.lengths is None or not self.shuffle:
+            return mine
+        return self._length_grouped(mine, gen)
+
+    def _length_grouped(self, order: list[int], gen: torch.Generator) -> list[int]:
+        """Length grouping (as in HF's ``group_by_length``): every window of ``window`` batches
+        of the shuffled order is sorted by length and cut into batches, then the full batches are
+        shuffled (a last partial batch stays last). Batches pad to nearly their own length; their
+        make-up still changes from pass to pass because the windows do."""
+        size = self.batch_size * self.window
+        batches = []
+        for start in range(0, len(order), size):
+            chunk = sorted(order[start : start + size], key=lambda i: self.lengths[i])
+            batches += [chunk[b : b + self.batch_size] for b in range(0, len(chunk), self.batch_size)]
+        partial = [batches.pop()] if len(batches[-1]) < self.batch_size else []
+        shuffled = [batches[i] for i in torch.randperm(len(batches), generator=gen).tolist()]
+        return [i for batch in shuffled + partial for i in batch]
 
     def seek(self, position: int) -> None:
         """Make the next batch drawn batch number ``position`` (0-based) of the stream."""
@@ -214,15 +244,18 @@ def resumable_loader(
     rank: int = 0,
     world_size: int = 1,
     pin_memory: bool = False,
+    lengths: Sequence[int] | None = None,
 ) -> DataLoader:
-    """A ``DataLoader`` over a :class:`ResumableBatchSampler` (single process: exact resume).
+    """A ``DataLoader`` over a :class:`ResumableBatchSampler` (single process: exact resume);
+    ``lengths`` (one per example): length-grouped batches (see the sampler).
 
     The loader gets its own ``torch.Generator``: a ``DataLoader`` without one draws a seed from the
     *global* generator every time an iterator is made, which would shift the dropout and masking
     of a resumed run (it makes one iterator more than the uninterrupted run).
     """
     sampler = ResumableBatchSampler(len(dataset), batch_size, seed=seed, shuffle=shuffle,
-                                    drop_last=drop_last, rank=rank, world_size=world_size)
+                                    drop_last=drop_last, rank=rank, world_size=world_size,
+                                    lengths=lengths)
     return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate_fn, num_workers=0,
                       pin_memory=pin_memory, generator=torch.Generator().manual_seed(seed))
 

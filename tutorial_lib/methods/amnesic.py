@@ -38,7 +38,7 @@ from ..models import IGNORE_INDEX
 from ..params import make_optimizer
 from ..runtime import autocast, autocast_dtype, device, seed_everything
 from ..tasks import Task
-from ..training import attach_schedule, create_trainer, pad_collate, pad_ids
+from ..training import attach_schedule, create_trainer, eval_loader, pad_collate, pad_ids
 from . import probing
 from .inlp import directions_removed
 
@@ -304,10 +304,9 @@ def adversarial_finetune(
     trainer.run(train_loader, max_epochs=budget.epochs)
     seconds = time.perf_counter() - start
 
-    test_loader = DataLoader(backbone.encode_rows(task.test), batch_size=budget.eval_batch_size,
-                             collate_fn=collate)
-    pos_test = DataLoader(probing.token_label_rows(backbone, probe_test, "upos"),
-                          batch_size=budget.eval_batch_size, collate_fn=collate)
+    test_loader = eval_loader(backbone.encode_rows(task.test), budget.eval_batch_size, collate)
+    pos_test = eval_loader(probing.token_label_rows(backbone, probe_test, "upos"),
+                           budget.eval_batch_size, collate)
     probe = final_probe_accuracy(replace(backbone, encoder=model.encoder), probe_train, probe_test,
                                  max_iter=probe_max_iter)
     return AdversarialRun(lambda_, seed, head_accuracy(model, test_loader, "main"),

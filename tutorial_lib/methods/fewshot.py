@@ -30,7 +30,7 @@ from ..config import Scale
 from ..params import decay_groups, freeze, make_optimizer, unfreeze
 from ..runtime import autocast_dtype, device, seed_everything
 from ..tasks import FewShotSplit
-from ..training import attach_schedule, create_classifier_evaluator, create_trainer, pad_collate
+from ..training import attach_schedule, create_classifier_evaluator, create_trainer, eval_loader, pad_collate
 from .prompting import PromptClassifier, PromptLM, freeze_below, prompt_collate, verbalizer_ids
 
 
@@ -115,8 +115,7 @@ def train_fewshot(
     train_rows = built.encode(split.train)
     loader = DataLoader(train_rows, batch_size=min(batch_size, len(train_rows)), shuffle=True,
                         collate_fn=built.collate, generator=gen, drop_last=True)
-    dev_loader = DataLoader(built.encode(split.dev), batch_size=eval_batch_size,
-                            collate_fn=built.collate)
+    dev_loader = eval_loader(built.encode(split.dev), eval_batch_size, built.collate)
     trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp, max_norm=max_norm)
     attach_schedule(trainer, optimizer, kind="linear", lr=lr, warmup=int(warmup_frac * steps),
                     total=steps)
@@ -150,8 +149,7 @@ def train_fewshot(
     chosen = next(h for h in history if h["score"] == score)
     test = {}
     if evaluate_test:
-        test_loader = DataLoader(built.encode(split.test), batch_size=eval_batch_size,
-                                 collate_fn=built.collate)
+        test_loader = eval_loader(built.encode(split.test), eval_batch_size, built.collate)
         test = dict(evaluator.run(test_loader).metrics)
     return FewShotRun(test, chosen["dev_accuracy"], chosen["step"], lr, time.perf_counter() - start,
                       history, built)
@@ -167,8 +165,8 @@ def select_and_test(build: Callable[[], Built], split: FewShotSplit, lrs: Sequen
     evaluator = create_classifier_evaluator(built.model, device=device(),
                                             num_labels=split.num_labels,
                                             amp_dtype=autocast_dtype())
-    loader = DataLoader(built.encode(split.test), batch_size=kwargs.get("eval_batch_size", 128),
-                        collate_fn=built.collate)
+    loader = eval_loader(built.encode(split.test), kwargs.get("eval_batch_size", 128),
+                         built.collate)
     winner.test = dict(evaluator.run(loader).metrics)
     winner.seconds = sum(r.seconds for r in runs)
     return winner
@@ -268,8 +266,7 @@ def zero_shot(mlm: PromptLM, split: FewShotSplit, template: str, verbalizer: Map
     model.to(dev)
     evaluator = create_classifier_evaluator(model, device=dev, num_labels=split.num_labels,
                                             amp_dtype=autocast_dtype())
-    loader = DataLoader(model.encode(split.test), batch_size=eval_batch_size,
-                        collate_fn=prompt_collate(mlm.pad_id))
+    loader = eval_loader(model.encode(split.test), eval_batch_size, prompt_collate(mlm.pad_id))
     return dict(evaluator.run(loader).metrics)
 
 

@@ -43,7 +43,7 @@ from ..models import IGNORE_INDEX, TransformerClassifier, last_token
 from ..params import make_optimizer
 from ..runtime import autocast, autocast_dtype, device, seed_everything
 from ..tasks import Task, compute_metrics, load_task, predictions_from_logits
-from ..training import attach_progress, attach_schedule, create_trainer, pad_collate, to_device
+from ..training import attach_progress, attach_schedule, create_trainer, eval_loader, pad_collate, to_device
 
 STRATEGIES = ("proportional", "temperature", "round-robin")
 
@@ -254,9 +254,10 @@ class Experiment:
                               pool=bb.pool)
 
     def _loader(self, rows: list[dict], shuffle: bool, seed: int = 0) -> DataLoader:
-        bs = self.budget.batch_size if shuffle else self.budget.eval_batch_size
-        gen = torch.Generator().manual_seed(seed) if shuffle else None
-        return DataLoader(rows, batch_size=bs, shuffle=shuffle, generator=gen,
+        if not shuffle:  # evaluation: shortest first (less padding; metrics don't change)
+            return eval_loader(rows, self.budget.eval_batch_size, pad_collate(self.pad_id))
+        return DataLoader(rows, batch_size=self.budget.batch_size, shuffle=True,
+                          generator=torch.Generator().manual_seed(seed),
                           collate_fn=pad_collate(self.pad_id))
 
     def train(self, model: MultiHeadModel, sampler: TaskSampler, steps: int, seed: int,

@@ -46,7 +46,7 @@ from ..backbones import Backbone, HFClassifier
 from ..models import TransformerClassifier
 from ..runtime import autocast_dtype, device
 from ..tasks import Task, load_task, subsample
-from ..training import Batch, create_classifier_evaluator, pad_collate
+from ..training import Batch, create_classifier_evaluator, eval_loader, pad_collate
 
 # --- shared pieces -----------------------------------------------------------------------------
 
@@ -230,9 +230,9 @@ def cutoff(ratio: float = 0.1, ce_weight: float = 1.0, js_weight: float = 1.0) -
 
 def encoded_loader(texts: Sequence[str], labels: Sequence[int], encode, pad_id: int,
                    batch_size: int = 128) -> DataLoader:
-    """A padded evaluation loader for raw texts (e.g. another task's test split)."""
+    """A padded evaluation loader for raw texts (e.g. another task's test split), shortest first."""
     rows = [{"input_ids": i, "labels": y} for i, y in zip(encode(list(texts)), labels)]
-    return DataLoader(rows, batch_size=batch_size, collate_fn=pad_collate(pad_id))
+    return eval_loader(rows, batch_size, pad_collate(pad_id))
 
 
 class TransferEvaluation:
