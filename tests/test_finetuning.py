@@ -130,6 +130,21 @@ def test_loaders_shuffle_train_by_seed_and_keep_evaluation_order(task):
     assert batch["input_ids"].shape[1] <= 12
 
 
+def test_group_by_length_pads_less_and_is_part_of_the_run_key(task):
+    from tutorial_lib.backbones import load_backbone
+
+    backbone = load_backbone("scratch", SMOKE)
+    padded = lambda loader: sum(b["input_ids"].numel() for b in loader)
+    plain = finetuning.loaders(backbone, task, 8, 16, seed=0)
+    grouped = finetuning.loaders(backbone, task, 8, 16, seed=0, group_by_length=True)
+    assert sum(len(b["labels"]) for b in grouped[0]) == len(task.train)
+    for a, b in zip(plain, grouped):
+        assert padded(b) < padded(a)
+    budget = SETTINGS.budget
+    key = finetuning.run_key("scratch", task, budget, 0, SMOKE)
+    assert key != finetuning.run_key("scratch", task, budget.replace(group_by_length=True), 0, SMOKE)
+
+
 def test_a_regression_task_is_refused(task, data_dir, monkeypatch):
     monkeypatch.setenv(DATA_ENV_VAR, str(data_dir))
     sts = tasks.load_task("stsb", train_examples=16, validation_examples=8, test_examples=8)

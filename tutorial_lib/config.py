@@ -260,6 +260,11 @@ class Budget(Settings):
         return dataclasses.replace(self, **changes)
 
 
+# MiniLM's usual fine-tuning recipe (small rate, two epochs), with length-grouped batches; 02-04
+# share it, so their identical runs are computed once (the run cache).
+MINILM_RECIPE = Budget(epochs=2, lr=1e-4, group_by_length=True)
+
+
 @dataclass(frozen=True)
 class Classification(Settings):
     """A fine-tuning comparison on one task: backbone, data sizes, seeds and the shared budget."""
@@ -275,11 +280,13 @@ class Classification(Settings):
 
 @dataclass(frozen=True)
 class AdaptationSettings(Classification):
-    """02: our LM vs the same network from scratch, and a Hugging Face encoder."""
+    """02: our LM vs the same network from scratch (length-grouped batches: half the padding of
+    TREC's questions), and a Hugging Face encoder (its budget is 03-05's, so its runs are shared)."""
 
+    budget: Budget = Budget(group_by_length=True)
     hf_backbone: str = "minilm"
     hf_seeds: tuple[int, ...] = (0, 1, 2)
-    hf_budget: Budget = Budget(epochs=2, lr=1e-4)  # MiniLM's usual recipe (shared with 03-05)
+    hf_budget: Budget = MINILM_RECIPE
     few_labels: int = 1500  # section 4: scratch vs ours with this many training questions
     few_labels_budget: Budget = Budget(epochs=4, group_by_length=True)
     few_labels_seeds: tuple[int, ...] = (0, 1, 2)
@@ -291,7 +298,7 @@ class AdapterSettings(Classification):
     The budget is MiniLM's tier of 02, so the full fine-tuning runs are shared (run cache)."""
 
     backbone: str = "minilm"
-    budget: Budget = Budget(epochs=2, lr=1e-4)
+    budget: Budget = MINILM_RECIPE
     bottlenecks: tuple[int, ...] = (8, 64)
     adapter_lr: float = 1e-3
     train_layer_norms: bool = True
@@ -305,7 +312,7 @@ class UnfreezingSettings(Classification):
     ≥ n_layer + 2 epochs); ``chain_thaw``: also Felbo et al.'s variant."""
 
     backbone: str = "minilm"
-    budget: Budget = Budget(epochs=2, lr=1e-4)
+    budget: Budget = MINILM_RECIPE
     every: int = 20
     event: str = "iteration"
     chain_thaw: bool = True
@@ -353,6 +360,8 @@ class MultitaskSettings(MultiTaskRuns):
 
     trec_backbone: str = "ours"
     trec_train_examples: int | None = 2500
+    test_examples: int | None = 600
+    budget: Budget = Budget(lr=1e-4, batch_size=16, max_len=128, group_by_length=True)
     trec_budget: Budget = Budget(epochs=2, lr=1e-3, group_by_length=True)
     clf_weight: float = 1.0
     lm_weight: float = 0.5
@@ -532,7 +541,7 @@ SETTINGS: dict[str, dict[str, Settings]] = {
             trec_budget=Budget(epochs=1, lr=1e-3, group_by_length=True),
             tasks=("sst2", "mr"), sequential=(("mnli", "rte"),), train_examples=64,
             dev_examples=32, test_examples=32, steps_per_task=3, intermediate_steps=3,
-            budget=Budget(lr=1e-4, batch_size=16, max_len=64)),
+            budget=Budget(lr=1e-4, batch_size=16, max_len=64, group_by_length=True)),
         "classroom": MultitaskSettings(),
         "gpu": MultitaskSettings(
             **_GPU_MT, trec_train_examples=None, trec_budget=Budget(epochs=3, lr=1e-3),

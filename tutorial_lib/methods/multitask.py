@@ -43,7 +43,15 @@ from ..models import IGNORE_INDEX, TransformerClassifier, last_token
 from ..params import make_optimizer
 from ..runtime import autocast, autocast_dtype, device, seed_everything
 from ..tasks import Task, compute_metrics, load_task, predictions_from_logits
-from ..training import attach_progress, attach_schedule, create_trainer, eval_loader, pad_collate, to_device
+from ..training import (
+    attach_progress,
+    attach_schedule,
+    create_trainer,
+    eval_loader,
+    pad_collate,
+    resumable_loader,
+    to_device,
+)
 
 STRATEGIES = ("proportional", "temperature", "round-robin")
 
@@ -256,6 +264,10 @@ class Experiment:
     def _loader(self, rows: list[dict], shuffle: bool, seed: int = 0) -> DataLoader:
         if not shuffle:  # evaluation: shortest first (less padding; metrics don't change)
             return eval_loader(rows, self.budget.eval_batch_size, pad_collate(self.pad_id))
+        if self.budget.group_by_length:
+            return resumable_loader(rows, batch_size=self.budget.batch_size, seed=seed,
+                                    collate_fn=pad_collate(self.pad_id),
+                                    lengths=[len(r["input_ids"]) for r in rows])
         return DataLoader(rows, batch_size=self.budget.batch_size, shuffle=True,
                           generator=torch.Generator().manual_seed(seed),
                           collate_fn=pad_collate(self.pad_id))
