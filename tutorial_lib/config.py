@@ -431,7 +431,7 @@ class DARTSettings(Settings):
     tasks: tuple[str, ...] = ("sst2",)
     k: int = 16
     splits: tuple[int, ...] = (13, 21, 42, 87, 100)
-    steps: int = 30
+    steps: int = 20
     batch_size: int = 8
     eval_every: int = 10
     cls_lrs: tuple[float, ...] = (1e-4,)
@@ -486,7 +486,7 @@ class AmnesicSettings(Settings):
     adv_backbone: str = "minilm"
     lambdas: tuple[float, ...] = (0.0, 1.0, 3.0)
     adv_seeds: tuple[int, ...] = (0, 1)
-    adv_train_examples: int | None = 1000
+    adv_train_examples: int | None = 500
     adv_sentences: int = 1500
     adv_batch_size: int = 16
     adv_weight: float = 1.0
