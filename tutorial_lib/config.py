@@ -7,7 +7,7 @@ The scale comes from the ``TUTORIAL_SCALE`` environment variable (default ``clas
 
 ==========  ===========================================================================
 smoke       CI: each notebook in ≤ 90 s on 2 CPU cores; tiny model, data slices.
-classroom   a 2-core laptop: a notebook in ≤ 6 min (06, 07: ≈ 9, ≈ 12), with results that mean something.
+classroom   a 2-core laptop: a notebook in ≤ 10 min (README's table), results that mean something.
 gpu         one GPU, ≤ 20 min a notebook.
 paper       the NAACL-2019 tutorial's hyperparameters (d=410, ff=2100, 16 layers, 10 heads,
             256 positions, ≈50M parameters, WikiText-103): a GPU cluster and internet.
