@@ -281,7 +281,7 @@ class Classification(Settings):
 @dataclass(frozen=True)
 class AdaptationSettings(Classification):
     """02: our LM vs the same network from scratch (length-grouped batches: half the padding of
-    TREC's questions), and a Hugging Face encoder (its budget is 03-05's, so its runs are shared)."""
+    TREC's questions), and a Hugging Face encoder (its budget is 03-04's, so its runs are shared)."""
 
     budget: Budget = Budget(group_by_length=True)
     hf_backbone: str = "minilm"

@@ -71,15 +71,11 @@ def loaders(backbone: Backbone, task: Task, batch_size: int, eval_batch_size: in
     ``seed`` (in an order that a resumed run can continue exactly), all right-padded per batch;
     ``group_by_length``: length-grouped training batches, evaluation shortest first."""
     collate = pad_collate(backbone.pad_id)
-    rows = backbone.encode_rows(task.train, max_len)
-    lengths = [len(r["input_ids"]) for r in rows] if group_by_length else None
-    train = resumable_loader(rows, seed=seed, batch_size=batch_size, collate_fn=collate,
-                             lengths=lengths)
-    val, test = (
-        eval_loader(backbone.encode_rows(s, max_len), eval_batch_size, collate) if group_by_length
-        else DataLoader(backbone.encode_rows(s, max_len), batch_size=eval_batch_size,
-                        collate_fn=collate)
-        for s in (task.validation, task.test))
+    train = resumable_loader(backbone.encode_rows(task.train, max_len), seed=seed,
+                             batch_size=batch_size, collate_fn=collate,
+                             group_by_length=group_by_length)
+    val, test = (eval_loader(backbone.encode_rows(s, max_len), eval_batch_size, collate,
+                             by_length=group_by_length) for s in (task.validation, task.test))
     return train, val, test
 
 

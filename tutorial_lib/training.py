@@ -130,11 +130,21 @@ def pad_collate(pad_id: int) -> Callable[[list[dict]], Batch]:
     return collate
 
 
-def eval_loader(rows: Sequence[Mapping], batch_size: int, collate_fn: Callable) -> DataLoader:
-    """An evaluation loader that visits ``rows`` shortest ``input_ids`` first: each padded batch
-    is then nearly as long as its own rows (on sentence data about half the tokens of the given
-    order). Metrics over the whole set do not depend on the order; outputs per row come in it."""
-    order = sorted(range(len(rows)), key=lambda i: len(rows[i]["input_ids"]))
+def input_lengths(rows: Sequence[Mapping]) -> list[int]:
+    """The number of ``input_ids`` of every row."""
+    return [len(r["input_ids"]) for r in rows]
+
+
+def eval_loader(rows: Sequence[Mapping], batch_size: int, collate_fn: Callable,
+                by_length: bool = True) -> DataLoader:
+    """An evaluation loader; ``by_length``: it visits ``rows`` shortest ``input_ids`` first, so each
+    padded batch is nearly as long as its own rows (on sentence data about half the tokens of the
+    given order). Metrics over the whole set do not depend on the order; outputs per row come in
+    it."""
+    order = None
+    if by_length:
+        lengths = input_lengths(rows)
+        order = sorted(range(len(rows)), key=lengths.__getitem__)
     return DataLoader(rows, batch_size=batch_size, sampler=order, collate_fn=collate_fn)
 
 
@@ -244,10 +254,10 @@ def resumable_loader(
     rank: int = 0,
     world_size: int = 1,
     pin_memory: bool = False,
-    lengths: Sequence[int] | None = None,
+    group_by_length: bool = False,
 ) -> DataLoader:
     """A ``DataLoader`` over a :class:`ResumableBatchSampler` (single process: exact resume);
-    ``lengths`` (one per example): length-grouped batches (see the sampler).
+    ``group_by_length``: batches of rows with similar ``input_ids`` lengths (see the sampler).
 
     The loader gets its own ``torch.Generator``: a ``DataLoader`` without one draws a seed from the
     *global* generator every time an iterator is made, which would shift the dropout and masking
@@ -255,7 +265,7 @@ def resumable_loader(
     """
     sampler = ResumableBatchSampler(len(dataset), batch_size, seed=seed, shuffle=shuffle,
                                     drop_last=drop_last, rank=rank, world_size=world_size,
-                                    lengths=lengths)
+                                    lengths=input_lengths(dataset) if group_by_length else None)
     return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate_fn, num_workers=0,
                       pin_memory=pin_memory, generator=torch.Generator().manual_seed(seed))
 

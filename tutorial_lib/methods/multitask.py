@@ -266,8 +266,7 @@ class Experiment:
             return eval_loader(rows, self.budget.eval_batch_size, pad_collate(self.pad_id))
         if self.budget.group_by_length:
             return resumable_loader(rows, batch_size=self.budget.batch_size, seed=seed,
-                                    collate_fn=pad_collate(self.pad_id),
-                                    lengths=[len(r["input_ids"]) for r in rows])
+                                    collate_fn=pad_collate(self.pad_id), group_by_length=True)
         return DataLoader(rows, batch_size=self.budget.batch_size, shuffle=True,
                           generator=torch.Generator().manual_seed(seed),
                           collate_fn=pad_collate(self.pad_id))
