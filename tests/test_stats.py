@@ -289,6 +289,13 @@ def test_compare_with_guards_writes_them_in_the_table_and_the_sentences():
     assert ok.loc["head", "verdict"] == "(baseline)" and ok.loc["prompt", "verdict"] == "worse"
     with pytest.raises(ValueError, match="not in the table"):
         stats.compare(table, "head", column="test_accuracy", starts={"nope": 0.5})
+    floor_only = stats.compare(table, "head", column="test_accuracy", higher_is_better=True,
+                               pair_on="split", floor=MAJORITY)
+    assert {"floor", "floor p"} <= set(floor_only.columns) and "start" not in floor_only.columns
+    one = stats.compare(table[(table.method != "head") | (table.split == 13)], "head",
+                        column="test_accuracy", higher_is_better=True, pair_on="split", floor=MAJORITY)
+    assert one.loc["head", "verdict"] == "(baseline) floor not tested (1 run)"
+    assert one.loc["prompt", "verdict"] == "not tested (1 run)"
     # without guards the table has no guard columns (and its verdicts are the test's alone)
     plain = stats.compare(table, "head", column="test_accuracy", higher_is_better=True, pair_on="split")
     assert "floor" not in plain.columns and plain.loc["prompt", "verdict"] == "better"

@@ -273,9 +273,9 @@ def compare(
     The guards (module docstring), in ``column``'s units: ``floor`` — the baseline's trivial floor
     (e.g. ``Floor(1 - task.majority_baseline()["accuracy"])`` for an error, or
     :func:`majority_floor`); ``starts`` — ``{group: its starting point}`` (a prompt's zero-shot
-    accuracy; the baseline may be one of them). With guards the table gains the columns ``floor``
-    and ``floor p`` (on the baseline's row: the baseline against its floor) and ``start`` and
-    ``start p`` (on each row with a start), and the verdicts are voided where a guard fails.
+    accuracy; the baseline may be one of them). A floor adds the columns ``floor`` and ``floor p``
+    (on the baseline's row: the baseline against its floor), starts add ``start`` and ``start p``
+    (on each row with a start); the verdicts are voided where a guard fails.
     """
     groups = {name: g for name, g in table.groupby(by, sort=False)}
     if baseline not in groups:
@@ -296,9 +296,10 @@ def compare(
     guards = floor is not None or bool(starts)
     if guards:
         rows[0].update(_guard_columns(base[column], base_keys, floor, starts.get(baseline), k))
-        if floor is not None and against_floor(base[column], floor, base_keys).raw_verdict(
-                higher_is_better) != "better":
-            rows[0]["verdict"] = f"(baseline) at its floor: {floor.what}"
+        check = against_floor(base[column], floor, base_keys) if floor is not None else None
+        if check is not None and check.raw_verdict(higher_is_better) != "better":
+            rows[0]["verdict"] = (f"(baseline) at its floor: {floor.what}" if check.test != "none"
+                                  else "(baseline) floor not tested (1 run)")
     for name, g in groups.items():
         if name == baseline:
             continue
@@ -312,7 +313,10 @@ def compare(
         if guards:
             row.update(_guard_columns(g[column], keys[0], None, starts.get(name), k))
         rows.append(row)
-    return pd.DataFrame(rows).set_index(by)
+    out = pd.DataFrame(rows).set_index(by)
+    unused = [c for name, given in (("floor", floor is not None), ("start", bool(starts)))
+              if not given for c in (name, f"{name} p")]
+    return out.drop(columns=[c for c in unused if c in out])
 
 
 def _guard_columns(values: pd.Series, keys: Sequence[object] | None, floor: Floor | None,
