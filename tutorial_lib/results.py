@@ -291,7 +291,8 @@ def replication_markdown(directory: Path) -> str:
     blob = json.loads(path.read_text())
     rows = [{"notebook": e["notebook"], "effect": f"{e['method']} vs {e['baseline']}",
              "metric": e["metric"], "first run": _run_text(e.get("first")),
-             "replication": _run_text(e.get("held_out")), "pooled": _run_text(e.get("pooled")),
+             "replication": _run_text(e.get("held_out")),
+             "pooled": _run_text(e.get("pooled")) if e.get("pooled") else "—",
              "status": e["status"]} for e in blob.get("effects", [])]
     head = (f"## Held-out replication\n\n{blob.get('definition', '')}\n\n"
             f"Held-out seeds: {blob.get('seed_rule', '')}; first run {blob.get('first_dir', '')}, "
