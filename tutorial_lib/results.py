@@ -271,7 +271,8 @@ def glance_table(records: Sequence[dict]) -> str:
     baseline's ``floor`` ("unguarded" where none was given)."""
     table = pd.DataFrame(records)
     if "floor" in table:
-        table["floor"] = [("unguarded" if not g else f"{f:.3g} (p = {q:.2g})")
+        table["floor"] = [("unguarded" if not g or f is None or pd.isna(f) else
+                           f"{f:.3g}" + ("" if q is None or pd.isna(q) else f" (p = {q:.2g})"))
                           for f, g, q in zip(table["floor"], table.get("guarded", table["floor"]),
                                              table.get("floor_p", table["floor"]))]
     if "p_holm" in table:
