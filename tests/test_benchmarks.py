@@ -7,13 +7,19 @@ files it writes), never how fast anything is.
 import dataclasses
 import json
 import math
+import re
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
+from scipy import stats as sps
 
+from benchmarks import replicate
 from benchmarks import throughput as tp
 from benchmarks.slide_model import SlideTransformerWithLMHead
+from tutorial_lib import config, results, stats
 from tutorial_lib.models import TransformerConfig, TransformerLM, count_parameters
 
 CFG = TransformerConfig(vocab_size=64, d_model=32, n_layer=2, n_head=4, d_ff=64, max_len=16,
@@ -249,3 +255,122 @@ def test_efficiency_from_an_earlier_result_file(tiny_run):
     assert list(eff["finetuning"]) == ["fine-tuning"]
     report = tp.efficiency_markdown(again)
     assert "| pretraining, ours | " in report and again["steps_from"]["file"] in report
+
+
+# --- held-out replication (benchmarks/replicate.py; issue 21) --------------------------------------
+
+
+def _effects_of_run(deltas: dict[str, list[float]], seeds: list[int], notebook: str = "02_x",
+                    floor: float | None = None) -> list[dict]:
+    """A run's effect records, as a notebook would save them: each method's per-seed errors are
+    the baseline's plus ``deltas[method]`` (points/100), compared by the verdict rule."""
+    base = [0.20 + 0.03 * (s % 3) for s in seeds]
+    rows = [{"method": "base", "seed": s, "test_error": b} for s, b in zip(seeds, base)]
+    for method, d in deltas.items():
+        rows += [{"method": method, "seed": s, "test_error": b + x / 100}
+                 for s, b, x in zip(seeds, base, d)]
+    table = stats.compare(pd.DataFrame(rows), "base", floor=floor)
+    return [{"notebook": notebook, **e} for e in results.effects(table, metric="err", backbone="x")]
+
+
+FIRST_SEEDS, HELD_SEEDS = [0, 1, 2], [1000, 1001, 1002]
+FIRST = {"holds": [-3.0, -3.5, -2.5], "flips": [-3.0, -3.5, -2.5], "null": [0.5, -0.5, 0.2],
+         "gone": [-3.0, -3.2, -2.8]}
+HELD = {"holds": [-2.5, -3.5, -3.0], "flips": [-6.0, 1.0, -2.0], "null": [0.4, -0.1, 0.0]}
+
+
+def test_seed_set_moves_every_seed_field_for_the_held_out_run(monkeypatch):
+    @dataclasses.dataclass(frozen=True)
+    class S:
+        seeds: tuple[int, ...] = (0, 1, 2)
+        splits: tuple[int, ...] = (13, 21)
+        bad_splits: tuple[int, ...] = (13,)
+        control_seed: int = 0
+        adv_seeds: tuple[int, ...] = (0, 1)
+        steps: int = 20  # not a seed
+        seed_words: bool = True  # not an int field
+
+    monkeypatch.delenv(config.SEEDS_ENV_VAR, raising=False)
+    assert config.seed_set() == "main" and config.apply_seed_set(S()) == S()
+    monkeypatch.setenv(config.SEEDS_ENV_VAR, "held-out")
+    held = config.apply_seed_set(S())
+    assert held.seeds == (1000, 1001, 1002) and held.splits == (1013, 1021)
+    assert held.bad_splits == (1013,) and held.control_seed == 1000 and held.adv_seeds == (1000, 1001)
+    assert held.steps == 20 and held.seed_words is True
+    assert not set(held.seeds) & set(S().seeds)  # disjoint
+    monkeypatch.setenv(config.SEEDS_ENV_VAR, "tuned")
+    with pytest.raises(config.ConfigError, match="unknown seed set 'tuned'.*main, held-out"):
+        config.seed_set()
+
+
+def test_replicated_means_same_sign_and_a_held_out_ci_that_excludes_zero():
+    first = _effects_of_run(FIRST, FIRST_SEEDS)
+    held = _effects_of_run(HELD, HELD_SEEDS)
+    by = {e["method"]: e for e in first}
+    assert by["holds"]["verdict"] == by["flips"]["verdict"] == "better"
+    assert by["null"]["verdict"] == stats.WITHIN_NOISE
+    record = replicate.replicate(first, held, first_seeds={"02_x": FIRST_SEEDS},
+                                 held_out_seeds={"02_x": HELD_SEEDS})
+    got = {r["method"]: r for r in record["effects"]}
+    assert got["holds"]["status"] == "replicated"
+    assert got["flips"]["status"] == "not replicated"  # same sign, but the CI reaches past zero
+    assert got["flips"]["held_out"]["delta"] < 0 and got["flips"]["held_out"]["verdict"] == stats.WITHIN_NOISE
+    assert got["null"]["status"].startswith("nothing to replicate")
+    assert got["gone"]["status"] == "missing in the held-out run" and got["gone"]["pooled"] is None
+    assert record["counts"] == {"replicated": 1, "not replicated": 1, "nothing to replicate": 1,
+                                "missing in the held-out run": 1}
+    assert "excludes zero" in record["definition"] and "seed + 1000" in record["seed_rule"]
+
+
+def test_the_pooled_test_is_the_paired_t_test_over_both_seed_sets():
+    first = _effects_of_run(FIRST, FIRST_SEEDS)
+    held = _effects_of_run(HELD, HELD_SEEDS)
+    record = replicate.replicate(first, held)
+    flips = next(r for r in record["effects"] if r["method"] == "flips")
+    both = np.array(FIRST["flips"] + HELD["flips"])  # the per-seed differences, in points
+    want = sps.ttest_1samp(both, 0.0)
+    assert flips["pooled"]["test"] == "paired t, both seed sets" and flips["pooled"]["n"] == 6
+    assert flips["pooled"]["delta"] == pytest.approx(both.mean(), abs=1e-3)
+    assert flips["pooled"]["p"] == pytest.approx(want.pvalue, rel=0.02)  # se from a 2-decimal CI
+    low, high = replicate.ci_of(flips["pooled"])
+    ci = want.confidence_interval(0.95)
+    assert (low, high) == pytest.approx((ci.low, ci.high), abs=0.02)
+    # unpaired runs: an inverse-variance weighted z-test of the two Δs
+    a = {**first[0], "test": "Welch t", "delta": -3.0, "se": 1.0, "n": 3}
+    b = {**first[0], "test": "Welch t", "delta": -1.0, "se": 1.0, "n": 3}
+    z = replicate.pooled(a, b)
+    assert z["delta"] == pytest.approx(-2.0) and z["p"] == pytest.approx(2 * sps.norm.sf(2 * math.sqrt(2)))
+
+
+def test_void_comparisons_and_reused_seeds_are_not_replications():
+    first = _effects_of_run({"m": [-3.0, -3.5, -2.5]}, FIRST_SEEDS, floor=0.21)  # base ≈ its floor
+    assert first[0]["verdict"] == stats.VOID_AT_CHANCE
+    held = _effects_of_run({"m": [-3.0, -3.5, -2.5]}, HELD_SEEDS)
+    assert replicate.replicate(first, held)["effects"][0]["status"].startswith("void in the first run")
+    ok = _effects_of_run({"m": [-3.0, -3.5, -2.5]}, FIRST_SEEDS)
+    same = replicate.replicate(ok, ok, first_seeds={"02_x": [0, 1, 2]},
+                               held_out_seeds={"02_x": {"small": [0, 1, 2]}})
+    assert same["effects"][0]["status"] == "not held out (seeds [0, 1, 2] in both runs)"
+
+
+def test_replicate_main_writes_replication_json_and_the_results_md_table(tmp_path):
+    """The benchmark end to end on synthetic result files (what the notebooks' runs would save)."""
+    first_dir, held_dir = tmp_path / "classroom", tmp_path / "classroom" / "held-out"
+    for directory, deltas, seeds in ((first_dir, FIRST, FIRST_SEEDS), (held_dir, HELD, HELD_SEEDS)):
+        directory.mkdir(parents=True)
+        effects = _effects_of_run(deltas, seeds)
+        (directory / "02_x.json").write_text(json.dumps({"notebook": "02_x", "seeds": seeds,
+                                                         "effects": effects}))
+        if directory == first_dir:
+            (directory / results.EFFECTS_NAME).write_text(json.dumps(effects))
+    (first_dir / results.REPORT_NAME).write_text("# Results\n\n## Results at a glance\n\nx\n\n"
+                                                 "## Contents\n\n- 02_x\n")
+    record = replicate.main(["--first", str(first_dir), "--held-out", str(held_dir)])
+    saved = json.loads((first_dir / results.REPLICATION_NAME).read_text())
+    assert saved["counts"] == record["counts"] and saved["seeds"]["02_x"] == {
+        "first": FIRST_SEEDS, "held_out": HELD_SEEDS}
+    report = (first_dir / results.REPORT_NAME).read_text()
+    assert report.index("## Held-out replication") < report.index("## Contents")
+    assert re.search(r"\|\s*02_x\s*\|\s*holds vs base\s*\|.*\|\s*replicated\s*\|", report)
+    replicate.main(["--first", str(first_dir), "--held-out", str(held_dir)])  # again: replaced
+    assert (first_dir / results.REPORT_NAME).read_text().count("## Held-out replication") == 1

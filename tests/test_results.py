@@ -213,3 +213,80 @@ def test_main_job_at_smoke_scale_writes_a_report_with_every_notebook(tmp_path, d
     links = FIGURE_LINK.findall(report)
     assert links and all((out / link).is_file() for link in links)
     assert "earlier run" not in report and "Failed" not in report
+
+
+# --- issue 21: guards, multiplicity and replication in effects.json and RESULTS.md ---------------
+
+
+def _guarded_comparison(baseline_scores: list[float]) -> pd.DataFrame:
+    runs = pd.DataFrame({"method": ["head"] * 3 + ["prompt"] * 3, "seed": [0, 1, 2] * 2,
+                         "test_accuracy": baseline_scores + [0.75, 0.77, 0.76]})
+    return stats.compare(runs, "head", column="test_accuracy", higher_is_better=True,
+                         floor=stats.Floor(0.51), starts={"prompt": 0.70})
+
+
+def test_effects_carry_the_guard_and_a_void_verdict_is_computed(results_env):
+    void = results.effects(_guarded_comparison([0.53, 0.49, 0.52]), metric="sst2 accuracy",
+                           backbone="x", higher_is_better=True)[0]
+    assert void["verdict"] == stats.VOID_AT_CHANCE and void["guarded"] is True
+    assert void["floor"] == pytest.approx(51.0) and void["floor_p"] > 0.05
+    assert void["start"] == pytest.approx(70.0) and void["start_p"] < 0.05
+    assert void["n"] == 3 and void["df"] == 2 and void["se"] > 0
+    ok = results.effects(_guarded_comparison([0.60, 0.62, 0.61]), metric="sst2 accuracy",
+                         backbone="x", higher_is_better=True)[0]
+    assert ok["verdict"] == "better" and ok["floor_p"] < 0.05
+    # se is the CI's half-width over the t quantile (the CI printed to 2 decimals)
+    low, high = (float(x) for x in ok["ci95"].strip("[]").split(","))
+    assert ok["se"] == pytest.approx((high - low) / 2 / 4.302653, abs=1e-3)
+    unguarded = results.effects(comparison(), metric="m", backbone="x")[0]
+    assert unguarded["guarded"] is False and unguarded["floor"] is None
+    path = results.save("09_x", config.get_scale("smoke"), {"t": comparison()}, seeds=[0, 1, 2],
+                        effects=[void, ok])
+    saved = json.loads(path.read_text())["effects"]
+    assert [e["verdict"] for e in saved] == [stats.VOID_AT_CHANCE, "better"]
+    report = results.report_markdown(results_env, ["09_x"])
+    assert "void: baseline at chance" in sections(report)["Results at a glance"]
+    assert "51 (p = " in sections(report)["Results at a glance"]  # the floor beside the verdict
+
+
+def test_effects_json_and_the_report_give_holm_p_per_notebook_family(tmp_path):
+    raw = [0.01, 0.04, 0.03, 0.005]
+    effects_a = [{"method": f"m{i}", "baseline": "b", "metric": "err", "backbone": "x",
+                  "delta": -1.0, "unit": "points", "ci95": "", "p": p, "test": "paired t",
+                  "verdict": "better", "expected": "none", "source": ""} for i, p in enumerate(raw)]
+    effects_b = [{**effects_a[0], "p": 0.04, "notebook": "03_adapters_and_freezing"}]
+    _write(tmp_path, "02_adaptation", effects=[{"notebook": "02_adaptation", **e} for e in effects_a])
+    _write(tmp_path, "03_adapters_and_freezing", effects=effects_b)
+    names = ["02_adaptation", "03_adapters_and_freezing"]
+    out = results.effects_of(tmp_path, names)
+    assert [e["p_holm"] for e in out[:4]] == pytest.approx(stats.holm(raw))
+    assert [e["p_holm"] for e in out[:4]] == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert out[4]["p_holm"] == pytest.approx(0.04) and out[4]["family"] == 1  # its own family
+    assert {e["family"] for e in out[:4]} == {4}
+    report = results.report_markdown(tmp_path, names)
+    multiplicity = sections(report)["Multiplicity"]
+    assert "| 02_adaptation | 4 | 4 | 2 | 0 | 4 |" in multiplicity
+    assert "m1 vs b (err): better at p = 0.04, Holm p = 0.06" in multiplicity
+    header = sections(report)["Results at a glance"].split("| notebook", 1)[1].splitlines()[0]
+    columns = [c.strip() for c in header.split("|")]
+    assert columns[columns.index("p") + 1] == "p_holm"
+
+
+def test_report_shows_the_replication_table_when_replication_json_exists(tmp_path):
+    _write(tmp_path, "02_adaptation")
+    assert "Held-out replication" not in results.report_markdown(tmp_path, ["02_adaptation"])
+    blob = {"definition": "Replicated: same sign and the held-out 95 % CI excludes zero.",
+            "seed_rule": "seed + 1000", "first_dir": "results/classroom",
+            "held_out_dir": "results/classroom/held-out", "date": "2026-11-24",
+            "effects": [{"notebook": "02_adaptation", "method": "ours", "baseline": "scratch",
+                         "metric": "err", "status": "replicated",
+                         "first": {"delta": -7.27, "ci95": "[-11.88, -2.65]", "p": 0.021,
+                                   "verdict": "better"},
+                         "held_out": {"delta": -5.0, "ci95": "[-9.00, -1.00]", "p": 0.04,
+                                      "verdict": "better"},
+                         "pooled": {"delta": -6.1, "p": 0.002}}]}
+    (tmp_path / results.REPLICATION_NAME).write_text(json.dumps(blob))
+    body = sections(results.report_markdown(tmp_path, ["02_adaptation"]))["Held-out replication"]
+    assert "same sign and the held-out 95 % CI excludes zero" in body and "seed + 1000" in body
+    assert "| 02_adaptation | ours vs scratch |" in body and "| replicated |" in body
+    assert "-7.27 [-11.88, -2.65], p = 0.021 → better" in body and "replicated: 1" in body

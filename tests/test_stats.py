@@ -161,11 +161,171 @@ def test_sentences_state_delta_test_and_verdict():
 def test_seeds_needed_falls_as_the_difference_grows():
     needed = [stats.seeds_needed(delta, std=0.01) for delta in (0.001, 0.002, 0.005, 0.01, 0.05)]
     assert needed == sorted(needed, reverse=True) and needed[0] > needed[-1]
-    assert stats.seeds_needed(0.01, 0.01) == math.ceil(2 * (1.959964 + 0.841621) ** 2)  # 16
     assert stats.seeds_needed(-0.01, 0.01) == stats.seeds_needed(0.01, 0.01)
     assert stats.seeds_needed(1.0, 0.01) == 2  # never fewer than two runs
     assert stats.seeds_needed(0.0, 0.01) == math.inf
     assert stats.seeds_needed(0.01, 0.02) > stats.seeds_needed(0.01, 0.01)  # noisier: more seeds
+
+
+def _power_by_hand(d: float, n: int, paired: bool) -> float:
+    """The noncentral-t power written out once more, as a check of :func:`stats.t_power`."""
+    df, nc = (n - 1, d * math.sqrt(n)) if paired else (2 * n - 2, d * math.sqrt(n / 2))
+    crit = sps.t.ppf(0.975, df)
+    return 1 - sps.nct.cdf(crit, df, nc) + sps.nct.cdf(-crit, df, nc)
+
+
+def test_seeds_needed_uses_the_noncentral_t_not_the_normal_approximation():
+    """Issue 21 (08): "≈ 3 seeds" was printed for a difference that 3 seeds did not separate
+    (p = 0.094). That is the normal approximation; the paired t-test needs more."""
+    t = sps.t.isf(0.094 / 2, 2)  # the t statistic of 3 pairs with p = 0.094
+    d_z = t / math.sqrt(3)  # its effect size, ≈ 1.75
+    z = sps.norm.ppf(0.975) + sps.norm.ppf(0.8)
+    assert math.ceil((z / d_z) ** 2) == 3  # the old (normal) answer: 3 pairs
+    assert stats.t_power(d_z, 3) < 0.5  # but 3 pairs have less than even odds
+    n = stats.seeds_needed(d_z, 1.0, paired=True)
+    assert n == 5 and stats.t_power(d_z, n) >= 0.8 > stats.t_power(d_z, n - 1)
+    for d, n, paired in [(1.75, 3, True), (0.5, 20, True), (1.0, 17, False), (0.3, 50, False)]:
+        assert stats.t_power(d, n, paired=paired) == pytest.approx(_power_by_hand(d, n, paired))
+    # two groups of d = 1: the textbook answer is 17 per group (normal approximation: 16)
+    assert stats.seeds_needed(0.01, 0.01) == 17
+    # and the power is what a simulation of the paired test finds
+    rng = np.random.default_rng(0)
+    diffs = rng.normal(d_z, 1.0, size=(20_000, 5))
+    simulated = np.mean(sps.ttest_1samp(diffs, 0.0, axis=1).pvalue < 0.05)
+    assert simulated == pytest.approx(stats.t_power(d_z, 5), abs=0.01)
+
+
+def test_a_comparison_knows_how_many_seeds_it_would_need():
+    base, method = [0.20, 0.22, 0.24], [0.17, 0.21, 0.20]
+    c = stats.compare_runs(method, base, [0, 1, 2], [0, 1, 2])
+    assert c.p > 0.05 and c.seeds_needed() > 3
+    assert c.seeds_needed() == stats.seeds_needed(c.delta, c.delta / c.effect_size, paired=True)
+
+
+# --- the learned-baseline guard ---------------------------------------------------------------
+
+MAJORITY = 0.51  # e.g. SST-2's majority rate
+AT_CHANCE = [0.53, 0.49, 0.56, 0.50, 0.57]  # 53.0 ± 3.5 over five splits (09's head fine-tuning)
+LEARNED = [0.78, 0.80, 0.76, 0.79, 0.81]
+PROMPT = [0.75, 0.76, 0.73, 0.75, 0.77]
+SPLITS = [13, 21, 42, 87, 100]
+
+
+def accuracy_runs(**groups) -> pd.DataFrame:
+    return pd.DataFrame([{"method": name, "split": s, "test_accuracy": v}
+                         for name, values in groups.items() for s, v in zip(SPLITS, values)])
+
+
+def test_a_baseline_at_its_majority_rate_voids_the_comparison():
+    c = stats.compare_runs(PROMPT, AT_CHANCE, SPLITS, SPLITS, floor=stats.Floor(MAJORITY))
+    assert c.raw_verdict(higher_is_better=True) == "better"  # the test alone says "better"
+    assert c.floor_check.test == "one-sample t" and c.floor_check.p > 0.05
+    assert c.floor_check.p == pytest.approx(sps.ttest_1samp(AT_CHANCE, MAJORITY).pvalue)
+    assert c.verdict(higher_is_better=True) == stats.VOID_AT_CHANCE
+    # a baseline *below* its floor (11's adversary at 0.089 vs 0.177) is void too
+    below = stats.compare_runs([0.3, 0.31, 0.29], [0.08, 0.09, 0.10], floor=0.177)
+    assert below.floor_check.raw_verdict(True) == "worse"
+    assert below.verdict(higher_is_better=True) == stats.VOID_AT_CHANCE
+
+
+def test_a_baseline_that_beats_its_floor_is_not_void():
+    c = stats.compare_runs(PROMPT, LEARNED, SPLITS, SPLITS, floor=stats.Floor(MAJORITY))
+    assert c.floor_check.p < 0.05
+    assert c.verdict(higher_is_better=True) == c.raw_verdict(higher_is_better=True) == "worse"
+
+
+def test_an_error_floor_is_the_majority_class_error_and_lower_must_beat_it():
+    floor = stats.majority_floor([0, 0, 0, 1, 2], [0, 1, 1, 2, 0, 0, 1, 2, 2, 2], error=True)
+    assert floor.value == pytest.approx(0.7) and floor.what == "majority-class error"
+    assert stats.majority_floor([0, 0, 1], [0, 1, 1, 1]).value == pytest.approx(0.25)
+    learned = stats.compare_runs([0.10, 0.12, 0.11], [0.20, 0.22, 0.21], [0, 1, 2], [0, 1, 2],
+                                 floor=floor)
+    assert learned.verdict(higher_is_better=False) == "better"
+    stuck = stats.compare_runs([0.10, 0.12, 0.11], [0.79, 0.81, 0.80], [0, 1, 2], [0, 1, 2],
+                               floor=floor)
+    assert stuck.verdict(higher_is_better=False) == stats.VOID_AT_CHANCE
+
+
+def test_a_floor_per_seed_is_paired_by_seed():
+    """Each seed has its own floor (e.g. its own training subset): the check pairs them."""
+    floors = {0: 0.30, 1: 0.50, 2: 0.70}
+    baseline = [0.71, 0.31, 0.51]  # seeds 2, 0, 1: each 1 point above its own floor
+    check = stats.against_floor(baseline, stats.Floor(floors), keys=[2, 0, 1])
+    assert check.test == "paired t" and check.delta == pytest.approx(0.01)
+    assert check.raw_verdict(higher_is_better=True) == "better"
+    # against the mean floor (0.5) the spread hides it
+    assert stats.against_floor(baseline, stats.Floor(0.5)).p > 0.05
+    with pytest.raises(ValueError, match="one value per seed"):
+        stats.against_floor(baseline, stats.Floor(floors), keys=[0, 1, 5])
+
+
+def test_a_method_that_ends_where_it_started_did_not_train():
+    """09: the manual prompt after training, 71.1 %, against 71.0 % zero-shot."""
+    zero_shot = 0.710
+    manual = [0.712, 0.705, 0.716, 0.709, 0.713]
+    dart = [0.74, 0.78, 0.70, 0.77, 0.73]
+    c = stats.compare_runs(dart, manual, SPLITS, SPLITS, baseline_start=zero_shot)
+    assert c.verdict(higher_is_better=True) == stats.VOID_BASELINE_DID_NOT_TRAIN
+    head = stats.compare_runs(manual, LEARNED, SPLITS, SPLITS, start=stats.Floor(zero_shot, "zero-shot"))
+    assert head.start_check.p > 0.05
+    assert head.verdict(higher_is_better=True) == stats.DID_NOT_TRAIN
+    trained = stats.compare_runs(dart, manual, SPLITS, SPLITS, start=0.60)  # DART did move from 0.60
+    assert trained.verdict(higher_is_better=True) == trained.raw_verdict(True)
+
+
+def test_compare_with_guards_writes_them_in_the_table_and_the_sentences():
+    table = accuracy_runs(**{"head": AT_CHANCE, "prompt": PROMPT, "learned": LEARNED})
+    out = stats.compare(table, "head", column="test_accuracy", higher_is_better=True,
+                        pair_on="split", floor=stats.Floor(MAJORITY), starts={"prompt": 0.75})
+    assert out.loc["head", "verdict"].startswith("(baseline) at its floor")
+    assert out.loc["head", "floor"] == pytest.approx(51.0) and out.loc["head", "floor p"] > 0.05
+    assert set(out.loc[["prompt", "learned"], "verdict"]) == {stats.VOID_AT_CHANCE}
+    assert out.loc["prompt", "start"] == pytest.approx(75.0) and math.isnan(out.loc["learned", "start"])
+    assert list(out["n"]) == [5, 5, 5] and out.loc["prompt", "df"] == 4
+    text = stats.sentences(out, "test accuracy")
+    assert "head: 53.00 vs its floor 51.00, p = " in text and "→ void: baseline at chance" in text
+    ok = stats.compare(accuracy_runs(head=LEARNED, prompt=PROMPT), "head", column="test_accuracy",
+                       higher_is_better=True, pair_on="split", floor=MAJORITY, starts={"prompt": 0.5})
+    assert ok.loc["head", "verdict"] == "(baseline)" and ok.loc["prompt", "verdict"] == "worse"
+    with pytest.raises(ValueError, match="not in the table"):
+        stats.compare(table, "head", column="test_accuracy", starts={"nope": 0.5})
+    floor_only = stats.compare(table, "head", column="test_accuracy", higher_is_better=True,
+                               pair_on="split", floor=MAJORITY)
+    assert {"floor", "floor p"} <= set(floor_only.columns) and "start" not in floor_only.columns
+    one = stats.compare(table[(table.method != "head") | (table.split == 13)], "head",
+                        column="test_accuracy", higher_is_better=True, pair_on="split", floor=MAJORITY)
+    assert one.loc["head", "verdict"] == "(baseline) floor not tested (1 run)"
+    assert one.loc["prompt", "verdict"] == "not tested (1 run)"
+    # without guards the table has no guard columns (and its verdicts are the test's alone)
+    plain = stats.compare(table, "head", column="test_accuracy", higher_is_better=True, pair_on="split")
+    assert "floor" not in plain.columns and plain.loc["prompt", "verdict"] == "better"
+
+
+# --- multiplicity -------------------------------------------------------------------------------
+
+
+def test_holm_on_a_hand_checked_example():
+    """p = (0.01, 0.04, 0.03, 0.005), m = 4. Sorted: 0.005·4 = 0.02; 0.01·3 = 0.03; 0.03·2 = 0.06;
+    0.04·1 = 0.04 → raised to the running maximum 0.06. statsmodels' multipletests(method="holm")
+    gives the same (it is not installed here)."""
+    assert stats.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert stats.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
+    out = stats.holm([0.01, None, float("nan"), 0.02])  # untested: NaN, not in the family
+    assert out[0] == pytest.approx(0.02) and out[3] == pytest.approx(0.02)
+    assert math.isnan(out[1]) and math.isnan(out[2])
+    assert stats.holm([]) == []
+    rng = np.random.default_rng(1)
+    p = rng.uniform(0, 0.2, 12)
+    adj = np.array(stats.holm(p))
+    assert np.all(adj >= p) and np.all(adj <= 1)
+    order = np.argsort(p)
+    assert np.all(np.diff(adj[order]) >= 0)  # monotone in p
+    assert adj[order[0]] == pytest.approx(12 * p.min())  # the smallest: Bonferroni
+    try:
+        from statsmodels.stats.multitest import multipletests
+    except ImportError:
+        return
+    assert adj == pytest.approx(multipletests(p, method="holm")[1])
 
 
 def test_compare_items_is_mcnemar_on_the_discordant_items():

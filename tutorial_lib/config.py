@@ -20,8 +20,10 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 SCALE_ENV_VAR = "TUTORIAL_SCALE"
 CACHE_ENV_VAR = "TUTORIAL_CACHE_DIR"
@@ -29,7 +31,9 @@ DATA_ENV_VAR = "TUTORIAL_DATA_DIR"
 PRECISION_ENV_VAR = "TUTORIAL_PRECISION"
 RESULTS_ENV_VAR = "TUTORIAL_RESULTS_DIR"
 PROGRESS_ENV_VAR = "TUTORIAL_PROGRESS"
+SEEDS_ENV_VAR = "TUTORIAL_SEEDS"
 DEFAULT_SCALE = "classroom"
+T = TypeVar("T")
 
 ENV_VARS: dict[str, str] = {
     SCALE_ENV_VAR: "smoke | classroom | gpu | paper (default classroom)",
@@ -38,6 +42,8 @@ ENV_VARS: dict[str, str] = {
     PRECISION_ENV_VAR: "auto | bf16 | fp16 | fp32 (default auto)",
     RESULTS_ENV_VAR: "where notebooks save their result tables (set by the main job)",
     PROGRESS_ENV_VAR: "0 hides progress bars (set by the main job)",
+    SEEDS_ENV_VAR: "main | held-out (default main): held-out moves every seed and split to seed + 1000 "
+                   "(benchmarks/replicate.py sets it)",
 }
 """Every environment variable the package reads, in one place (the README's table lists them)."""
 
@@ -190,6 +196,46 @@ def get_scale(name: str | None = None) -> Scale:
             f"(set the {SCALE_ENV_VAR} environment variable or pass the name)."
         )
     return SCALES[chosen]
+
+
+# --- the held-out seed set (issue 21: every headline effect replicated on seeds nobody tuned for) --
+SEED_SETS = ("main", "held-out")
+HELD_OUT_OFFSET = 1000  # held-out seed = seed + 1000: disjoint from every main seed (all < 1000)
+SEED_FIELDS = re.compile(r"(.*_)?(seeds?|splits)")  # the settings fields holding seeds or splits
+
+
+def seed_set() -> str:
+    """``"main"`` or ``"held-out"``: which seed set this run uses (``$TUTORIAL_SEEDS``, default
+    main). The one place the variable is read."""
+    chosen = (os.environ.get(SEEDS_ENV_VAR) or "main").strip().lower()
+    if chosen not in SEED_SETS:
+        raise ConfigError(f"unknown seed set {chosen!r} in ${SEEDS_ENV_VAR}: choose one of "
+                          f"{', '.join(SEED_SETS)} (or unset it for main)")
+    return chosen
+
+
+def held_out_seed(seed: int) -> int:
+    """The held-out counterpart of a main seed (or LM-BFF split seed): ``seed + 1000``."""
+    return int(seed) + HELD_OUT_OFFSET
+
+
+def apply_seed_set(settings: T) -> T:
+    """``settings`` (a dataclass) as this run's seed set wants it: unchanged for ``main``; for
+    ``held-out`` every field named ``seeds``, ``*_seeds``, ``*_seed``, ``splits`` or ``*_splits``
+    moved to :func:`held_out_seed` (ints and tuples of ints). Pretraining is not a seed field: the
+    held-out run re-draws fine-tuning seeds and few-shot splits on the same pretrained models."""
+    if seed_set() == "main":
+        return settings
+    moved = {}
+    for f in dataclasses.fields(settings):
+        value = getattr(settings, f.name)
+        if not SEED_FIELDS.fullmatch(f.name) or isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            moved[f.name] = held_out_seed(value)
+        elif isinstance(value, tuple) and all(isinstance(v, int) for v in value):
+            moved[f.name] = tuple(held_out_seed(v) for v in value)
+    return dataclasses.replace(settings, **moved)
 
 
 def cache_dir(*parts: str) -> Path:

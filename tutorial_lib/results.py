@@ -19,8 +19,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
+from scipy import stats as sps
 
-from . import references
+from . import references, stats
 from .config import RESULTS_ENV_VAR, Scale, cache_dir
 from .runtime import atomic_write, describe
 
@@ -65,7 +66,9 @@ def effects(comparison: pd.DataFrame, *, metric: str, backbone: str, expected: s
             source: str = "", higher_is_better: bool = False) -> list[dict]:
     """The rows of a :func:`tutorial_lib.stats.compare` table as effect records for the report's
     "Results at a glance": one per method with Δ, its CI, p, the verdict, the sign the literature
-    expects (``"+"`` better, ``"-"`` worse, ``"none"``: no sign claimed) and where that comes from."""
+    expects (``"+"`` better, ``"-"`` worse, ``"none"``: no sign claimed) and where that comes from;
+    plus ``n``, ``df`` and ``se`` (Δ's standard error, from the CI) for the pooled replication test,
+    and the guards (:func:`guards_of`)."""
     unit = next(c for c in comparison.columns if c.startswith("Δ"))
     baseline = comparison.index[0]
     out = []
@@ -75,8 +78,35 @@ def effects(comparison: pd.DataFrame, *, metric: str, backbone: str, expected: s
                     "delta": round(float(r[unit]), 3), "unit": unit[unit.index("(") + 1: -1],
                     "ci95": r["95% CI"], "p": None if pd.isna(r["p"]) else float(r["p"]),
                     "test": r["test"], "verdict": r["verdict"], "expected": expected,
-                    "source": source})
+                    "source": source, **_test_size(r), **guards_of(comparison, method)})
     return out
+
+
+def _number(value: object) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def _test_size(row: pd.Series) -> dict:
+    """``n``, ``df`` and ``se`` of one comparison row (None where the table has no such column:
+    a table from before they existed, or an untested row)."""
+    n, df = _number(row.get("n")), _number(row.get("df"))
+    se = None
+    if df and row.get("95% CI"):
+        low, high = (float(x) for x in str(row["95% CI"]).strip("[]").split(","))
+        se = round((high - low) / 2 / float(sps.t.ppf(1 - stats.ALPHA / 2, df)), 4)
+    return {"n": None if n is None else int(n), "df": df, "se": se}
+
+
+def guards_of(comparison: pd.DataFrame, method: object) -> dict:
+    """The learned-baseline guard of one row of a :func:`tutorial_lib.stats.compare` table:
+    ``guarded`` (was the baseline's floor given?), ``floor``/``floor_p`` (the baseline against its
+    floor) and ``start``/``start_p`` (the method against its starting point), in the table's
+    units; None where not given."""
+    base = comparison.iloc[0]
+    row = comparison.loc[method]
+    floor = _number(base.get("floor"))
+    return {"guarded": floor is not None, "floor": floor, "floor_p": _number(base.get("floor p")),
+            "start": _number(row.get("start")), "start_p": _number(row.get("start p"))}
 
 
 def save(notebook: str, scale: Scale, tables: dict[str, pd.DataFrame], notes: str = "",
@@ -176,14 +206,112 @@ EFFECTS_NAME = "effects.json"
 
 
 def collect_effects(blobs: Mapping[str, dict], names: Sequence[str]) -> list[dict]:
-    """All notebooks' effect records, in notebook order (what ``effects.json`` holds)."""
-    return [e for n in names if n in blobs for e in blobs[n].get("effects", [])]
+    """All notebooks' effect records, in notebook order (what ``effects.json`` holds), each with
+    its Holm-adjusted p over its notebook's family (:func:`with_holm`)."""
+    return with_holm([e for n in names if n in blobs for e in blobs[n].get("effects", [])])
+
+
+def with_holm(records: Sequence[dict]) -> list[dict]:
+    """``records`` with ``p_holm`` (Holm-adjusted p, :func:`tutorial_lib.stats.holm`) and
+    ``family`` (how many tested effects it was adjusted over) added. The family is a notebook's
+    effects: every comparison it saved with ``results.save(effects=...)``, void ones included (they
+    were tested). The verdict stays the raw p's (see :mod:`tutorial_lib.stats`)."""
+    out = [dict(r) for r in records]
+    by_notebook: dict[str, list[int]] = {}
+    for i, r in enumerate(out):
+        by_notebook.setdefault(str(r.get("notebook", "")), []).append(i)
+    for idx in by_notebook.values():
+        adjusted = stats.holm([out[i].get("p") for i in idx])
+        size = sum(out[i].get("p") is not None for i in idx)
+        for i, q in zip(idx, adjusted):
+            out[i]["p_holm"] = None if pd.isna(q) else float(q)
+            out[i]["family"] = size
+    return out
+
+
+def multiplicity_markdown(records: Sequence[dict]) -> str:
+    """The report's "Multiplicity" section: each notebook's family of tests (its saved effects),
+    and the effects whose verdict is "better"/"worse" on the raw p but whose Holm p is ≥ α."""
+    records = with_holm(records) if records and "p_holm" not in records[0] else list(records)
+    lines = ["## Multiplicity\n",
+             "Each notebook's **family** is the effects it saved (the rows above). The verdict uses "
+             "each test's raw p (α = 0.05 per comparison, fixed when the cell ran); the Holm-adjusted "
+             f"p (`p_holm`) over the family is reported beside it: below {stats.ALPHA} it keeps the "
+             "family-wise error rate at 5 %. Comparisons whose baseline was given no floor are "
+             "**unguarded** (the learned-baseline guard of `tutorial_lib.stats` could not run).\n",
+             "| notebook | tests in family | better/worse (raw p) | of them, Holm p < 0.05 | "
+             "void or did not train | unguarded |", "|---|---|---|---|---|---|"]
+    notes = []
+    for nb in dict.fromkeys(str(r.get("notebook", "")) for r in records):
+        rs = [r for r in records if str(r.get("notebook", "")) == nb]
+        claimed = [r for r in rs if r.get("verdict") in ("better", "worse")]
+        holds = [r for r in claimed if r.get("p_holm") is not None and r["p_holm"] < stats.ALPHA]
+        void = [r for r in rs if str(r.get("verdict", "")).startswith(("void", "did not train"))]
+        unguarded = [r for r in rs if not r.get("guarded")]
+        lines.append(f"| {nb} | {rs[0].get('family', len(rs))} | {len(claimed)} | {len(holds)} | "
+                     f"{len(void)} | {len(unguarded)} |")
+        notes += [f"- {nb}: {r['method']} vs {r['baseline']} ({r['metric']}): {r['verdict']} at "
+                  f"p = {r['p']:.3g}, Holm p = {r['p_holm']:.3g}" for r in claimed if r not in holds]
+    if notes:
+        lines += ["", "Verdicts that do not survive Holm's correction within their notebook:", *notes]
+    return "\n".join(lines) + "\n"
 
 
 def effects_of(directory: Path, names: Sequence[str]) -> list[dict]:
     """:func:`collect_effects` of the ``<notebook>.json`` files saved in ``directory``."""
     blobs = {p.stem: json.loads(p.read_text()) for p in Path(directory).glob("[0-9][0-9]_*.json")}
     return collect_effects(blobs, names)
+
+
+GLANCE_HIDDEN = ("unit", "n", "df", "se", "family", "guarded", "floor_p", "start", "start_p")
+
+
+def glance_table(records: Sequence[dict]) -> str:
+    """The "Results at a glance" table: one row per effect, with ``p_holm`` beside ``p`` and the
+    baseline's ``floor`` ("unguarded" where none was given)."""
+    table = pd.DataFrame(records)
+    if "floor" in table:
+        table["floor"] = [("unguarded" if not g or f is None or pd.isna(f) else
+                           f"{f:.3g}" + ("" if q is None or pd.isna(q) else f" (p = {q:.2g})"))
+                          for f, g, q in zip(table["floor"], table.get("guarded", table["floor"]),
+                                             table.get("floor_p", table["floor"]))]
+    if "p_holm" in table:
+        table.insert(list(table.columns).index("p") + 1, "p_holm", table.pop("p_holm"))
+    return table.drop(columns=[c for c in GLANCE_HIDDEN if c in table]).to_markdown(index=False) + "\n"
+
+
+REPLICATION_NAME = "replication.json"
+
+
+def replication_markdown(directory: Path) -> str:
+    """The report's "Held-out replication" section from ``<directory>/replication.json``
+    (written by ``benchmarks/replicate.py``); "" when there is none."""
+    path = Path(directory) / REPLICATION_NAME
+    if not path.exists():
+        return ""
+    blob = json.loads(path.read_text())
+    rows = [{"notebook": e["notebook"], "effect": f"{e['method']} vs {e['baseline']}",
+             "metric": e["metric"], "first run": _run_text(e.get("first")),
+             "replication": _run_text(e.get("held_out")),
+             "pooled": _run_text(e.get("pooled")) if e.get("pooled") else "—",
+             "status": e["status"]} for e in blob.get("effects", [])]
+    head = (f"## Held-out replication\n\n{blob.get('definition', '')}\n\n"
+            f"Held-out seeds: {blob.get('seed_rule', '')}; first run {blob.get('first_dir', '')}, "
+            f"replication {blob.get('held_out_dir', '')} ({blob.get('date', '')}).\n")
+    counts = pd.Series([r["status"] for r in rows]).value_counts().to_dict() if rows else {}
+    summary = "; ".join(f"{k}: {v}" for k, v in counts.items()) or "no effects"
+    table = pd.DataFrame(rows).to_markdown(index=False) if rows else ""
+    return f"{head}\n{summary}\n\n{table}\n"
+
+
+def _run_text(run: Mapping | None) -> str:
+    if not run:
+        return "missing"
+    p = run.get("p")
+    ptext = "" if p is None else f", p = {p:.3g}"
+    ci = f" {run['ci95']}" if run.get("ci95") else ""
+    verdict = f" → {run['verdict']}" if run.get("verdict") else ""
+    return f"{run['delta']:+.2f}{ci}{ptext}{verdict}"
 
 
 def report_markdown(directory: Path, notebooks: Sequence[str] | None = None,
@@ -246,7 +374,11 @@ def report_markdown(directory: Path, notebooks: Sequence[str] | None = None,
                      "the verdict follows `tutorial_lib.stats`: paired t-test over shared seeds or "
                      "splits, else Welch, α = 0.05; \"expected\" is the sign the literature "
                      "reports, \"none\" where no sign is claimed).\n")
-        parts.append(pd.DataFrame(glance).drop(columns=["unit"]).to_markdown(index=False) + "\n")
+        parts.append(glance_table(glance))
+        parts.append(multiplicity_markdown(glance))
+    replication = replication_markdown(directory)
+    if replication:
+        parts.append(replication)
     parts.append("## Contents\n")
     for name in names:
         status = (f"run {blobs[name]['date']}" + (" (earlier run)" if name in earlier else "")
