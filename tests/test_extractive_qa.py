@@ -93,6 +93,9 @@ def test_windows_cover_a_long_context(tokenizer):
     assert sum((s, e) != (0, 0) for s, e in zip(w["start_positions"], w["end_positions"])) >= 1
     assert all(a[1] > b[0] for a, b in zip(spans, spans[1:]))  # consecutive windows overlap
     assert spans[0][0] == 0 and spans[-1][1] == len(context)
+    again = qa.windows(tokenizer, ["Which topic?"] * 2, [context, "topic 1."], answers * 2,
+                       max_length=48, stride=16, indices=[7, 8])  # a batch of Dataset.map
+    assert again["example"] == [7] * n + [8] and again["start_positions"][:n] == w["start_positions"]
 
 
 @needs_data

@@ -48,6 +48,7 @@ def windows(
     *,
     max_length: int = 384,
     stride: int = 128,
+    indices: Sequence[int] | None = None,
 ) -> dict[str, list[Any]]:
     """Question + context windows for a batch of questions, in one fast-tokenizer call.
 
@@ -56,7 +57,9 @@ def windows(
     in the context, ``None`` for question and special tokens), ``example`` (the index of its
     question in the batch) and, given ``answers`` (SQuAD's ``{"text": [...], "answer_start":
     [...]}``), ``start_positions`` / ``end_positions`` of the first answer, or 0 / 0 (the [CLS]
-    token) when that window does not hold it. Usable in ``Dataset.map(batched=True)``.
+    token) when that window does not hold it. ``example`` counts the questions passed in; inside
+    ``Dataset.map(batched=True, with_indices=True)`` pass the batch's ``indices`` to get row numbers
+    of the whole split instead.
     """
     if not getattr(tokenizer, "is_fast", False):
         raise TypeError("offset mappings need a fast tokenizer; load it with use_fast=True")
@@ -65,14 +68,15 @@ def windows(
                     return_offsets_mapping=True)
     out: dict[str, list[Any]] = {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")
                                  if k in enc}
-    out["example"] = list(enc["overflow_to_sample_mapping"])
+    mapping = list(enc["overflow_to_sample_mapping"])
+    out["example"] = [indices[k] for k in mapping] if indices is not None else mapping
     out["offsets"] = [
         [tuple(o) if s == 1 else None for o, s in zip(enc["offset_mapping"][w], enc.sequence_ids(w))]
         for w in range(len(out["example"]))
     ]
     if answers is not None:
         spans = []
-        for example, offsets in zip(out["example"], out["offsets"]):
+        for example, offsets in zip(mapping, out["offsets"]):
             first = answers[example]
             start = first["answer_start"][0]
             spans.append(char_to_token_span(offsets, start, start + len(first["text"][0])) or (0, 0))
