@@ -62,6 +62,19 @@ HUB_UPOS = [
     *("NOUN", "PUNCT", "ADP", "NUM", "SYM", "SCONJ", "ADJ", "PART", "DET", "CCONJ"),
     *("PROPN", "PRON", "X", "_", "ADV", "INTJ", "VERB", "AUX"),
 ]
+# conll2003 (eriktks/conll2003, parquet export): the ClassLabels of its old loading script.
+HUB_CONLL_NER = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
+HUB_CONLL_POS = [
+    *('"', "''", "#", "$", "(", ")", ",", ".", ":", "``", "CC", "CD", "DT", "EX", "FW", "IN"),
+    *("JJ", "JJR", "JJS", "LS", "MD", "NN", "NNP", "NNPS", "NNS", "NN|SYM", "PDT", "POS", "PRP"),
+    *("PRP$", "RB", "RBR", "RBS", "RP", "SYM", "TO", "UH", "VB", "VBD", "VBG", "VBN", "VBP", "VBZ"),
+    *("WDT", "WP", "WP$", "WRB"),
+]
+HUB_CONLL_CHUNK = [
+    *("O", "B-ADJP", "I-ADJP", "B-ADVP", "I-ADVP", "B-CONJP", "I-CONJP", "B-INTJ", "I-INTJ"),
+    *("B-LST", "I-LST", "B-NP", "I-NP", "B-PP", "I-PP", "B-PRT", "I-PRT", "B-SBAR", "I-SBAR"),
+    *("B-UCP", "I-UCP", "B-VP", "I-VP"),
+]
 GLUE_LABELS = {
     "sst2": ["negative", "positive"],
     "cola": ["unacceptable", "acceptable"],
@@ -124,6 +137,32 @@ def ud_hub_features() -> Features:
             "misc": strings,
             "mwt": List({c: Value("string") for c in ("id", "form", "feats", "misc")}),
             "empty_nodes": List({c: Value("string") for c in ("id", "form")}),
+        }
+    )
+
+
+def conll_hub_features() -> Features:
+    """``eriktks/conll2003``: string ``id``, ``tokens``, and three lists of ClassLabel."""
+    return Features(
+        {
+            "id": Value("string"),
+            "tokens": List(Value("string")),
+            "pos_tags": List(ClassLabel(names=HUB_CONLL_POS)),
+            "chunk_tags": List(ClassLabel(names=HUB_CONLL_CHUNK)),
+            "ner_tags": List(ClassLabel(names=HUB_CONLL_NER)),
+        }
+    )
+
+
+def squad_hub_features() -> Features:
+    """``rajpurkar/squad`` (plain_text): ``answers`` is a dict of two lists."""
+    return Features(
+        {
+            "id": Value("string"),
+            "title": Value("string"),
+            "context": Value("string"),
+            "question": Value("string"),
+            "answers": {"text": List(Value("string")), "answer_start": List(Value("int32"))},
         }
     )
 
@@ -280,6 +319,16 @@ UD_COLUMNS: dict[str, Encoder] = {
     "empty_nodes": constant([]),
 }
 
+def tags_by_name(col: str, hub_names: list[str]) -> Encoder:
+    """A list of local ClassLabel ints re-indexed to the Hub's order, by name."""
+
+    def encode(row: Row, features: Features) -> list[int]:
+        names = features[col].feature
+        return [hub_names.index(names.int2str(t)) for t in row[col]]
+
+    return encode
+
+
 CASES: dict[str, Case] = {
     "wikitext-2": Case(
         HubSpec("Salesforce/wikitext", "wikitext-2-v1"),
@@ -316,6 +365,24 @@ CASES: dict[str, Case] = {
             s: "validation"
             for s in ("train", "validation_mismatched", "test_matched", "test_mismatched")
         },
+    ),
+    "conll2003": Case(
+        HubSpec("eriktks/conll2003", revision="refs/convert/parquet", data_dir="conll2003"),
+        conll_hub_features(),
+        {
+            "id": same("id"),
+            "tokens": same("tokens"),
+            "pos_tags": tags_by_name("pos_tags", HUB_CONLL_POS),
+            "chunk_tags": tags_by_name("chunk_tags", HUB_CONLL_CHUNK),
+            "ner_tags": tags_by_name("ner_tags", HUB_CONLL_NER),
+        },
+        GLUE3,
+    ),
+    "squad": Case(
+        HubSpec("rajpurkar/squad", "plain_text"),
+        squad_hub_features(),
+        {c: same(c) for c in ("id", "title", "context", "question", "answers")},
+        {"train": "train", "validation": "validation"},
     ),
     "sst5": Case(HubSpec("SetFit/sst5"), setfit_features(), SENTEVAL_SETFIT, GLUE3),
     "cr": Case(

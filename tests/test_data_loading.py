@@ -39,6 +39,18 @@ def test_source_of_local_and_auto(local: Any, monkeypatch: pytest.MonkeyPatch) -
         data.load("wikitext-103", source="local")
 
 
+@needs_data
+def test_source_of_says_when_a_local_split_is_a_subset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQuAD's local train is 11 of 442 articles: the printed source says so; the Hub's does not."""
+    monkeypatch.setenv(data.DATA_ENV_VAR, str(DATA_DIR))
+    assert data.source_of("squad") == (
+        "local copy $TUTORIAL_DATA_DIR/squad-v1.1 (train is a subset, the first 11 of 442 "
+        "articles: 3,807 of 87,599 questions)"
+    )
+    assert data.source_of("squad", source="hub") == "hub rajpurkar/squad (config plain_text)"
+    assert data.source_of("conll2003") == "local copy $TUTORIAL_DATA_DIR/conll2003"
+
+
 def test_source_of_names_no_absolute_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Printed in committed notebooks: the local copy is named by its variable, not its path."""
     for root in (tmp_path / "copy", DATA_DIR, Path("~/data")):

@@ -66,6 +66,52 @@ def test_ud_ewt(local: Any) -> None:
 
 
 @needs_data
+def test_conll2003(local: Any) -> None:
+    """The IOB2 copy: the sentence, token and entity counts of the folder's README."""
+    dd = local("conll2003")
+    assert sizes(dd) == {"train": 14041, "validation": 3250, "test": 3453}
+    names = dd["train"].features["ner_tags"].feature.names
+    assert names == ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
+    assert len(dd["train"].features["pos_tags"].feature.names) == 47
+    assert len(dd["train"].features["chunk_tags"].feature.names) == 23
+    tokens = {split: sum(len(t) for t in ds["tokens"]) for split, ds in dd.items()}
+    assert tokens == {"train": 203621, "validation": 51362, "test": 46435}
+    for ds in dd.values():
+        for row in ds.select(range(0, len(ds), 97)):
+            lengths = {len(row[c]) for c in ("tokens", "pos_tags", "chunk_tags", "ner_tags")}
+            assert len(lengths) == 1
+    starts = Counter(names[t] for row in dd["train"]["ner_tags"] for t in row if names[t][0] == "B")
+    assert starts == {"B-PER": 6600, "B-LOC": 7140, "B-ORG": 6321, "B-MISC": 3438}
+    entities = {s: sum(names[t][0] == "B" for row in ds["ner_tags"] for t in row) for s, ds in dd.items()}
+    assert entities == {"train": 23499, "validation": 5942, "test": 5648}
+    first = dd["train"][0]  # "EU rejects German call to boycott British lamb ."
+    assert first["tokens"][:3] == ["EU", "rejects", "German"]
+    assert [names[t] for t in first["ner_tags"][:3]] == ["B-ORG", "O", "B-MISC"]
+    pos = dd["train"].features["pos_tags"].feature
+    assert pos.int2str(first["pos_tags"][0]) == "NNP"
+
+
+@needs_data
+def test_squad(local: Any) -> None:
+    """Train: the 11-article subset (3,807 questions); validation: the whole dev set."""
+    dd = local("squad")
+    assert sizes(dd) == {"train": 3807, "validation": 10570}
+    assert list(dd["train"].features) == ["id", "title", "context", "question", "answers"]
+    for split, n_answers, n_titles, n_contexts in (("train", 3807, 11, 583),
+                                                    ("validation", 34726, 48, 2067)):
+        ds = dd[split]
+        assert sum(len(a["text"]) for a in ds["answers"]) == n_answers
+        assert len(set(ds["title"])) == n_titles and len(set(ds["context"])) == n_contexts
+        assert len(set(ds["id"])) == len(ds)
+        for context, answers in zip(ds["context"], ds["answers"]):
+            for text, start in zip(answers["text"], answers["answer_start"]):
+                assert context[start: start + len(text)] == text
+    assert dd["train"][0]["answers"] == {"text": ["Saint Bernadette Soubirous"], "answer_start": [515]}
+    assert dd["train"][0]["title"] == "University_of_Notre_Dame"
+    assert dd["validation"][0]["answers"]["text"] == ["Denver Broncos"] * 3
+
+
+@needs_data
 @pytest.mark.parametrize(
     ("name", "expected", "names"),
     [

@@ -29,6 +29,8 @@ def test_list_datasets_sorted_and_complete() -> None:
         "subj",
         "sst5",
         "ud-ewt",
+        "conll2003",
+        "squad",
     }
 
 

@@ -39,11 +39,20 @@ name                columns (label = ``datasets.ClassLabel`` unless said otherwi
                     very positive]
 ``ud-ewt``          ``sent_id``, ``text``, ``tokens``, ``upos`` (list of ClassLabel over the 17 UD
                     UPOS tags), ``xpos``, ``head`` (list of int), ``deprel``
+``conll2003``       ``id``, ``tokens``, ``pos_tags`` (47 PTB tags), ``chunk_tags`` (23), ``ner_tags``
+                    (9 IOB2 tags: O, B-/I-PER, ORG, LOC, MISC), each a list of ClassLabel in the
+                    Hub's order; 14,041 / 3,250 (testa) / 3,453 (testb) sentences
+``squad``           ``id``, ``title``, ``context``, ``question``, ``answers`` = {``text``: list,
+                    ``answer_start``: list of int32}; train + validation (= v1.1 dev, 10,570
+                    questions). **The local train split is a subset**: the first 11 articles,
+                    3,807 of 87,599 questions (:func:`source_of` says so); the local dev is rebuilt,
+                    3,833 of its 34,726 answer offsets inferred (texts exact)
 ==================  ==========================================================================
 
 Split names are always among ``train``, ``validation`` and ``test``. GLUE test splits are
 unlabeled (``label == -1``, as on the Hub). The local copy holds only part of some GLUE tasks
-(QNLI: validation + test; QQP: a 20,000-row train subset; MNLI: matched dev only).
+(QNLI: validation + test; QQP: a 20,000-row train subset; MNLI: matched dev only), and of SQuAD
+(train: 11 of 442 articles); online, the Hub gives the whole splits.
 
 Validation splits. When a dataset has a ``train`` split but no ``validation`` split,
 ``validation_fraction`` of train is carved off as ``validation``, reproducibly for a given
@@ -88,6 +97,8 @@ from .local import SENTEVAL_SPLIT_SEED
 from .registry import EXPECTED_SHA256, DatasetSpec, HubSpec, list_datasets
 from .schema import (
     COLA_FEATURES,
+    CONLL2003_FEATURES,
+    CONLL_NER,
     MNLI_FEATURES,
     MRPC_FEATURES,
     POLARITY,
@@ -95,6 +106,7 @@ from .schema import (
     QQP_FEATURES,
     RTE_FEATURES,
     SPLITS,
+    SQUAD_FEATURES,
     SST2_FEATURES,
     SST5_NAMES,
     STSB_FEATURES,
@@ -110,6 +122,8 @@ from .verify import verify_file
 
 __all__ = [
     "COLA_FEATURES",
+    "CONLL2003_FEATURES",
+    "CONLL_NER",
     "DATA_ENV_VAR",
     "EXPECTED_SHA256",
     "MNLI_FEATURES",
@@ -120,6 +134,7 @@ __all__ = [
     "RTE_FEATURES",
     "SENTEVAL_SPLIT_SEED",
     "SPLITS",
+    "SQUAD_FEATURES",
     "SST2_FEATURES",
     "SST5_NAMES",
     "STSB_FEATURES",

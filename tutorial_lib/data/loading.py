@@ -52,14 +52,17 @@ def resolve_source(spec: DatasetSpec, source: str) -> str:
 
 def source_of(name: str, *, source: str = "auto") -> str:
     """Where :func:`load` would read ``name`` from, e.g. ``"local copy $TUTORIAL_DATA_DIR/trec"``
-    or ``"hub CogComp/trec (revision refs/convert/parquet)"``.
+    or ``"hub CogComp/trec (revision refs/convert/parquet)"``. A local split that holds only part
+    of the official one is named: ``"local copy $TUTORIAL_DATA_DIR/squad-v1.1 (train is a subset,
+    the first 11 of 442 articles: 3,807 of 87,599 questions)"``.
 
     The local copy is named by its variable, never by its absolute path, so that printed
     outputs (committed notebooks) do not depend on the machine they ran on.
     """
     spec = lookup(name)
     if resolve_source(spec, source) == "local":
-        return f"local copy {DATA_DIR_PLACEHOLDER}/{spec.local_dir}"
+        subsets = "; ".join(f"{split} is a subset, {part}" for split, part in spec.local_subsets.items())
+        return f"local copy {DATA_DIR_PLACEHOLDER}/{spec.local_dir}" + (f" ({subsets})" if subsets else "")
     return spec.hub.describe()
 
 

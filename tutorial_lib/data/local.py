@@ -19,7 +19,12 @@ from datasets import ClassLabel, Dataset, DatasetDict, Features
 
 from .errors import DataError
 from .schema import (
+    CONLL2003_FEATURES,
+    CONLL_CHUNK,
+    CONLL_NER,
+    CONLL_POS,
     MNLI_FEATURES,
+    SQUAD_FEATURES,
     SST5_NAMES,
     TREC_COARSE,
     TREC_FEATURES,
@@ -298,5 +303,98 @@ def parse_ud(root: Path) -> DatasetDict:
         {
             s: from_columns(parse_conllu(root / "ud-english-ewt" / f), UD_FEATURES)
             for s, f in files.items()
+        }
+    )
+
+
+# ---------------------------------------------------------------------------- CoNLL-2003
+
+
+def conll_sentences(path: Path) -> Iterator[list[list[str]]]:
+    """The sentences of a CoNLL-2003 file as lists of ``[word, POS, chunk, NER]`` lines.
+
+    A blank line ends a sentence; ``-DOCSTART-`` lines (document starts) are skipped. The same
+    reader serves the IOB1 ``eng.*`` files and the IOB2 copy.
+    """
+    words: list[list[str]] = []
+    for n, line in enumerate(read_lines(path, encoding="ascii"), start=1):
+        fields = line.split()
+        if not fields:
+            if words:
+                yield words
+            words = []
+        elif fields[0] != "-DOCSTART-":
+            if len(fields) != 4:
+                raise DataError(f"{path}:{n}: expected 4 columns (word POS chunk NER), got {line!r}")
+            words.append(fields)
+    if words:
+        yield words
+
+
+def parse_conll_file(path: Path) -> dict[str, list[Any]]:
+    """One IOB2 CoNLL-2003 file -> the columns of ``CONLL2003_FEATURES`` (tags by name)."""
+    index = [{tag: i for i, tag in enumerate(names)} for names in (CONLL_POS, CONLL_CHUNK, CONLL_NER)]
+    cols: dict[str, list[Any]] = {c: [] for c in CONLL2003_FEATURES}
+    for k, words in enumerate(conll_sentences(path)):
+        cols["id"].append(str(k))
+        cols["tokens"].append([w[0] for w in words])
+        for col, table, field in zip(("pos_tags", "chunk_tags", "ner_tags"), index, (1, 2, 3)):
+            try:
+                cols[col].append([table[w[field]] for w in words])
+            except KeyError as err:
+                raise DataError(f"{path}: sentence {k} has the unknown {col} {err}") from err
+    return cols
+
+
+def parse_conll2003(root: Path) -> DatasetDict:
+    """CoNLL-2003 English, the IOB2 copy: train / validation (testa) / test (testb)."""
+    files = {"train": "train.txt.gz", "validation": "valid.txt.gz", "test": "test.txt.gz"}
+    return DatasetDict(
+        {
+            s: from_columns(parse_conll_file(root / "conll2003" / "iob2" / f), CONLL2003_FEATURES)
+            for s, f in files.items()
+        }
+    )
+
+
+# -------------------------------------------------------------------------------- SQuAD
+
+
+def parse_squad_file(path: Path) -> dict[str, list[Any]]:
+    """A SQuAD v1.1 JSON file (articles > paragraphs > questions) -> one row per question."""
+    with open(path, encoding="utf-8") as f:
+        articles = json.load(f)["data"]
+    cols: dict[str, list[Any]] = {c: [] for c in SQUAD_FEATURES}
+    for article in articles:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                cols["id"].append(qa["id"])
+                cols["title"].append(article["title"])
+                cols["context"].append(paragraph["context"])
+                cols["question"].append(qa["question"])
+                cols["answers"].append(
+                    {
+                        "text": [a["text"] for a in qa["answers"]],
+                        "answer_start": [a["answer_start"] for a in qa["answers"]],
+                    }
+                )
+    return cols
+
+
+SQUAD_FILES = {
+    "train": "train-v1.1.first11articles.json",
+    "validation": "dev-v1.1.reconstructed.json",
+}
+"""The local SQuAD copy: train is a SUBSET (the first 11 of 442 articles, 3,807 of 87,599
+questions); validation is the whole dev set (10,570 questions), rebuilt, with 3,833 of its
+34,726 answer offsets inferred (EM/F1 use answer texts only; see the folder's README)."""
+
+
+def parse_squad(root: Path) -> DatasetDict:
+    """SQuAD v1.1: ``train`` (local: the 11-article subset) and ``validation`` (the dev set)."""
+    return DatasetDict(
+        {
+            s: from_columns(parse_squad_file(root / "squad-v1.1" / f), SQUAD_FEATURES)
+            for s, f in SQUAD_FILES.items()
         }
     )

@@ -45,6 +45,19 @@ UPOS = [
 SST5_NAMES = ["very negative", "negative", "neutral", "positive", "very positive"]
 POLARITY = ["negative", "positive"]
 SUBJ_NAMES = ["objective", "subjective"]
+# CoNLL-2003 in IOB2, in the order of the Hugging Face ``conll2003`` ClassLabels.
+CONLL_NER = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
+CONLL_POS = [
+    *('"', "''", "#", "$", "(", ")", ",", ".", ":", "``", "CC", "CD", "DT", "EX", "FW", "IN"),
+    *("JJ", "JJR", "JJS", "LS", "MD", "NN", "NNP", "NNPS", "NNS", "NN|SYM", "PDT", "POS", "PRP"),
+    *("PRP$", "RB", "RBR", "RBS", "RP", "SYM", "TO", "UH", "VB", "VBD", "VBG", "VBN", "VBP", "VBZ"),
+    *("WDT", "WP", "WP$", "WRB"),
+]
+CONLL_CHUNK = ["O"] + [
+    f"{prefix}-{phrase}"
+    for phrase in ("ADJP", "ADVP", "CONJP", "INTJ", "LST", "NP", "PP", "PRT", "SBAR", "UCP", "VP")
+    for prefix in ("B", "I")
+]
 
 # ------------------------------------------------------------------------------ builders
 
@@ -87,6 +100,26 @@ UD_FEATURES = Features(
         "deprel": List(Value("string")),
     }
 )
+CONLL2003_FEATURES = Features(
+    {
+        "id": Value("string"),
+        "tokens": List(Value("string")),
+        "pos_tags": List(ClassLabel(names=CONLL_POS)),
+        "chunk_tags": List(ClassLabel(names=CONLL_CHUNK)),
+        "ner_tags": List(ClassLabel(names=CONLL_NER)),
+    }
+)
+SQUAD_FEATURES = Features(
+    {
+        "id": Value("string"),
+        "title": Value("string"),
+        "context": Value("string"),
+        "question": Value("string"),
+        "answers": {"text": List(Value("string")), "answer_start": List(Value("int32"))},
+    }
+)
+"""SQuAD v1.1 as the Hub's ``rajpurkar/squad`` serves it: one row per question; ``answers`` holds
+the reference answers (1 in train, about 3 in dev) as texts and character offsets."""
 SST2_FEATURES = glue_features(["sentence"], ClassLabel(names=POLARITY))
 COLA_FEATURES = glue_features(["sentence"], ClassLabel(names=["unacceptable", "acceptable"]))
 MRPC_FEATURES = glue_features(
