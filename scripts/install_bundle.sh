@@ -67,7 +67,7 @@ pyver=$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]
 grep -q "\"$pyver\"" "$bundle/manifest.json" || fail "$PY is CPython $pyver; the bundle has wheels \
 for $(tr -d '\n ' < "$dest/bundle.json" | sed 's/.*"pythons":\[\([^]]*\)\].*/\1/'): rebuild it \
 with --python $pyver, or use one of those"
-echo "environment: $PY (CPython $pyver, torch $("$PY" -c 'import torch; print(torch.__version__)'))"
+echo "environment: $PY (CPython $pyver, torch $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null))"
 
 # 4. offline pip: the bundle's wheels only
 pip_offline() {

@@ -5,6 +5,7 @@ with its sha256, parts of 1 MiB; read back in Python and by scripts/install_bund
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -169,3 +170,54 @@ def test_bf16_wheel_halves_the_weights_and_installs(tmp_path):
     assert torch.equal(loaded["w"], weights["w"].to(torch.bfloat16))
     assert (target / "tinymodel/model/model.safetensors").stat().st_size < 0.6 * (
         tmp_path / "model.safetensors").stat().st_size
+
+
+BACKEND = '''
+import base64, hashlib, zipfile
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+def line(p, d):
+    digest = base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
+    return f"{{p}},sha256={{digest}},{{len(d)}}"
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    info = "{name}-1.0.dist-info"
+    files = {{"{name}.py": b"X = 1\\n",
+             info + "/METADATA": b"Metadata-Version: 2.1\\nName: {name}\\nVersion: 1.0\\n",
+             info + "/WHEEL": b"Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: {tag}\\n"}}
+    out = "{name}-1.0-{tag}.whl"
+    with zipfile.ZipFile(wheel_directory + "/" + out, "w") as z:
+        for p, d in files.items():
+            z.writestr(p, d)
+        record = "".join(line(p, d) + "\\n" for p, d in files.items())
+        z.writestr(info + "/RECORD", record + info + "/RECORD,,\\n")
+    return out
+'''
+
+
+def make_sdist(directory: Path, name: str, tag: str) -> None:
+    """An sdist (no wheel on the index) with an in-tree build backend: it builds offline."""
+    root = directory / f"{name}-1.0"
+    root.mkdir()
+    (root / "pyproject.toml").write_text('[build-system]\nrequires = []\nbuild-backend = "backend"\n'
+                                         'backend-path = ["."]\n')
+    (root / "backend.py").write_text(BACKEND.format(name=name, tag=tag))
+    (root / "PKG-INFO").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    subprocess.run(["tar", "-czf", f"{name}-1.0.tar.gz", root.name], cwd=directory, check=True)
+    shutil.rmtree(root)
+
+
+def test_an_sdist_only_dependency_is_built_here_when_pure_python(tmp_path, index, fake_data):
+    links = Path(index[-1])
+    make_wheel(links, "needspure", "1.0", ["puresdist"])
+    make_sdist(links, "puresdist", "py3-none-any")
+    manifest = bundle.build(tmp_path / "bundle", "smoke", ["trec"], [], part_size="1M", pythons=("3.11",),
+                            requirements=["needspure==1.0"], index=index, data_root=fake_data,
+                            log=lambda _line: None)
+    assert {"wheels/needspure-1.0-py3-none-any.whl", "wheels/puresdist-1.0-py3-none-any.whl"} <= {
+        f["path"] for f in manifest["files"]}
+    make_wheel(links, "needsnative", "1.0", ["nativesdist"])
+    make_sdist(links, "nativesdist", "cp311-cp311-linux_x86_64")
+    with pytest.raises(bundle.BundleError, match="nativesdist has no manylinux wheel .* not pure Python"):
+        bundle.build(tmp_path / "bundle2", "smoke", ["trec"], [], part_size="1M", pythons=("3.11",),
+                     requirements=["needsnative==1.0"], index=index, data_root=fake_data,
+                     log=lambda _line: None)

