@@ -41,8 +41,12 @@ def make_wheel(directory: Path, name: str, version: str, requires=(), files=None
 
 
 @pytest.fixture
-def index(tmp_path):
-    """pip options for a local index: tinypkg → tinydep; torch (fake) → torchonlydep."""
+def index(tmp_path, monkeypatch):
+    """pip options for a local index: tinypkg → tinydep; torch (fake) → torchonlydep. pip's own
+    configuration (files, PIP_* variables: e.g. a find-links with a real torch) is ignored."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    for var in ("PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX"):
+        monkeypatch.delenv(var, raising=False)
     links = tmp_path / "links"
     links.mkdir()
     make_wheel(links, "tinypkg", "1.0", ["tinydep>=1", "torch>=2", "neverdep; python_version < '3'"])
