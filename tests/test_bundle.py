@@ -225,3 +225,15 @@ def test_an_sdist_only_dependency_is_built_here_when_pure_python(tmp_path, index
         bundle.build(tmp_path / "bundle2", "smoke", ["trec"], [], part_size="1M", pythons=("3.11",),
                      requirements=["needsnative==1.0"], index=index, data_root=fake_data,
                      log=lambda _line: None)
+
+
+def test_a_rebuild_replaces_an_earlier_bundle_but_never_other_files(tmp_path):
+    out = tmp_path / "bundle"
+    (out / ".build-abc").mkdir(parents=True)  # an interrupted build: parts, no manifest
+    (out / "part-000").write_bytes(b"x")
+    bundle._remake(out)
+    assert out.is_dir() and list(out.iterdir()) == []
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(bundle.BundleError, match="not a bundle's"):
+        bundle._remake(out)
+    assert (out / "notes.txt").read_text() == "mine"

@@ -388,11 +388,13 @@ def write_parts(entries: Sequence[Entry], out: Path, part_size: int, info: dict)
 
 
 def _remake(out: Path) -> None:
-    if out.exists() and any(out.iterdir()):
-        if not (out / MANIFEST).is_file():
-            raise BundleError(f"{out} exists and is not a bundle: give an empty or new directory")
-        for old in [*out.glob("part-*"), out / MANIFEST, out / PART_SUMS, out / FILE_SUMS]:
-            old.unlink(missing_ok=True)
+    """An empty ``out``, removing only an earlier bundle's files (finished or not)."""
+    ours = lambda p: p.name in (MANIFEST, PART_SUMS, FILE_SUMS) or p.name.startswith(("part-", ".build-"))
+    if out.exists():
+        if not all(map(ours, out.iterdir())):
+            raise BundleError(f"{out} holds files that are not a bundle's: give an empty or new directory")
+        for old in out.iterdir():
+            shutil.rmtree(old) if old.is_dir() else old.unlink()
     out.mkdir(parents=True, exist_ok=True)
 
 
