@@ -45,6 +45,9 @@ echo "bundle $bundle: $nparts parts verified (scale $scale)"
 
 # 2. unpack and check every file
 dest=${BUNDLE_DEST:-$bundle/unpacked}
+if [ -e "$dest" ] && [ ! -f "$dest/bundle.json" ]; then
+  fail "$dest exists and is not an unpacked bundle: set BUNDLE_DEST to a new directory"
+fi
 rm -rf "$dest.tmp" && mkdir -p "$dest.tmp"
 (cd "$bundle" && cat $(awk '{print $2}' SHA256SUMS)) | tar -x -C "$dest.tmp" -f - \
   || fail "the parts do not unpack into $dest.tmp (disk full?): free space, then rerun"
