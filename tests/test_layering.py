@@ -5,7 +5,8 @@
 The core itself is layered, each module importing only from layers below it:
 
     config < {runtime, data, show} < integrity < {models, tokenization, tasks, stats, references}
-           < {params, training} < {pretraining, results} < backbones < {heads, finetuning, prefetch}
+           < {params, training} < {pretraining, results} < backbones < bundle
+           < {heads, finetuning, prefetch}
 
 (``data`` is a package: its modules form one unit of the ``data`` layer.)
 
@@ -31,6 +32,7 @@ LAYERS = [
     {"params", "training"},
     {"pretraining", "results"},
     {"backbones"},
+    {"bundle"},  # the offline bundle: prefetch --bundle
     {"heads", "finetuning", "prefetch"},
 ]
 METHOD_MAX_LINES, METHOD_WARN_LINES = 450, 400

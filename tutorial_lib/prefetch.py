@@ -46,7 +46,7 @@ from huggingface_hub import snapshot_download
 from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled
 from transformers import AutoConfig, AutoTokenizer
 
-from . import backbones, config, data, integrity, tasks
+from . import backbones, bundle, config, data, integrity, tasks
 from .backbones import LOCAL_MODELS, OURS, BackboneError
 from .config import Scale
 from .data.environment import OFFLINE_ENV_VARS, offline_flag
@@ -473,7 +473,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--offline", action="store_true",
                         help="verify the local copy and the caches only; download nothing")
     parser.add_argument("--json", metavar="PATH", type=Path, help="also write the report as JSON")
+    parser.add_argument("--bundle", metavar="DIR", type=Path,
+                        help="instead: write an offline bundle for a machine without internet "
+                             "(tutorial_lib/bundle.py; install it with scripts/install_bundle.sh DIR)")
+    parser.add_argument("--part-size", default=bundle.DEFAULT_PART_SIZE,
+                        help="--bundle: the largest part, e.g. 60M, 4G (default %(default)s)")
+    parser.add_argument("--python", default=",".join(bundle.PYTHONS),
+                        help="--bundle: the node's CPython versions (default %(default)s)")
     args = parser.parse_args(argv)
+    if args.bundle:
+        what = needs(args.scale)
+        try:
+            bundle.build(args.bundle, what.scale, what.dataset_names, what.offline_model_names,
+                         part_size=args.part_size, pythons=args.python.split(","),
+                         log=lambda line: print(line, file=sys.stderr, flush=True))
+        except (bundle.BundleError, data.DataError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        return 0
     report = prefetch(args.scale, online=False if args.offline else None,
                       log=lambda line: print(line, file=sys.stderr, flush=True))
     print(report.table())
