@@ -122,6 +122,7 @@ class PeftMethod:
 
     label: ClassVar[str] = ""
     mergeable: ClassVar[bool] = False  # can its change be folded into the base weights?
+    exact_reload: ClassVar[bool] = True  # does a reload compute with the very tensors trained?
 
     def apply(self, model: nn.Module) -> nn.Module:
         raise NotImplementedError
@@ -230,6 +231,11 @@ class PrefixTuning(ViaPeft):
     n_tokens: int = 20
     projection: int | None = None
     label: ClassVar[str] = "prefix tuning"
+
+    @property
+    def exact_reload(self) -> bool:  # type: ignore[override]
+        # peft saves the MLP's output (the prefixes), not the MLP: a reload computes them no more
+        return self.projection is None
 
     def peft_config(self, model: nn.Module) -> PrefixTuningConfig:
         extra = {"prefix_projection": True, "encoder_hidden_size": self.projection} \
