@@ -2,8 +2,6 @@
 base → merge gives the same logits; the frozen weights are bit-identical after optimizer steps of
 the tutorial's trainer; checkpoint sizes; step costs."""
 
-import math
-
 import pytest
 import torch
 from tiny_peft import FAMILIES, batch, perturb_trainable, tiny_classifier
@@ -29,8 +27,11 @@ from tutorial_lib.methods.peft_methods import (
     PeftMethodError,
     PrefixTuning,
     PromptTuning,
+    param_groups,
 )
-from tutorial_lib.params import trainable_summary
+from tutorial_lib.params import make_optimizer, trainable_summary
+from tutorial_lib.runtime import autocast_dtype
+from tutorial_lib.training import create_trainer
 
 METHODS = [LoRA(r=4, alpha=8), LoRA(r=4, alpha=8, ours=True), IA3(), PromptTuning(n_tokens=5),
            PrefixTuning(n_tokens=5), PrefixTuning(n_tokens=5, projection=16), Full()]
@@ -50,7 +51,7 @@ def test_save_reload_merge_gives_the_same_logits(case, tmp_path):
     if method.exact_reload:
         assert result.reload_diff == 0.0  # the very same tensors: bit-identical logits
     else:  # the prefixes, saved after the reparametrising MLP: float32 rounding
-        assert 0.0 < result.reload_diff <= result.reload_atol == MERGE_ATOL
+        assert result.reload_diff <= result.reload_atol == MERGE_ATOL
     if method.mergeable:
         assert result.merge_diff is not None and result.merge_diff <= MERGE_ATOL
         assert not any("lora" in n or "ia3" in n or n.endswith((".A", ".B"))
@@ -101,17 +102,32 @@ def test_saving_again_replaces_the_folder_and_leaves_no_temporary(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a"]
 
 
+def train_steps(model, steps: int = 2) -> None:
+    """A few steps of the tutorial's trainer (AdamW with weight decay, clipping, autocast)."""
+    optimizer = make_optimizer(model, 1e-2, 0.01, param_groups(model, 0.01))
+    create_trainer(model, optimizer, device=torch.device("cpu"),
+                   amp_dtype=autocast_dtype()).run([batch()] * steps, max_epochs=1)
+
+
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_frozen_weights_are_bit_identical_after_optimizer_steps(case):
     fam, method = case
     model = method.apply(tiny_classifier(fam))
     before = snapshot(model)
-    costs = step_costs(model, batch(), lr=1e-2, weight_decay=0.01, steps=1, warmup=1)
+    train_steps(model)
     check = weights_check(before, model)
     assert check.ok, check.frozen_changed
     assert check.frozen + check.trained == len(before)
     assert "head.weight" not in check.trained_unchanged  # training did move the trained tensors
-    assert costs.seconds_per_step > 0 and not math.isnan(costs.peak_mib) and costs.steps == 1
+
+
+def test_step_costs_time_the_trainers_steps_and_train_the_model():
+    model = LoRA(r=4).apply(tiny_classifier("llama"))
+    before = snapshot(model)
+    costs = step_costs(model, batch(), lr=1e-2, steps=2, warmup=1)
+    assert costs.steps == 2 and 0 < costs.seconds_per_step < 60
+    assert costs.peak_mib >= 0 and costs.memory_what
+    assert weights_check(before, model).ok and not torch.equal(before["head.weight"], model.head.weight)
 
 
 def test_the_weights_check_sees_a_changed_frozen_tensor():
