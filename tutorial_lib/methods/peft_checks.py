@@ -48,6 +48,7 @@ from .peft_methods import (
     ViaPeft,
     param_groups,
     peft_model_of,
+    peft_quietly,
 )
 
 RELOAD_ATOL = 0.0
@@ -99,7 +100,8 @@ def load_adapter(model: nn.Module, directory: str | Path) -> PeftMethod:
     info = json.loads((directory / METHOD_FILE).read_text())
     method = METHODS[info["method"]](**info["fields"])
     if isinstance(method, ViaPeft) and not getattr(method, "ours", False):
-        model.encoder = PeftModel.from_pretrained(model.encoder, directory)
+        with peft_quietly():
+            model.encoder = PeftModel.from_pretrained(model.encoder, directory)
         if isinstance(method, PromptTuning):
             model.encoder = PromptedEncoder(model.encoder, method.n_tokens)
     else:
@@ -134,7 +136,9 @@ def merge(model: nn.Module) -> nn.Module:
 def logits(model: nn.Module, batch: Batch) -> torch.Tensor:
     """The model's logits in eval mode, fp32, without autocast (what the checks compare)."""
     model.eval()
-    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
+    dev = next(model.parameters()).device
+    ids, mask = batch["input_ids"].to(dev), batch["attention_mask"].to(dev)
+    return model(input_ids=ids, attention_mask=mask).logits.float().cpu()
 
 
 @dataclass(frozen=True)
@@ -174,8 +178,9 @@ def roundtrip(model: nn.Module, method: PeftMethod, fresh: nn.Module, batch: Bat
 
 
 def snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
-    """A copy of every parameter, by name (take it after applying the method, before training)."""
-    return {n: p.detach().clone() for n, p in model.named_parameters()}
+    """A copy of every parameter, by name, on the CPU (take it after applying the method, before
+    training)."""
+    return {n: p.detach().to("cpu", copy=True) for n, p in model.named_parameters()}
 
 
 @dataclass(frozen=True)
@@ -196,10 +201,11 @@ def weights_check(before: dict[str, torch.Tensor], model: nn.Module) -> WeightsC
     if set(params) != set(before):
         raise ValueError("the model's parameters are not those of the snapshot: take the snapshot "
                          "after applying the method")
+    same = {n: torch.equal(before[n], p.detach().to(before[n].device)) for n, p in params.items()}
     frozen = [n for n, p in params.items() if not p.requires_grad]
     trained = [n for n, p in params.items() if p.requires_grad]
-    return WeightsCheck(len(frozen), [n for n in frozen if not torch.equal(before[n], params[n])],
-                        len(trained), [n for n in trained if torch.equal(before[n], params[n])])
+    return WeightsCheck(len(frozen), [n for n in frozen if not same[n]],
+                        len(trained), [n for n in trained if same[n]])
 
 
 # --- costs ----------------------------------------------------------------------------------------

@@ -19,7 +19,10 @@ merging and the costs are in :mod:`.peft_checks`.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -109,6 +112,15 @@ class PromptedEncoder(nn.Module):
         return out
 
 
+@contextlib.contextmanager
+def peft_quietly() -> Iterator[None]:
+    """Hide one warning peft 0.21 triggers in transformers 5 on every wrap (it reads the
+    deprecated ``is_gradient_checkpointing``); nothing for a learner to act on."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r".*is_gradient_checkpointing", FutureWarning)
+        yield
+
+
 def peft_model_of(model: nn.Module) -> PeftModel | None:
     """The peft model inside a classifier's encoder slot, or None (a method of our own)."""
     enc = model.encoder
@@ -140,7 +152,8 @@ class ViaPeft(PeftMethod):
         raise NotImplementedError
 
     def apply(self, model: nn.Module) -> nn.Module:
-        model.encoder = get_peft_model(model.encoder, self.peft_config(model))
+        with peft_quietly():
+            model.encoder = get_peft_model(model.encoder, self.peft_config(model))
         return _keep_head_trainable(model)
 
 
