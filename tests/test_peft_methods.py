@@ -142,6 +142,11 @@ def test_an_unknown_model_family_says_what_to_do():
     model.encoder.config.model_type = "gpt2"
     with pytest.raises(PeftMethodError, match="targets="):
         family(model)
+    # with its targets given, the method needs no family
+    method = IA3(kv_targets=r".*\.attention\.self\.value", ff_targets=r".*\.layer\.\d+\.output\.dense")
+    assert method.expected_trainable(model) == 2 * (32 + 64) + head_count(model)
+    method.apply(model)
+    assert trainable_summary(model).trainable == 2 * (32 + 64) + head_count(model)
 
 
 def test_our_lora_targets_must_match_a_layer():

@@ -54,8 +54,9 @@ def family(model: nn.Module) -> str:
     """``"bert"`` or ``"llama"``: the model type of the classifier's encoder."""
     kind = getattr(_config(model), "model_type", None)
     if kind not in TARGETS:
-        raise PeftMethodError(f"no default targets for a {kind!r} encoder: pass targets= (regexes "
-                              f"over module names) or use one of {sorted(TARGETS)}")
+        raise PeftMethodError(f"no default targets for a {kind!r} encoder: give the method its "
+                              "targets (regexes over module names: LoRA(targets=...), IA3(kv_targets"
+                              f"=..., ff_targets=...)) or use a model of one of {sorted(TARGETS)}")
     return kind
 
 
@@ -197,19 +198,27 @@ class IA3(ViaPeft):
     and values and the feed-forward's inner activation: k ← l_k ⊙ k, v ← l_v ⊙ v,
     FF(x) = (l_ff ⊙ γ(W₁x)) W₂."""
 
+    kv_targets: str | None = None  # regexes; default TARGETS[family]["ia3_kv"] and ["ia3_ff"]
+    ff_targets: str | None = None
     label: ClassVar[str] = "(IA)³"
     mergeable: ClassVar[bool] = True
 
-    def peft_config(self, model: nn.Module) -> IA3Config:
+    def patterns(self, model: nn.Module) -> tuple[str, str]:
+        if self.kv_targets and self.ff_targets:
+            return self.kv_targets, self.ff_targets
         t = TARGETS[family(model)]
-        return IA3Config(task_type="FEATURE_EXTRACTION", target_modules=f"{t['ia3_kv']}|{t['ia3_ff']}",
-                         feedforward_modules=t["ia3_ff"])
+        return self.kv_targets or t["ia3_kv"], self.ff_targets or t["ia3_ff"]
+
+    def peft_config(self, model: nn.Module) -> IA3Config:
+        kv, ff = self.patterns(model)
+        return IA3Config(task_type="FEATURE_EXTRACTION", target_modules=f"{kv}|{ff}",
+                         feedforward_modules=ff)
 
     def expected_trainable(self, model: nn.Module) -> int:
-        t = TARGETS[family(model)]
-        kv = sum(m.out_features for m in _linears(model, t["ia3_kv"]))  # d_k + d_v per layer
-        ff = sum(m.in_features for m in _linears(model, t["ia3_ff"]))  # d_ff per layer
-        return kv + ff + head_count(model)
+        kv, ff = self.patterns(model)
+        keys_values = sum(m.out_features for m in _linears(model, kv))  # d_k + d_v per layer
+        inner = sum(m.in_features for m in _linears(model, ff))  # d_ff per layer
+        return keys_values + inner + head_count(model)
 
 
 @dataclass(frozen=True)
