@@ -29,6 +29,7 @@ def test_list_datasets_sorted_and_complete() -> None:
         "subj",
         "sst5",
         "ud-ewt",
+        "convai2",
     }
 
 

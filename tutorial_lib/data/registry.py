@@ -8,26 +8,29 @@ the local copy, which files hold it and which parser of :mod:`.local` reads them
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from datasets import ClassLabel, Features
+from datasets import ClassLabel, DatasetDict, Features
 
 from .errors import DataError
 from .local import (
     GlueFile,
     Parser,
     glue_parser,
+    parse_convai2,
     parse_mnli,
     parse_sst5,
     parse_trec,
     parse_ud,
     parse_wikitext,
     senteval_parser,
+    split_by_dialogue,
 )
 from .schema import (
     COLA_FEATURES,
+    CONVAI2_FEATURES,
     MNLI_FEATURES,
     MRPC_FEATURES,
     POLARITY,
@@ -114,6 +117,9 @@ EXPECTED_SHA256: dict[str, str] = {
     "glue/MNLI/dev_matched.jsonl": (
         "081af9b80f4fe75aba97d034c0ff21a8017c4d18e3b5b2b0b7612ab2cc3c7bf2"
     ),
+    "convai2/valid_self_original.txt.gz": (
+        "f0a6a7b53fca87916755d87798816b53780bb3d40669b0b8b7de7683f5ad064b"
+    ),
 }
 
 # ------------------------------------------------------------------------------- specs
@@ -161,6 +167,8 @@ class DatasetSpec:
     hub_split_renames: Mapping[str, str] = field(default_factory=dict)
     hub_keep_splits: tuple[str, ...] = SPLITS
     label_aliases: Mapping[str, str] = field(default_factory=dict)
+    # applied to whichever source was read (local or Hub), before a validation split is carved
+    resplit: Callable[[DatasetDict], DatasetDict] | None = None
 
 
 def glue_spec(
@@ -387,6 +395,19 @@ REGISTRY: dict[str, DatasetSpec] = {
                 "ud-english-ewt/en_ewt-ud-test.conllu",
             ),
             parse_local=parse_ud,
+        ),
+        DatasetSpec(
+            name="convai2",
+            features=CONVAI2_FEATURES,
+            # TransferTransfo's personachat_self_original.json as parquet: train 17,878 and
+            # validation 1,000 dialogues (dataset_infos.json at this commit)
+            hub=HubSpec(
+                "AlekseyKorshuk/persona-chat", revision="498fd0081de41b8833a72e1a126aaf52917e1ddd"
+            ),
+            local_dir="convai2",
+            local_files=("convai2/valid_self_original.txt.gz",),
+            parse_local=parse_convai2,
+            resplit=split_by_dialogue,
         ),
     )
 }
