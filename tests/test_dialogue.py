@@ -128,6 +128,13 @@ def test_double_heads_starts_as_the_pretrained_lm(tok, model) -> None:
         ours = model.hidden(ids, b["segment_ids"][0], mask)
         plain = model.lm.get_decoder()(input_ids=ids, attention_mask=mask).last_hidden_state
     assert torch.allclose(ours, plain, atol=1e-6)
+    with torch.no_grad():  # the hook adds the speaker vectors to the token embeddings
+        model.segments.weight.normal_()
+        hooked = model.hidden(ids, b["segment_ids"][0], mask)
+        embeds = model.lm.get_input_embeddings()(ids) + model.segments(b["segment_ids"][0])
+        by_hand = model.lm.get_decoder()(inputs_embeds=embeds, attention_mask=mask).last_hidden_state
+        model.segments.weight.zero_()
+    assert torch.allclose(hooked, by_hand, atol=1e-5) and not torch.allclose(hooked, plain, atol=1e-3)
     # and the LM half of the loss is the model's own loss on the gold reply's labels
     _, parts = dialogue.double_heads_loss(model, b)
     with torch.no_grad():
@@ -145,6 +152,32 @@ def test_double_heads_loss_trains_every_new_part(tok, model) -> None:
     for p in (model.segments.weight, model.mc_head.weight, model.lm.model.layers[0].mlp.up_proj.weight):
         assert p.grad is not None and p.grad.abs().sum() > 0
     model.zero_grad()
+
+
+def test_speakers_at_a_higher_layer_enter_there(tok, model) -> None:
+    """segment_layer=1: layer 0 never sees the speaker vectors (so a backward pass from them stops
+    at layer 1), and they still get a gradient."""
+    b = dialogue.collate([Turn(PERSONA_, ["hi"], ["bye", "good thanks"], 0)], tok, 1)
+    high = dialogue.DoubleHeads(model.lm, segment_layer=1)
+    seen: list[torch.Tensor] = []
+    handle = high.lm.model.layers[0].register_forward_hook(lambda m, i, o: seen.append(o))
+    with torch.no_grad():
+        first, _ = high(b)
+        high.segments.weight.normal_()
+        second, _ = high(b)
+    handle.remove()
+    assert torch.equal(seen[0], seen[1]) and not torch.allclose(first, second)
+    for p in high.parameters():
+        p.requires_grad_(False)
+    trained = [*high.lm.model.layers[1].parameters(), high.segments.weight, high.mc_head.weight]
+    for p in trained:
+        p.requires_grad_(True)
+    loss, _ = dialogue.double_heads_loss(high, b)
+    loss.backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in trained)
+    for p in high.parameters():
+        p.requires_grad_(True)
+        p.grad = None
 
 
 def test_candidate_scores_and_reply_nll(tok, model) -> None:
