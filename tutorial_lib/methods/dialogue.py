@@ -15,8 +15,9 @@ The recipe, from the paper:
 * **LM loss on the reply only** — labels are -100 everywhere but on the gold reply's tokens;
 * **next-utterance classification** — the gold reply and distractors each get a score from a
   linear head on the hidden state of their last token; cross-entropy over the candidates;
-* **double-heads loss** — λ_lm · LM + λ_mc · MC (:func:`double_heads_loss`; 2 and 1 in the
-  reference code, huggingface/transfer-learning-conv-ai).
+* **double-heads loss** — λ_lm · LM + λ_mc · MC (:func:`double_heads_loss`; λ_lm = 2, λ_mc = 1
+  as in the training command of the reference code's README, huggingface/transfer-learning-conv-ai,
+  which also keeps 2 past exchanges (5 utterances) and trains with 4 candidates).
 
 Evaluation as in ConvAI2: **Hits@1** — how often the gold reply gets the highest score among N
 candidates (chance = 1/N) — and the perplexity of the gold reply. ConvAI2's files list the gold
