@@ -64,9 +64,10 @@ train/dev/test).
 ConvAI2 (PersonaChat ``self_original``): the local copy holds only the official validation split
 (1,000 dialogues, 7,801 turns). :func:`load` splits it **by dialogue** with the fixed seed
 :data:`CONVAI2_SPLIT_SEED` into train 700 / validation 100 / test 200 dialogues
-(:data:`CONVAI2_SPLIT_SIZES`); from the Hub (``AlekseyKorshuk/persona-chat``, TransferTransfo's
-JSON) validation and test are the same 100 and 200 dialogues and train is the official training
-split (17,878 dialogues) — so test scores agree across sources, training sets do not.
+(:data:`CONVAI2_SPLIT_SIZES`; ``validation_fraction`` and ``seed`` do not apply). From the Hub
+(``AlekseyKorshuk/persona-chat``, TransferTransfo's JSON) validation and test are the same 100
+and 200 dialogues and train is the official training split (17,878 dialogues), so test scores
+agree across sources and training sets do not.
 
 Other differences between the two sources (tested offline in
 ``tests/test_data_hub_schemas.py``): the Hub's MRPC text is tokenized (``brother , whom``); one
