@@ -31,6 +31,7 @@ def test_list_datasets_sorted_and_complete() -> None:
         "ud-ewt",
         "conll2003",
         "squad",
+        "convai2",
     }
 
 

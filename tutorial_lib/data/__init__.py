@@ -47,6 +47,8 @@ name                columns (label = ``datasets.ClassLabel`` unless said otherwi
                     questions). **The local train split is a subset**: the first 11 articles,
                     3,807 of 87,599 questions (:func:`source_of` says so); the local dev is rebuilt,
                     3,833 of its 34,726 answer offsets inferred (texts exact)
+``convai2``         ``personality`` (list of str), ``utterances`` (list of ``{candidates,
+                    history}``; 20 candidates, gold reply last): one row per dialogue
 ==================  ==========================================================================
 
 Split names are always among ``train``, ``validation`` and ``test``. GLUE test splits are
@@ -67,6 +69,14 @@ split of the Hub's ``rotten_tomatoes`` (8,530/1,066/1,066), which ``mr`` uses wh
 the Hub, so scores from the two sources are not comparable. The same holds for ``cr`` and
 ``subj`` (SetFit's train/test, validation carved from train) and ``mpqa`` (``jxm/mpqa``'s
 train/dev/test).
+
+ConvAI2 (PersonaChat ``self_original``): the local copy holds only the official validation split
+(1,000 dialogues, 7,801 turns). :func:`load` splits it **by dialogue** with the fixed seed
+:data:`CONVAI2_SPLIT_SEED` into train 700 / validation 100 / test 200 dialogues
+(:data:`CONVAI2_SPLIT_SIZES`; ``validation_fraction`` and ``seed`` do not apply). From the Hub
+(``AlekseyKorshuk/persona-chat``, TransferTransfo's JSON) validation and test are the same 100
+and 200 dialogues and train is the official training split (17,878 dialogues), so test scores
+agree across sources and training sets do not.
 
 Other differences between the two sources (tested offline in
 ``tests/test_data_hub_schemas.py``): the Hub's MRPC text is tokenized (``brother , whom``); one
@@ -93,12 +103,13 @@ local copy), :mod:`.hub` (loading from the Hub and normalising it), :mod:`.loadi
 from .environment import DATA_ENV_VAR, data_dir
 from .errors import DataError
 from .loading import clear_cache, load, source_of
-from .local import SENTEVAL_SPLIT_SEED
+from .local import CONVAI2_SPLIT_SEED, CONVAI2_SPLIT_SIZES, SENTEVAL_SPLIT_SEED, split_by_dialogue
 from .registry import EXPECTED_SHA256, DatasetSpec, HubSpec, list_datasets
 from .schema import (
     COLA_FEATURES,
     CONLL2003_FEATURES,
     CONLL_NER,
+    CONVAI2_FEATURES,
     MNLI_FEATURES,
     MRPC_FEATURES,
     POLARITY,
@@ -124,6 +135,9 @@ __all__ = [
     "COLA_FEATURES",
     "CONLL2003_FEATURES",
     "CONLL_NER",
+    "CONVAI2_FEATURES",
+    "CONVAI2_SPLIT_SEED",
+    "CONVAI2_SPLIT_SIZES",
     "DATA_ENV_VAR",
     "EXPECTED_SHA256",
     "MNLI_FEATURES",
@@ -153,5 +167,6 @@ __all__ = [
     "list_datasets",
     "load",
     "source_of",
+    "split_by_dialogue",
     "verify_file",
 ]

@@ -130,5 +130,8 @@ def load(
     where, read = _read(spec, resolve_source(spec, source))
     key = (spec.name, validation_fraction, seed, *where)
     if key not in _MEMO:
-        _MEMO[key] = carve_validation(read(), spec, validation_fraction, seed)
+        raw = read()
+        if spec.resplit is not None:
+            raw = spec.resplit(raw)
+        _MEMO[key] = carve_validation(raw, spec, validation_fraction, seed)
     return DatasetDict(dict(_MEMO[key]))

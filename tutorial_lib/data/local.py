@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from datasets import ClassLabel, Dataset, DatasetDict, Features
 
 from .errors import DataError
@@ -23,6 +24,7 @@ from .schema import (
     CONLL_CHUNK,
     CONLL_NER,
     CONLL_POS,
+    CONVAI2_FEATURES,
     MNLI_FEATURES,
     SQUAD_FEATURES,
     SST5_NAMES,
@@ -37,6 +39,12 @@ from .schema import (
 
 SENTEVAL_SPLIT_SEED = 0
 """Seed of the fixed 80/10/10 split of MR, CR, MPQA and SUBJ (never change it)."""
+
+CONVAI2_SPLIT_SEED = 0
+"""Seed of the fixed by-dialogue split of ConvAI2's validation dialogues (never change it)."""
+CONVAI2_SPLIT_SIZES = {"validation": 100, "test": 200}
+"""Dialogues of ConvAI2's official validation split that become our dev and test sets; the other
+700 are the local training set (online, the official training split is used instead)."""
 
 Parser = Callable[[Path], DatasetDict]
 _UPOS_TAGS = frozenset(UPOS)
@@ -396,5 +404,77 @@ def parse_squad(root: Path) -> DatasetDict:
         {
             s: from_columns(parse_squad_file(root / "squad-v1.1" / f), SQUAD_FEATURES)
             for s, f in SQUAD_FILES.items()
+        }
+    )
+
+
+# ----------------------------------------------------------------------------- ConvAI2
+
+
+def parse_convai2_lines(lines: list[str], where: str) -> dict[str, list[Any]]:
+    """ParlAI's ConvAI2 text format -> one row per dialogue (the columns of CONVAI2_FEATURES).
+
+    A line ``1 ...`` starts a dialogue; ``N your persona: <sentence>`` lines come first, then
+    ``N <partner>\t<gold reply>\t<reward>\t<cand 1>|...|<cand 20>``. ``history`` is every
+    utterance before the reply (the partner's last); the gold reply must be the last candidate.
+    """
+    cols: dict[str, list[Any]] = {"personality": [], "utterances": []}
+    history: list[str] = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        num, _, text = line.partition(" ")
+        if num == "1":
+            cols["personality"].append([])
+            cols["utterances"].append([])
+            history = []
+        if not cols["personality"]:
+            raise DataError(f"{where}:{n}: the file does not start a dialogue with turn 1")
+        if text.startswith("your persona: "):
+            cols["personality"][-1].append(text[len("your persona: "):])
+            continue
+        fields = text.split("\t")
+        if len(fields) != 4 or fields[3].split("|")[-1] != fields[1]:
+            raise DataError(f"{where}:{n}: not a ConvAI2 turn (partner, reply, reward, candidates "
+                            "with the reply last); re-copy the file listed in MANIFEST.md")
+        partner, reply, _reward, candidates = fields
+        history.append(partner)
+        cols["utterances"][-1].append({"candidates": candidates.split("|"), "history": list(history)})
+        history.append(reply)
+    return cols
+
+
+def parse_convai2(root: Path) -> DatasetDict:
+    """ConvAI2's validation file (the only split in the local copy) -> ``validation``."""
+    path = root / "convai2" / "valid_self_original.txt.gz"
+    return DatasetDict(
+        {"validation": from_columns(parse_convai2_lines(read_lines(path), str(path)), CONVAI2_FEATURES)}
+    )
+
+
+def split_by_dialogue(dd: DatasetDict) -> DatasetDict:
+    """train / validation / test of ConvAI2, split **by dialogue** (no dialogue in two splits).
+
+    Our dev and test sets are fixed subsets of the official validation dialogues
+    (:data:`CONVAI2_SPLIT_SIZES`, drawn with :data:`CONVAI2_SPLIT_SEED`), the same whichever
+    source was read, so scores are comparable. ``train`` is the official training split when the
+    source has one (the Hub: 17,878 dialogues), else the remaining validation dialogues (the local
+    copy: 700). Persona *sentences* recur across PersonaChat dialogues, so a persona can appear
+    in two splits; a dialogue cannot.
+    """
+    if "validation" not in dd:
+        raise DataError(f"ConvAI2 needs its official validation split; got splits {list(dd)}")
+    official = dd["validation"]
+    n_dev, n_test = CONVAI2_SPLIT_SIZES["validation"], CONVAI2_SPLIT_SIZES["test"]
+    if len(official) <= n_dev + n_test:
+        raise DataError(f"ConvAI2 validation has {len(official)} dialogues; expected 1,000")
+    order = np.random.default_rng(CONVAI2_SPLIT_SEED).permutation(len(official))
+    test, dev, rest = np.split(order, [n_test, n_test + n_dev])
+    train = dd["train"] if "train" in dd else official.select(sorted(rest.tolist()))
+    return DatasetDict(
+        {
+            "train": train,
+            "validation": official.select(sorted(dev.tolist())),
+            "test": official.select(sorted(test.tolist())),
         }
     )

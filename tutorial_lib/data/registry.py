@@ -8,11 +8,11 @@ the local copy, which files hold it and which parser of :mod:`.local` reads them
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from datasets import ClassLabel, Features
+from datasets import ClassLabel, DatasetDict, Features
 
 from .errors import DataError
 from .local import (
@@ -20,6 +20,7 @@ from .local import (
     Parser,
     glue_parser,
     parse_conll2003,
+    parse_convai2,
     parse_mnli,
     parse_squad,
     parse_sst5,
@@ -27,10 +28,12 @@ from .local import (
     parse_ud,
     parse_wikitext,
     senteval_parser,
+    split_by_dialogue,
 )
 from .schema import (
     COLA_FEATURES,
     CONLL2003_FEATURES,
+    CONVAI2_FEATURES,
     MNLI_FEATURES,
     MRPC_FEATURES,
     POLARITY,
@@ -133,6 +136,9 @@ EXPECTED_SHA256: dict[str, str] = {
     "squad-v1.1/dev-v1.1.reconstructed.json": (
         "996b8da6ec56b4fb6ac8a9f55a8885caf141a90648c9bc7359e420d5d7ce2841"
     ),
+    "convai2/valid_self_original.txt.gz": (
+        "f0a6a7b53fca87916755d87798816b53780bb3d40669b0b8b7de7683f5ad064b"
+    ),
 }
 
 # ------------------------------------------------------------------------------- specs
@@ -183,6 +189,8 @@ class DatasetSpec:
     local_subsets: Mapping[str, str] = field(default_factory=dict)
     """Splits of the local copy that hold only part of the official split: split -> what part
     (:func:`tutorial_lib.data.source_of` says it; the Hub serves the whole split)."""
+    # applied to whichever source was read (local or Hub), before a validation split is carved
+    resplit: Callable[[DatasetDict], DatasetDict] | None = None
 
 
 def glue_spec(
@@ -433,6 +441,19 @@ REGISTRY: dict[str, DatasetSpec] = {
             local_subsets={
                 "train": "the first 11 of 442 articles: 3,807 of 87,599 questions",
             },
+        ),
+        DatasetSpec(
+            name="convai2",
+            features=CONVAI2_FEATURES,
+            # TransferTransfo's personachat_self_original.json as parquet: train 17,878 and
+            # validation 1,000 dialogues (dataset_infos.json at this commit)
+            hub=HubSpec(
+                "AlekseyKorshuk/persona-chat", revision="498fd0081de41b8833a72e1a126aaf52917e1ddd"
+            ),
+            local_dir="convai2",
+            local_files=("convai2/valid_self_original.txt.gz",),
+            parse_local=parse_convai2,
+            resplit=split_by_dialogue,
         ),
     )
 }

@@ -141,3 +141,13 @@ QQP_FEATURES = glue_features(
 MNLI_FEATURES = glue_features(
     ["premise", "hypothesis"], ClassLabel(names=["entailment", "neutral", "contradiction"])
 )
+CONVAI2_FEATURES = Features(
+    {
+        "personality": List(Value("string")),
+        "utterances": List({"candidates": List(Value("string")), "history": List(Value("string"))}),
+    }
+)
+"""ConvAI2 / PersonaChat (``self_original``), one row per dialogue, in the layout of
+TransferTransfo's ``personachat_self_original.json``: the persona sentences of the speaker whose
+replies are the labels, and per turn the history so far (partner first) and 20 candidate replies
+with the gold one **last** (the candidate scorer shuffles them)."""

@@ -1,0 +1,149 @@
+"""Tests of tutorial_lib.methods.decoding: our pickers against transformers' generate on a tiny
+random Llama (built here from a LlamaConfig, no Hub), and the text metrics on known strings."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+
+from tutorial_lib.methods import decoding
+from tutorial_lib.methods.decoding import Strategy
+
+VOCAB = 97
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread() -> Iterator[None]:
+    """Tiny models: one thread is ~20x faster than two on a loaded 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny_llama() -> LlamaForCausalLM:
+    """2 layers, hidden 32, a peaked next-token distribution (initializer 0.3), no end-of-text
+    token (every strategy runs the full length, as generate then does too)."""
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, intermediate_size=64, max_position_embeddings=128,
+                      initializer_range=0.3, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def prompts(n: int = 3) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    return [torch.randint(0, VOCAB, (1, 5 + 2 * i), generator=g) for i in range(n)]
+
+
+def hf(model: LlamaForCausalLM, prompt: torch.Tensor, strategy: Strategy, n: int) -> torch.Tensor:
+    out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n,
+                         min_new_tokens=n, **strategy.hf_kwargs())
+    return out[:, prompt.shape[1]:]
+
+
+def test_greedy_equals_generate(tiny_llama: LlamaForCausalLM) -> None:
+    for prompt in prompts():
+        ours = decoding.decode(tiny_llama, prompt, Strategy("greedy"), 20)
+        assert torch.equal(ours, hf(tiny_llama, prompt, Strategy("greedy"), 20))
+        assert len(set(ours[0].tolist())) > 1
+
+
+@pytest.mark.parametrize("strategy", [
+    Strategy("sample"),
+    Strategy("sample", temperature=0.7),
+    Strategy("sample", top_k=10),
+    Strategy("sample", top_p=0.8),
+    Strategy("sample", temperature=1.3, top_k=20, top_p=0.9),
+], ids=str)
+def test_sampling_equals_generate_on_the_same_seed(
+    tiny_llama: LlamaForCausalLM, strategy: Strategy
+) -> None:
+    """Same filtered distribution + torch.multinomial on the same global generator = same draws."""
+    draws = []
+    for seed in range(3):
+        for prompt in prompts():
+            torch.manual_seed(seed)
+            ours = decoding.decode(tiny_llama, prompt, strategy, 20)
+            torch.manual_seed(seed)
+            assert torch.equal(ours, hf(tiny_llama, prompt, strategy, 20)), (seed, prompt)
+            draws.append(ours)
+    assert len({tuple(d[0].tolist()) for d in draws}) > 3  # the seeds do change the text
+
+
+def test_beam_search_equals_generate(tiny_llama: LlamaForCausalLM) -> None:
+    beam = Strategy("beam", num_beams=4)
+    for prompt in prompts():
+        ours = decoding.decode(tiny_llama, prompt, beam, 12)
+        assert torch.equal(ours, hf(tiny_llama, prompt, beam, 12))
+    # and it is a search: it finds a continuation at least as likely as greedy's
+    prompt = prompts()[0]
+    nll_beam, _ = decoding.continuation_nll(tiny_llama, prompt, decoding.decode(tiny_llama, prompt, beam, 12))
+    nll_greedy, _ = decoding.continuation_nll(
+        tiny_llama, prompt, decoding.decode(tiny_llama, prompt, Strategy("greedy"), 12))
+    assert nll_beam <= nll_greedy + 1e-4
+
+
+def test_filters_equal_the_transformers_processors() -> None:
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(64, 500, generator=g) * 3
+    for k in (1, 5, 50):
+        assert torch.equal(decoding.top_k_filter(logits, k), TopKLogitsWarper(k)(None, logits.clone()))
+    for p in (0.1, 0.5, 0.9, 0.99):
+        ours = decoding.top_p_filter(logits, p)
+        assert torch.equal(torch.isinf(ours), torch.isinf(TopPLogitsWarper(p)(None, logits.clone())))
+
+
+def test_nucleus_keeps_the_smallest_set_reaching_p() -> None:
+    logits = torch.tensor([[0.5, 0.3, 0.15, 0.05]]).log()
+    kept = {p: int(torch.isfinite(decoding.top_p_filter(logits, p)).sum()) for p in (0.4, 0.7, 0.85, 0.99)}
+    assert kept == {0.4: 1, 0.7: 2, 0.85: 3, 0.99: 4}
+    assert int(torch.isfinite(decoding.top_k_filter(logits, 2)).sum()) == 2
+
+
+def test_generate_stops_after_end_of_text(tiny_llama: LlamaForCausalLM) -> None:
+    prompt = prompts()[0]
+    full = decoding.decode(tiny_llama, prompt, Strategy("greedy"), 10)
+    stop = int(full[0, 3])
+    short = decoding.decode(tiny_llama, prompt, Strategy("greedy"), 10, eos_id=stop)
+    first = full[0].tolist().index(stop)
+    assert short[0].tolist() == full[0, : first + 1].tolist()
+
+
+def test_repetition_and_distinct_n_of_known_strings() -> None:
+    loop = "the cat the cat the cat".split()  # bigrams: tc ct tc ct tc -> 2 unique of 5
+    assert decoding.repetition(loop, 2) == pytest.approx(0.6)
+    assert decoding.repetition("a b c d e".split(), 2) == 0.0
+    assert math.isnan(decoding.repetition(["a"], 2))
+    assert decoding.distinct_n(["a b c".split(), "a b d".split()], 2) == pytest.approx(0.75)
+    assert decoding.distinct_n(["a b c".split(), "a b c".split()], 1) == pytest.approx(0.5)
+
+
+def test_continuation_nll_equals_the_models_own_loss(tiny_llama: LlamaForCausalLM) -> None:
+    prompt, cont = prompts()[1], prompts()[2][:, :6]
+    nll, n = decoding.continuation_nll(tiny_llama, prompt, cont)
+    ids = torch.cat([prompt, cont], dim=1)
+    labels = ids.clone()
+    labels[:, : prompt.shape[1]] = -100
+    with torch.no_grad():
+        loss = tiny_llama(input_ids=ids, labels=labels).loss
+    assert n == 6 and nll / n == pytest.approx(float(loss), rel=1e-5)
+
+
+def test_mean_interval() -> None:
+    values = [0.1, 0.3, 0.2, 0.4, 0.25, float("nan")]
+    t = decoding.mean_interval(values)
+    boot = decoding.mean_interval(values, "bootstrap")
+    assert t.n == boot.n == 5 and t.mean == pytest.approx(0.25)
+    for ci in (t, boot):
+        assert ci.low < ci.mean < ci.high
+    assert t.low == pytest.approx(0.25 - 2.776 * 0.1118 / math.sqrt(5), abs=1e-3)  # t_{0.975, 4}
+    assert decoding.mean_interval([0.5, 0.5]).low == 0.5
+    with pytest.raises(ValueError):
+        decoding.mean_interval([1.0])
