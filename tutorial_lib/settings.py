@@ -175,7 +175,7 @@ class AdaptationSettings(Classification):
     scales: ClassVar[Overrides] = {
         "smoke": dict(hf_seeds=(0,), hf_budget=Budget(epochs=1, lr=1e-4), few_labels=64,
                       few_labels_budget=Budget(epochs=1, group_by_length=True), few_labels_seeds=(0,)),
-        "gpu": dict(hf_seeds=(0, 1, 2), hf_budget=Budget(epochs=3, lr=1e-4)),
+        "gpu": dict(hf_budget=Budget(epochs=3, lr=1e-4)),
         "paper": dict(hf_seeds=ALL_SEEDS, hf_budget=Budget(epochs=3, lr=1e-4)),
     }
 
@@ -260,8 +260,8 @@ class MultiTaskRuns(Settings):
     budget: Budget = Budget(lr=1e-4, batch_size=16, max_len=128)
 
     scales: ClassVar[Overrides] = {
-        "gpu": dict(backbone="minilm", train_examples=10000, dev_examples=1000, test_examples=None,
-                    steps_per_task=1000, budget=Budget(lr=1e-4, batch_size=32, max_len=128)),
+        "gpu": dict(train_examples=10000, dev_examples=1000, test_examples=None, steps_per_task=1000,
+                    budget=Budget(lr=1e-4, batch_size=32, max_len=128)),
         "paper": dict(backbone="bert-base-cased", train_examples=None, dev_examples=None,
                       test_examples=None, budget=Budget(lr=5e-5, batch_size=32, max_len=256)),
     }
@@ -294,8 +294,7 @@ class MultitaskSettings(MultiTaskRuns):
         "smoke": dict(
             seeds=(0, 1), trec_train_examples=128,
             trec_budget=Budget(epochs=1, lr=1e-3, group_by_length=True),
-            tasks=("sst2", "mr"), sequential=(("mnli", "rte"),), train_examples=64,
-            dev_examples=32, test_examples=32, steps_per_task=3, intermediate_steps=3,
+            train_examples=64, dev_examples=32, test_examples=32, steps_per_task=3, intermediate_steps=3,
             budget=Budget(lr=1e-4, batch_size=16, max_len=64, group_by_length=True)),
         "gpu": dict(trec_train_examples=None, trec_budget=Budget(epochs=3, lr=1e-3), tasks=_GPU_GLUE,
                     sequential=_STILTS, intermediate_steps=2000),
@@ -331,9 +330,9 @@ class GradTSSettings(MultiTaskRuns):
 
     scales: ClassVar[Overrides] = {
         "smoke": dict(
-            seeds=(0, 1), tasks=("rte", "mrpc", "sst2", "cola"), main_tasks=("sst2",),
-            importance_batches=2, train_examples=48, dev_examples=32, test_examples=32,
-            steps_per_task=2, budget=Budget(lr=1e-4, batch_size=16, max_len=48)),
+            seeds=(0, 1), tasks=("rte", "mrpc", "sst2", "cola"), importance_batches=2,
+            train_examples=48, dev_examples=32, test_examples=32, steps_per_task=2,
+            budget=Budget(lr=1e-4, batch_size=16, max_len=48)),
         "gpu": dict(tasks=_GLUE_8, trial_seeds=(0, 1, 2), main_tasks=("rte", "mrpc", "cola", "sst2"),
                     max_k=7, importance_batches=64, strategy="proportional", temperature=1.0),
         "paper": dict(tasks=_GLUE_8, trial_seeds=(0, 1, 2), main_tasks=_GLUE_8, max_k=7,
@@ -373,20 +372,16 @@ class TDTSettings(Classification):
     show_examples: int = 6
     min_token_count: int = 5
 
-    # every field Classification's scales set is set again here
     scales: ClassVar[Overrides] = {
         "smoke": dict(
-            train_examples=96, validation_examples=64, test_examples=200, seeds=(0, 1),
-            budget=Budget(epochs=1, group_by_length=True), transfer_examples=100,
-            baselines=("R-Drop", "token cutoff", "R3F"), pair_task="rte", pair_train_examples=64,
-            show_examples=4, min_token_count=2),
+            train_examples=96, validation_examples=64, budget=Budget(epochs=1, group_by_length=True),
+            transfer_examples=100, baselines=("R-Drop", "token cutoff", "R3F"), pair_task="rte",
+            pair_train_examples=64, show_examples=4, min_token_count=2),
         "gpu": dict(
-            backbone="minilm", train_examples=2000, validation_examples=1000, seeds=ALL_SEEDS,
-            budget=Budget(epochs=5, lr=1e-4), baselines=("R-Drop", "token cutoff", "R3F"),
-            pair_task="rte", min_token_count=10),
+            train_examples=2000, validation_examples=1000, budget=Budget(epochs=5, lr=1e-4),
+            baselines=("R-Drop", "token cutoff", "R3F"), pair_task="rte", min_token_count=10),
         "paper": dict(
-            backbone="bert-base-uncased", train_examples=None, validation_examples=2000,
-            seeds=ALL_SEEDS, budget=Budget(epochs=3, lr=2e-5),
+            backbone="bert-base-uncased", validation_examples=2000, budget=Budget(epochs=3, lr=2e-5),
             baselines=("R-Drop", "token cutoff", "R3F"), pair_task="rte", min_token_count=20),
     }
 
