@@ -63,6 +63,7 @@ class Settings:
     """Base class: :meth:`at` a scale, and :meth:`replace` with checked names (also reaching into
     a nested ``budget``)."""
 
+    notebook: ClassVar[str]  # a notebook's class: the notebook's file name, e.g. "09_dart"
     scales: ClassVar[Overrides] = {}
     also_needs: ClassVar[AlsoNeeds] = AlsoNeeds()
 
