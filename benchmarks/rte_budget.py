@@ -22,6 +22,7 @@ import pandas as pd
 
 from tutorial_lib import config, runtime, stats
 from tutorial_lib.methods import multitask
+from tutorial_lib.settings import MultitaskSettings
 
 RESULTS = Path(__file__).resolve().parent / "results" / "rte_budget.json"
 
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     runtime.quiet()
     scale = config.get_scale("classroom")
-    base = config.settings(scale, "06")
+    base = MultitaskSettings.at(scale)
     start_time = time.perf_counter()
     done = json.loads(args.out.read_text())["runs"] if args.out.exists() else []
     rows = [r for r in done if r["steps"] in args.steps and r["seed"] in args.seeds]

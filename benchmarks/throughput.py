@@ -47,11 +47,12 @@ import torch
 from torch import nn
 
 from benchmarks.slide_model import SlideTransformerWithLMHead
-from tutorial_lib.config import Budget, ModelSize, get_scale
+from tutorial_lib.config import ModelSize, get_scale
 from tutorial_lib.methods import adapters, dart, prompting, regularized, tdt
 from tutorial_lib.models import TransformerClassifier, TransformerConfig, TransformerLM, count_parameters
 from tutorial_lib.params import ADAM_BETAS, ADAM_EPS, decay_groups, make_optimizer
 from tutorial_lib.runtime import PeakMemory, autocast, autocast_dtype, cpu_has_fast_bf16, grad_scaler
+from tutorial_lib.settings import Budget
 from tutorial_lib.tokenization import encode_with_cls, train_wordpiece
 from tutorial_lib.training import create_trainer
 

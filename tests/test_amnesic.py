@@ -15,10 +15,11 @@ from torch import nn
 
 from tutorial_lib import tasks
 from tutorial_lib.backbones import Backbone
-from tutorial_lib.config import PRECISION_ENV_VAR, Budget
+from tutorial_lib.config import PRECISION_ENV_VAR
 from tutorial_lib.heads import GradientReversalLayer, MultiHeadModel
 from tutorial_lib.methods import amnesic, inlp, probing
 from tutorial_lib.models import IGNORE_INDEX, Output, TransformerConfig, TransformerLM
+from tutorial_lib.settings import Budget
 from tutorial_lib.tokenization import train_wordpiece
 from tutorial_lib.training import pad_collate
 

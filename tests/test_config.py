@@ -1,4 +1,5 @@
-"""Tests for tutorial_lib.config: the one scale knob, every notebook's settings, the env vars."""
+"""Tests for tutorial_lib.config: the one scale knob, the cache directory, the env vars
+(every notebook's settings: tests/test_settings.py)."""
 
 import dataclasses
 import re
@@ -10,20 +11,6 @@ from tutorial_lib import config
 from tutorial_lib.models import TransformerConfig, TransformerLM, count_parameters
 
 REPO = Path(__file__).resolve().parents[1]
-
-# the settings class each notebook must use (a notebook reading another's class is a bug)
-SETTINGS_TYPES = {
-    "02_adaptation": config.AdaptationSettings,
-    "03_adapters_and_freezing": config.AdapterSettings,
-    "04_gradual_unfreezing": config.UnfreezingSettings,
-    "05_discriminative_lr": config.DiscriminativeSettings,
-    "06_multitask": config.MultitaskSettings,
-    "07_gradts": config.GradTSSettings,
-    "08_tdt": config.TDTSettings,
-    "09_dart": config.DARTSettings,
-    "10_probing": config.ProbingSettings,
-    "11_amnesic_probing": config.AmnesicSettings,
-}
 
 
 def test_unknown_scale_is_a_clear_error_listing_valid_names(monkeypatch):
@@ -82,58 +69,6 @@ def test_cache_dir_is_configurable(monkeypatch, tmp_path):
     monkeypatch.setenv(config.CACHE_ENV_VAR, str(tmp_path))
     assert config.cache_dir("smoke", "x") == tmp_path / "smoke" / "x"
     assert (tmp_path / "smoke" / "x").is_dir()
-
-
-# --- every notebook's settings -------------------------------------------------------------------
-
-
-def test_every_notebook_has_settings_of_its_own_type_at_every_scale():
-    assert set(config.SETTINGS) == set(SETTINGS_TYPES)
-    for notebook, by_scale in config.SETTINGS.items():
-        assert set(by_scale) == set(config.SCALES), notebook
-        for name, settings in by_scale.items():
-            assert type(settings) is SETTINGS_TYPES[notebook], (notebook, name)
-            assert config.settings(config.get_scale(name), notebook) is settings
-            assert config.settings(config.get_scale(name), notebook[:2]) is settings
-            budget = getattr(settings, "budget", None)
-            assert budget is None or isinstance(budget, config.Budget)
-            assert budget is None or budget.epochs >= 1, (notebook, name)
-            seeds = getattr(settings, "seeds", None)
-            assert seeds is None or (len(seeds) >= 1 and len(set(seeds)) == len(seeds))
-
-
-def test_notebooks_found_by_their_number_and_an_unknown_one_is_an_error():
-    smoke = config.get_scale("smoke")
-    assert isinstance(config.settings(smoke, "03"), config.AdapterSettings)
-    with pytest.raises(config.ConfigError, match="known notebooks"):
-        config.settings(smoke, "99")
-
-
-def test_replace_with_a_misspelt_name_names_the_valid_settings():
-    s = config.settings(config.get_scale("smoke"), "03")
-    with pytest.raises(config.ConfigError) as err:
-        s.replace(bottelnecks=(4,))
-    message = str(err.value)
-    assert "bottelnecks" in message
-    for valid in ("bottlenecks", "probe_epochs", "epochs", "lr"):  # its own and the budget's
-        assert valid in message
-    with pytest.raises(config.ConfigError, match="epochs"):
-        config.Budget().replace(epoch=3)
-    with pytest.raises(config.ConfigError, match="its settings"):  # no budget to reach into
-        config.settings(config.get_scale("smoke"), "10").replace(epochs=3)
-
-
-def test_replace_reaches_into_the_budget_and_leaves_the_original_alone():
-    s = config.settings(config.get_scale("smoke"), "03")
-    changed = s.replace(epochs=7, lr=3e-4, bottlenecks=(4,))
-    assert isinstance(changed, config.AdapterSettings)
-    assert (changed.budget.epochs, changed.budget.lr, changed.bottlenecks) == (7, 3e-4, (4,))
-    assert changed.budget.batch_size == s.budget.batch_size  # the rest of the budget kept
-    assert s.budget.epochs == 1 and s.bottlenecks == (8,)  # frozen: the original is unchanged
-    whole = s.replace(budget=config.Budget(epochs=5))
-    assert whole.budget == config.Budget(epochs=5)
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        s.budget.epochs = 2
 
 
 # --- environment variables -----------------------------------------------------------------------

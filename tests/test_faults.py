@@ -33,6 +33,7 @@ from tutorial_lib.models import (
     load_pretrained,
     save_pretrained,
 )
+from tutorial_lib.settings import Budget
 from tutorial_lib.training import TrainingOutOfMemory, checkpoints
 
 REPO = Path(__file__).resolve().parents[1]
@@ -283,7 +284,7 @@ def test_an_interrupted_finetuning_run_resumes_exactly(smoke, tmp_path):
         return on_trainer
 
     kwargs = dict(seed=1, scale=smoke, evals_per_epoch=2)
-    budget = config.Budget(epochs=3)
+    budget = Budget(epochs=3)
     reference = finetuning.finetune("scratch", task, budget, on_trainer=hook("ref"),
                                     checkpoint_dir=tmp_path / "ref", **kwargs)
     with pytest.raises(KeyboardInterrupt):

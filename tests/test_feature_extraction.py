@@ -18,6 +18,7 @@ from tutorial_lib.methods.feature_extraction import (
     train_probe,
 )
 from tutorial_lib.models import TransformerLM
+from tutorial_lib.settings import Budget
 from tutorial_lib.training import pad_collate
 
 
@@ -110,7 +111,7 @@ def test_probe_learns_a_separable_problem_from_cached_features():
 def test_feature_extraction_runs_end_to_end(with_data):
     smoke = config.get_scale("smoke")
     task = tasks.load_task("trec", train_examples=64, validation_examples=32, test_examples=32)
-    budget = config.Budget(batch_size=16)
+    budget = Budget(batch_size=16)
     table, probes, backbone = feature_extraction_runs(task, budget, scale=smoke, backbone="scratch",
                                                       seeds=(0, 1), epochs=2, lr=1e-2)
     assert list(table["method"]) == ["features: top layer"] * 2 + ["features: scalar mix"] * 2

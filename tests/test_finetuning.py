@@ -12,9 +12,10 @@ import torch
 from tutorial_lib import config, finetuning, tasks
 from tutorial_lib.config import CACHE_ENV_VAR, DATA_ENV_VAR
 from tutorial_lib.params import freeze
+from tutorial_lib.settings import AdaptationSettings
 
 SMOKE = config.get_scale("smoke")
-SETTINGS = config.settings(SMOKE, "02")
+SETTINGS = AdaptationSettings.at(SMOKE)
 
 
 @pytest.fixture(scope="module")

@@ -367,9 +367,10 @@ def test_gradts_settings_end_to_end_on_real_glue_data(with_data, monkeypatch):
     only) for one main task at equal main-task budget: smoke scale, random-init encoder."""
     from tutorial_lib import config
     from tutorial_lib.methods import multitask
+    from tutorial_lib.settings import GradTSSettings
 
     scale = config.get_scale("smoke")
-    s = config.settings(scale, "07").replace(
+    s = GradTSSettings.at(scale).replace(
         backbone="scratch", seeds=(0, 1), tasks=("rte", "mrpc", "sst2"), trial_seeds=(0,),
         max_k=2, keep_fraction=0.5, threshold=None, steps_per_task=2, train_examples=24,
         dev_examples=16, test_examples=16)

@@ -180,9 +180,10 @@ def test_experiment_runs_every_setting_on_real_glue_data(with_data):
     """Single-task, multi-task with a fixed main share, and sequential runs end to end (smoke
     scale, random-init encoder): the step budget of each setting and one row per scored task."""
     from tutorial_lib import config
+    from tutorial_lib.settings import MultitaskSettings
 
     scale = config.get_scale("smoke")
-    settings = config.settings(scale, "06").replace(
+    settings = MultitaskSettings.at(scale).replace(
         backbone="scratch", steps_per_task=2, train_examples=32, dev_examples=16, test_examples=16)
     exp = multitask.Experiment(scale, settings, ["rte", "sst2"])
     assert exp.split_table().loc["rte", "validation"] == 16  # the validation split is "dev"
@@ -241,9 +242,10 @@ def test_a_hugging_face_backbone_keeps_its_word_embeddings_frozen(with_data):
     their AdamW update dominates a CPU step, so multi-task runs do not train them either."""
     from tutorial_lib import config
     from tutorial_lib.backbones import BackboneError
+    from tutorial_lib.settings import MultitaskSettings
 
     scale = config.get_scale("smoke")
-    settings = config.settings(scale, "06").replace(
+    settings = MultitaskSettings.at(scale).replace(
         backbone="minilm", train_examples=8, dev_examples=8, test_examples=8)
     try:
         exp = multitask.Experiment(scale, settings, ["rte"])

@@ -13,7 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tutorial_lib import COLAB_REF, REPO_SLUG, config
+from tutorial_lib import COLAB_REF, REPO_SLUG
+from tutorial_lib.settings import NOTEBOOK_SETTINGS
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -113,11 +114,17 @@ def test_notebook_uses_only_names_the_package_has(path):
     assert _stale_names(path) == []
 
 
-@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.stem in config.SETTINGS],
+SETTINGS_OF = {cls.notebook: cls for cls in NOTEBOOK_SETTINGS}
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.stem in SETTINGS_OF],
                          ids=lambda p: p.stem)
 def test_notebook_reads_its_own_settings(path):
-    """Sizes come from ``config.settings(scale, "<notebook>")``, never typed into a cell."""
+    """Sizes come from the notebook's own settings class (``settings = DARTSettings.at(scale)``),
+    never typed into a cell; no notebook reads another's class."""
+    cls = SETTINGS_OF[path.stem]
     nb = nbformat.read(path, as_version=4)
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    number = path.stem[:2]
-    assert re.search(rf"config\.settings\(scale, \"({number}|{path.stem})\"\)", code), path.stem
+    assert f"from tutorial_lib.settings import {cls.__name__}\n" in code, path.stem
+    assert re.search(rf"^settings = {cls.__name__}\.at\(scale\)", code, re.M), path.stem
+    assert [c.__name__ for c in NOTEBOOK_SETTINGS if c is not cls and c.__name__ in code] == []

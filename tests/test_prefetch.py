@@ -1,4 +1,5 @@
-"""``python -m tutorial_lib.prefetch``: what each scale needs (read from config.SETTINGS), the report
+"""``python -m tutorial_lib.prefetch``: what each scale needs (read from every notebook's settings
+class, tutorial_lib.settings), the report
 offline on this machine, and the Hub path with the downloader replaced (nothing is downloaded)."""
 
 import dataclasses
@@ -6,12 +7,14 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Annotated
 
 import pytest
 from transformers import AutoTokenizer, BertConfig
 
-from tutorial_lib import backbones, config, prefetch, tasks
+from tutorial_lib import backbones, config, prefetch, settings, tasks
 from tutorial_lib.pretraining import get_tokenizer
+from tutorial_lib.settings import AmnesicSettings, DARTSettings, Names, ProbingSettings
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = config.get_scale("smoke")
@@ -55,72 +58,50 @@ def test_classroom_and_paper_needs():
 
 
 def test_a_backbone_named_in_a_setting_is_needed_with_its_kind(monkeypatch):
-    def setting(notebook, **changes):
-        monkeypatch.setitem(config.SETTINGS[notebook], "smoke",
-                            config.SETTINGS[notebook]["smoke"].replace(**changes))
+    def setting(cls, **changes):
+        scales = {**cls.scales, "smoke": {**cls.scales.get("smoke", {}), **changes}}
+        monkeypatch.setattr(cls, "scales", scales)
 
-    setting("09_dart", backbone="smollm2")
-    setting("11_amnesic_probing", backbone="org/some-mlm")
-    setting("10_probing", models=("ours", "org/some-mlm"))
+    setting(DARTSettings, backbone="smollm2")
+    setting(AmnesicSettings, backbone="org/some-mlm")
+    setting(ProbingSettings, models=("ours", "org/some-mlm"))
     n = prefetch.needs("smoke")
     assert [(m.name, m.kinds, m.kinds_used_by, m.used_by) for m in n.hub_models] == [
         ("org/some-mlm", ("causal", "masked"), ("11",), ("10", "11"))]
     smollm2 = next(m for m in n.offline_models if m.name == "smollm2")
     assert smollm2.kinds == ("causal", "masked") and smollm2.used_by == ("09",)
-    # a setting that accepts only masked LMs narrows the kinds …
-    monkeypatch.setitem(prefetch.FIELD_KINDS, ("AmnesicSettings", "backbone"), ("masked",))
-    setting("11_amnesic_probing", backbone="smollm2")
+
+    # a field whose type accepts only masked LMs narrows the kinds …
+    @dataclasses.dataclass(frozen=True)
+    class MaskedOnly(AmnesicSettings):
+        backbone: Annotated[str, Names(settings.BACKBONE, kinds=("masked",))] = "smollm2"
+
+    setting(MaskedOnly, backbone="smollm2")
+    classes = tuple(MaskedOnly if c is AmnesicSettings else c for c in settings.NOTEBOOK_SETTINGS)
+    monkeypatch.setattr(prefetch, "NOTEBOOK_SETTINGS", classes)
     smollm2 = next(m for m in prefetch.needs("smoke").offline_models if m.name == "smollm2")
     assert smollm2.kinds == ("masked",) and smollm2.kinds_used_by == ("09", "11")
-    setting("11_amnesic_probing", backbone="org/some-mlm")
-    monkeypatch.setitem(prefetch.FIELD_KINDS, ("ProbingSettings", "models"), ("encoder",))
+
+    @dataclasses.dataclass(frozen=True)
+    class EncodersOnly(ProbingSettings):
+        models: Annotated[tuple[str, ...], Names(settings.BACKBONE, kinds=("encoder",))] = (
+            "ours", "org/some-mlm")
+
+    setting(MaskedOnly, backbone="org/some-mlm")
+    monkeypatch.setattr(prefetch, "NOTEBOOK_SETTINGS", tuple(
+        EncodersOnly if c is ProbingSettings else c for c in classes))
     with pytest.raises(config.ConfigError, match="'org/some-mlm' cannot be all of"):
         prefetch.needs("smoke")  # … and none in common is an error
 
 
-def _strings(value):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, tuple):
-        for inner in value:
-            yield from _strings(inner)
-
-
-def test_every_task_or_backbone_in_the_settings_is_in_a_field_prefetch_reads():
-    """A new settings field naming a task or a backbone must join TASK_FIELDS / BACKBONE_FIELDS."""
-    hub = {m for s in config.SCALES for m in prefetch.needs(s).hub_model_names}
-    models = {*backbones.OURS, *backbones.LOCAL_MODELS, *hub}
-    unread = []
-    for notebook, by_scale in config.SETTINGS.items():
-        for scale, settings in by_scale.items():
-            for f in dataclasses.fields(settings):
-                names = set(_strings(getattr(settings, f.name)))
-                if f.name not in prefetch.TASK_FIELDS and names & set(tasks.TASKS):
-                    unread.append((notebook, scale, f.name))
-                if f.name not in prefetch.BACKBONE_FIELDS and names & models:
-                    unread.append((notebook, scale, f.name))
-    assert unread == []
-    fields = {f.name for by_scale in config.SETTINGS.values() for s in by_scale.values()
-              for f in dataclasses.fields(s)}
-    assert set(prefetch.TASK_FIELDS + prefetch.BACKBONE_FIELDS) <= fields, "a stale field name"
-    classes = {type(s).__name__: s for by_scale in config.SETTINGS.values() for s in by_scale.values()}
-    for cls, name in prefetch.FIELD_KINDS:
-        assert hasattr(classes[cls], name)
-    for table in (prefetch.IMPLIED_TASKS, prefetch.IMPLIED_DATASETS, prefetch.IMPLIED_MODELS):
-        assert set(table) <= set(config.SETTINGS)
-
-
-def test_every_dataset_or_task_loaded_by_name_is_needed():
-    """``data.load("x")`` in the package, ``load_task("x")`` in the package and the notebooks."""
-    sources = [*(REPO / "tutorial_lib").rglob("*.py"), *(REPO / "notebooks").glob("*.ipynb")]
-    text = "\n".join(p.read_text() for p in sources).replace('\\"', '"')
-    loaded = set(re.findall(r'data\.load\("([^"]+)"', text))
-    task_names = set(re.findall(r'load_task\("([^"]+)"', text))
-    assert "ud-ewt" in loaded and "trec" in task_names  # the scan finds them
-    for scale in config.SCALES:
-        n = prefetch.needs(scale)
-        assert loaded <= set(n.dataset_names), scale
-        assert task_names <= set(n.tasks), scale
+def test_what_a_notebook_loads_without_a_field_naming_it_is_needed():
+    n = prefetch.needs("smoke")
+    assert "06" in next(d for d in n.datasets if d.name == "trec").used_by  # 06's part (a)
+    scratch = next(m for m in n.ours if m.name == "scratch")
+    assert scratch.used_by == ("02", "10")  # 02: its also_needs; 10: its models field
+    for cls in settings.NOTEBOOK_SETTINGS:
+        also = cls.also_needs
+        assert set(also.tasks) <= set(tasks.TASKS) and set(also.datasets) <= set(n.dataset_names)
 
 
 # --- the report offline on this machine ----------------------------------------------------------
@@ -267,7 +248,7 @@ def test_online_hub_model_of_the_wrong_kind_fails_and_the_rest_go_on(monkeypatch
     assert [r.item for r in report.failures] == ["bert-base-uncased", "roberta-large"]
     assert report.failures[1].failure_line() == (
         "FAILED roberta-large (Hub model): an encoder checkpoint, but notebook 09 needs a causal or "
-        "masked LM — fix: name another backbone in tutorial_lib/config.py")
+        "masked LM — fix: name another backbone in tutorial_lib/settings.py")
     assert "notebook 11 needs a causal or masked LM" in report.failures[0].failure_line()
     assert len(calls) == len(what.hub_models) and report.exit_status == 1
 

@@ -12,13 +12,14 @@ import json
 import pytest
 
 from tutorial_lib import config, finetuning, results, stats, tasks
+from tutorial_lib.settings import AdaptationSettings
 
 TIMING = ("seconds", "mean seconds / run", "seconds_per_epoch")
 
 
 def notebook_02_tables(scale: config.Scale, backbones=("ours",)) -> dict:
     """Notebook 02's saved tables for ``backbones``, as ``results.save`` writes them."""
-    settings = config.settings(scale, "02")
+    settings = AdaptationSettings.at(scale)
     task = tasks.load_task("trec", train_examples=settings.train_examples,
                            validation_examples=settings.validation_examples,
                            test_examples=settings.test_examples)
@@ -46,7 +47,7 @@ def test_two_runs_from_empty_caches_give_identical_result_tables(with_data, tmp_
         monkeypatch.setenv(results.RESULTS_ENV_VAR, str(tmp_path / run / "results"))
         blobs.append(notebook_02_tables(scale))
     first, second = blobs
-    seeds = list(config.settings(scale, "02").seeds)
+    seeds = list(AdaptationSettings.at(scale).seeds)
     assert first["seeds"] == second["seeds"] == seeds
     assert without_timing(first) == without_timing(second)
     runs = without_timing(first)["runs"]

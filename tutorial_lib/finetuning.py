@@ -24,10 +24,11 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from .backbones import OURS, Backbone, load_backbone
-from .config import Budget, Scale, cache_dir
+from .config import Scale, cache_dir
 from .models import count_parameters
 from .params import make_optimizer
 from .runtime import PeakMemory, atomic_write, autocast_dtype, device, seed_everything
+from .settings import Budget
 from .tasks import Task
 from .training import (
     History,

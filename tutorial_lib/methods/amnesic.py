@@ -32,11 +32,11 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from ..backbones import Backbone
-from ..config import Budget
 from ..heads import HeadConfig, MultiHeadModel, MultiTaskLoader, multihead_loss
 from ..models import IGNORE_INDEX
 from ..params import make_optimizer
 from ..runtime import autocast, autocast_dtype, device, seed_everything
+from ..settings import Budget
 from ..tasks import Task
 from ..training import attach_schedule, create_trainer, eval_loader, pad_collate, pad_ids
 from . import probing

@@ -22,9 +22,10 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from ..backbones import Backbone, layer_states, load_backbone, pool_hidden
-from ..config import Budget, Scale
+from ..config import Scale
 from ..params import trainable_summary
 from ..runtime import PeakMemory, autocast, autocast_dtype, device, seed_everything
+from ..settings import Budget
 from ..tasks import Task
 from ..training import pad_collate
 

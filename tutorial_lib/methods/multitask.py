@@ -14,7 +14,7 @@ proportional to the task sizes, T → ∞ uniform; ``round-robin`` cycles throug
 ``fixed={"rte": 0.5}`` pins a task's share (the main task of GradTS's runs) and spreads the rest
 over the others with the strategy.
 
-Budgets (``steps_per_task`` of ``config.MultiTaskRuns``, S per task): single-task S steps;
+Budgets (``steps_per_task`` of ``settings.MultiTaskRuns``, S per task): single-task S steps;
 multi-task over n tasks n·S steps (the compute of the n single-task runs together); a main task
 with fixed share p gets S/p steps in all, so it sees S of its own batches in every setting.
 """
@@ -37,11 +37,12 @@ from torch.utils.data import DataLoader
 
 from .. import stats
 from ..backbones import Backbone, load_backbone
-from ..config import MultiTaskRuns, Scale
+from ..config import Scale
 from ..heads import HeadConfig, MultiHeadModel, causal_lm_targets, merge_batches, multihead_loss
 from ..models import IGNORE_INDEX, TransformerClassifier, last_token
 from ..params import make_optimizer
 from ..runtime import autocast, autocast_dtype, device, seed_everything
+from ..settings import MultiTaskRuns
 from ..tasks import Task, compute_metrics, load_task, predictions_from_logits
 from ..training import (
     attach_progress,

@@ -1,0 +1,584 @@
+"""Every notebook's settings: one frozen dataclass per method, carrying its own values at each scale.
+
+A notebook starts with::
+
+    scale = config.get_scale()
+    settings = DARTSettings.at(scale)      # typed: the IDE knows every field
+    settings = settings.replace(steps=40)  # a student's change; a misspelt name is an error
+
+The defaults in a class are its classroom values; ``scales`` holds, for each other scale, only the
+fields that differ (a subclass's ``scales`` add to its base class's). ``notebook`` is the class's
+one link to its notebook's file name, and ``also_needs`` what that notebook loads without a field
+naming it. Fields that name tasks or backbones are typed (:data:`TaskName`, :data:`BackboneName`,
+…): ``tutorial_lib.prefetch`` reads what a scale needs from those types (:func:`named`), so a new
+field of such a type is fetched with no other edit.
+"""
+
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass, fields, replace
+from typing import Annotated, ClassVar, TypeVar, Union, get_args, get_origin, get_type_hints
+
+from .config import SCALES, ConfigError, Scale, apply_seed_set, get_scale
+
+# --- what a field names --------------------------------------------------------------------------
+
+TASK, BACKBONE = "task", "backbone"
+
+
+@dataclass(frozen=True)
+class Names:
+    """Marks a settings field whose value names tasks or backbones (a name, a tuple of names, or
+    a tuple of pairs); ``kinds``: the kinds of model (``backbones.KINDS``) a backbone may be."""
+
+    what: str  # TASK or BACKBONE
+    kinds: tuple[str, ...] = ()  # (): any kind
+
+
+TaskName = Annotated[str, Names(TASK)]
+TaskNames = Annotated[tuple[str, ...], Names(TASK)]
+TaskPairs = Annotated[tuple[tuple[str, str], ...], Names(TASK)]  # (intermediate, target)
+BackboneName = Annotated[str, Names(BACKBONE)]
+BackboneNames = Annotated[tuple[str, ...], Names(BACKBONE)]
+LMName = Annotated[str, Names(BACKBONE, kinds=("causal", "masked"))]  # its LM head is used
+
+
+@dataclass(frozen=True)
+class AlsoNeeds:
+    """What a notebook loads that no field of its settings names (prefetch fetches it too)."""
+
+    tasks: tuple[str, ...] = ()
+    datasets: tuple[str, ...] = ()  # tutorial_lib.data registry names
+    backbones: tuple[str, ...] = ()
+
+
+# --- the base classes ----------------------------------------------------------------------------
+
+Overrides = dict[str, dict[str, object]]  # scale name -> {field: value}, only what differs
+S = TypeVar("S", bound="Settings")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Base class: :meth:`at` a scale, and :meth:`replace` with checked names (also reaching into
+    a nested ``budget``)."""
+
+    notebook: ClassVar[str]  # a notebook's class: the notebook's file name, e.g. "09_dart"
+    scales: ClassVar[Overrides] = {}
+    also_needs: ClassVar[AlsoNeeds] = AlsoNeeds()
+
+    @classmethod
+    def overrides(cls, scale: Scale | str) -> dict[str, object]:
+        """The fields that differ from the defaults at ``scale``: the base classes' first."""
+        name = scale.name if isinstance(scale, Scale) else get_scale(scale).name
+        out: dict[str, object] = {}
+        for klass in reversed(cls.__mro__):
+            out.update(vars(klass).get("scales", {}).get(name, {}))
+        return out
+
+    @classmethod
+    def at(cls: type[S], scale: Scale | str) -> S:
+        """These settings at ``scale`` (a :class:`~tutorial_lib.config.Scale` or its name), with
+        this run's seed set (``$TUTORIAL_SEEDS``: held-out seeds for ``benchmarks/replicate.py``).
+
+        >>> DARTSettings.at("smoke").steps, DARTSettings.at("classroom").steps
+        (4, 20)
+        """
+        changes = cls.overrides(scale)
+        names = {f.name for f in fields(cls)}
+        if set(changes) - names:
+            raise ConfigError(f"{cls.__name__}.scales sets no field(s) {sorted(set(changes) - names)}; "
+                              f"its fields: {sorted(names)}")
+        return apply_seed_set(cls(**changes))
+
+    def replace(self: S, **changes: object) -> S:
+        """A copy with ``changes``; a name that is not a field here may be a field of ``budget``.
+
+        >>> Budget().replace(epochs=4).epochs
+        4
+        """
+        names = {f.name for f in fields(self)}
+        inner = {k: v for k, v in changes.items() if k not in names}
+        if inner:
+            budget = getattr(self, "budget", None)
+            budget_names = {f.name for f in fields(Budget)} if budget else set()
+            if set(inner) - budget_names:
+                raise ConfigError(
+                    f"{type(self).__name__} has no setting(s) {sorted(set(inner) - budget_names)}; "
+                    f"its settings: {sorted(names | budget_names)}")
+            changes = {k: v for k, v in changes.items() if k in names}
+            changes["budget"] = budget.replace(**inner)
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Budget(Settings):
+    """What a fine-tuning run may spend: the same for a method and its baseline."""
+
+    epochs: int = 3
+    batch_size: int = 32
+    lr: float = 1e-3
+    warmup_frac: float = 0.1
+    weight_decay: float = 0.01
+    max_norm: float = 1.0
+    eval_batch_size: int = 128
+    max_len: int | None = None  # tokens per input (None: the backbone's limit)
+    # Length-grouped training batches and length-sorted evaluation: less padding, so faster on a
+    # CPU, but other batches than the default shuffle (results are not comparable across it).
+    group_by_length: bool = False
+
+
+# MiniLM's usual fine-tuning recipe (small rate, two epochs), with length-grouped batches; 02-04
+# share it, so their identical runs are computed once (the run cache).
+MINILM_RECIPE = Budget(epochs=2, lr=1e-4, group_by_length=True)
+ALL_SEEDS = (0, 1, 2, 3, 4)
+
+
+@dataclass(frozen=True)
+class Classification(Settings):
+    """A fine-tuning comparison on one task: backbone, data sizes, seeds and the shared budget."""
+
+    task: TaskName = "trec"
+    backbone: BackboneName = "ours"
+    seeds: tuple[int, ...] = (0, 1, 2)
+    train_examples: int | None = None  # fixed random subsets (None: the whole split)
+    validation_examples: int | None = None
+    test_examples: int | None = None
+    budget: Budget = Budget()
+
+    scales: ClassVar[Overrides] = {
+        "smoke": dict(train_examples=256, validation_examples=200, test_examples=200, seeds=(0, 1),
+                      budget=Budget(epochs=1)),
+        "gpu": dict(train_examples=None, seeds=ALL_SEEDS, budget=Budget(epochs=4, lr=1e-4)),
+        "paper": dict(train_examples=None, seeds=ALL_SEEDS,
+                      budget=Budget(epochs=3, batch_size=16, lr=6e-5, max_norm=0.25)),
+    }
+
+
+# --- 02-05: fine-tuning and its optimisation schemes ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class AdaptationSettings(Classification):
+    """02: our LM vs the same network from scratch (length-grouped batches: half the padding of
+    TREC's questions), and a Hugging Face encoder (its budget is 03-04's, so its runs are shared)."""
+
+    notebook: ClassVar[str] = "02_adaptation"
+    also_needs: ClassVar[AlsoNeeds] = AlsoNeeds(backbones=("scratch",))  # the from-scratch tier
+
+    budget: Budget = Budget(group_by_length=True)
+    hf_backbone: BackboneName = "minilm"
+    hf_seeds: tuple[int, ...] = (0, 1, 2)
+    hf_budget: Budget = MINILM_RECIPE
+    few_labels: int = 1500  # section 4: scratch vs ours with this many training questions
+    few_labels_budget: Budget = Budget(epochs=4, group_by_length=True)
+    few_labels_seeds: tuple[int, ...] = (0, 1, 2)
+
+    scales: ClassVar[Overrides] = {
+        "smoke": dict(hf_seeds=(0,), hf_budget=Budget(epochs=1, lr=1e-4), few_labels=64,
+                      few_labels_budget=Budget(epochs=1, group_by_length=True), few_labels_seeds=(0,)),
+        "gpu": dict(hf_budget=Budget(epochs=3, lr=1e-4)),
+        "paper": dict(hf_seeds=ALL_SEEDS, hf_budget=Budget(epochs=3, lr=1e-4)),
+    }
+
+
+@dataclass(frozen=True)
+class AdapterSettings(Classification):
+    """03: Houlsby adapters of each bottleneck size m; feature extraction on cached features.
+    The budget is MiniLM's tier of 02, so the full fine-tuning runs are shared (run cache)."""
+
+    notebook: ClassVar[str] = "03_adapters_and_freezing"
+
+    backbone: BackboneName = "minilm"
+    budget: Budget = MINILM_RECIPE
+    bottlenecks: tuple[int, ...] = (8, 64)
+    adapter_lr: float = 1e-3
+    train_layer_norms: bool = True
+    probe_epochs: int = 20
+    probe_lr: float = 3e-3
+
+    scales: ClassVar[Overrides] = {
+        "smoke": dict(bottlenecks=(8,), probe_epochs=3),
+        "gpu": dict(bottlenecks=(8, 64, 256), probe_epochs=50),
+        "paper": dict(bottlenecks=(8, 64, 256), probe_epochs=50),
+    }
+
+
+@dataclass(frozen=True)
+class UnfreezingSettings(Classification):
+    """04: unfreeze the next layer every ``every`` events (ULMFiT's ``"epoch"`` needs
+    ≥ n_layer + 2 epochs); ``chain_thaw``: also Felbo et al.'s variant."""
+
+    notebook: ClassVar[str] = "04_gradual_unfreezing"
+
+    backbone: BackboneName = "minilm"
+    budget: Budget = MINILM_RECIPE
+    every: int = 20
+    event: str = "iteration"
+    chain_thaw: bool = True
+
+    scales: ClassVar[Overrides] = {"smoke": dict(every=1), "gpu": dict(every=40),
+                                   "paper": dict(every=40)}
+
+
+@dataclass(frozen=True)
+class DiscriminativeSettings(Classification):
+    """05: η_l = η · ξ^-depth with ξ = ``factor`` (ULMFiT) and the layer-wise ``decay`` of Sun et
+    al. 2019 (ξ = 1/decay); STLR's ``cut_frac`` and ``ratio`` (ULMFiT Eq. 3). Its own subset and
+    length-grouped batches (to fit the classroom budget), so its baseline is not 02's run."""
+
+    notebook: ClassVar[str] = "05_discriminative_lr"
+
+    backbone: BackboneName = "minilm"
+    train_examples: int | None = 2500
+    budget: Budget = Budget(epochs=2, lr=1e-4, group_by_length=True)
+    factor: float = 2.6
+    decay: float = 0.95
+    cut_frac: float = 0.1
+    ratio: float = 32.0
+
+    scales: ClassVar[Overrides] = {"smoke": dict(budget=Budget(epochs=1, group_by_length=True))}
+
+
+# --- 06-07: several tasks ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MultiTaskRuns(Settings):
+    """Runs over several GLUE tasks (06, 07): every task's splits cut to fixed subsets; the main
+    task gets S = ``steps_per_task`` batches in every setting (multi-task over n tasks: n·S steps,
+    a main task with fixed share p: S/p steps); inputs truncated to ``budget.max_len``."""
+
+    backbone: BackboneName = "minilm"
+    seeds: tuple[int, ...] = (0, 1, 2)
+    tasks: TaskNames = ("sst2", "mr")
+    train_examples: int | None = 2000
+    dev_examples: int | None = 300
+    test_examples: int | None = 1000
+    steps_per_task: int = 40
+    strategy: str = "temperature"  # "proportional", "temperature" or "round-robin"
+    temperature: float = 2.0
+    main_share: float = 0.5
+    budget: Budget = Budget(lr=1e-4, batch_size=16, max_len=128)
+
+    scales: ClassVar[Overrides] = {
+        "gpu": dict(train_examples=10000, dev_examples=1000, test_examples=None, steps_per_task=1000,
+                    budget=Budget(lr=1e-4, batch_size=32, max_len=128)),
+        "paper": dict(backbone="bert-base-cased", train_examples=None, dev_examples=None,
+                      test_examples=None, budget=Budget(lr=5e-5, batch_size=32, max_len=256)),
+    }
+
+
+_GPU_GLUE = ("sst2", "cola", "mrpc", "rte", "stsb", "qqp")
+_STILTS = (("mnli", "rte"), ("mnli", "stsb"), ("qqp", "mrpc"))
+
+
+@dataclass(frozen=True)
+class MultitaskSettings(MultiTaskRuns):
+    """06: (a) TREC-6 + an auxiliary LM loss on our causal LM (the slides' 1.0 / 0.5; it needs an
+    LM head); (b) GLUE single-task vs multi-task; (c) ``sequential`` (intermediate, target) pairs
+    (STILTs), ``intermediate_steps`` on the intermediate task first."""
+
+    notebook: ClassVar[str] = "06_multitask"
+    also_needs: ClassVar[AlsoNeeds] = AlsoNeeds(tasks=("trec",))  # (a): the trec_* settings
+
+    trec_backbone: BackboneName = "ours"
+    trec_train_examples: int | None = 2500
+    test_examples: int | None = 600
+    budget: Budget = Budget(lr=1e-4, batch_size=16, max_len=128, group_by_length=True)
+    trec_budget: Budget = Budget(epochs=2, lr=1e-3, group_by_length=True)
+    clf_weight: float = 1.0
+    lm_weight: float = 0.5
+    sequential: TaskPairs = (("mnli", "rte"),)
+    intermediate_steps: int = 100
+
+    scales: ClassVar[Overrides] = {
+        "smoke": dict(
+            seeds=(0, 1), trec_train_examples=128,
+            trec_budget=Budget(epochs=1, lr=1e-3, group_by_length=True),
+            train_examples=64, dev_examples=32, test_examples=32, steps_per_task=3, intermediate_steps=3,
+            budget=Budget(lr=1e-4, batch_size=16, max_len=64, group_by_length=True)),
+        "gpu": dict(trec_train_examples=None, trec_budget=Budget(epochs=3, lr=1e-3), tasks=_GPU_GLUE,
+                    sequential=_STILTS, intermediate_steps=2000),
+        "paper": dict(seeds=ALL_SEEDS, trec_train_examples=None, trec_budget=Budget(epochs=3, lr=6e-5),
+                      tasks=(*_GPU_GLUE, "qnli"), sequential=_STILTS, steps_per_task=5000,
+                      intermediate_steps=20000),
+    }
+
+
+_GLUE_8 = ("mnli", "rte", "qqp", "qnli", "mrpc", "sst2", "cola", "wnli")
+
+
+@dataclass(frozen=True)
+class GradTSSettings(MultiTaskRuns):
+    """07: head importance on ``importance_batches`` batches per task; for each main task:
+    single, all tasks, GradTS-trial (top-k, k ≤ ``max_k``, chosen on dev with ``trial_seeds``) and
+    GradTS-fg (instances kept by τ: ``keep_fraction`` of them, or τ ≥ ``threshold``)."""
+
+    notebook: ClassVar[str] = "07_gradts"
+
+    tasks: TaskNames = ("sst2", "qnli", "mrpc", "rte", "mnli", "cola")
+    main_tasks: TaskNames = ("sst2",)
+    trial_seeds: tuple[int, ...] = (0,)
+    max_k: int | None = 2
+    importance_batches: int | None = 8
+    keep_fraction: float | None = 0.5
+    threshold: float | None = None
+    train_examples: int | None = 1000
+    dev_examples: int | None = 200
+    test_examples: int | None = 500
+    steps_per_task: int = 40
+    budget: Budget = Budget(lr=1e-4, batch_size=16, max_len=64)
+
+    scales: ClassVar[Overrides] = {
+        "smoke": dict(
+            seeds=(0, 1), tasks=("rte", "mrpc", "sst2", "cola"), importance_batches=2,
+            train_examples=48, dev_examples=32, test_examples=32, steps_per_task=2,
+            budget=Budget(lr=1e-4, batch_size=16, max_len=48)),
+        "gpu": dict(tasks=_GLUE_8, trial_seeds=(0, 1, 2), main_tasks=("rte", "mrpc", "cola", "sst2"),
+                    max_k=7, importance_batches=64, strategy="proportional", temperature=1.0),
+        "paper": dict(tasks=_GLUE_8, trial_seeds=(0, 1, 2), main_tasks=_GLUE_8, max_k=7,
+                      importance_batches=None, keep_fraction=None, threshold=0.62,
+                      steps_per_task=10000, strategy="proportional", temperature=1.0),
+    }
+
+
+# --- 08-09: regularised fine-tuning, prompts -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TDTSettings(Classification):
+    """08: TDT vs regularised fine-tuning on ``task``, tested in-domain and on the ``transfer``
+    tasks' test splits (never trained on). TDT weights in our units (batchmean KL: upstream's
+    kl_rate 2 for 2 classes = 1.0). ``pair_task``: a sentence-pair task (None: skipped)."""
+
+    notebook: ClassVar[str] = "08_tdt"
+
+    task: TaskName = "sst2"
+    backbone: BackboneName = "minilm"
+    train_examples: int | None = 1200
+    validation_examples: int | None = 200
+    budget: Budget = Budget(epochs=2, lr=1e-4, group_by_length=True)
+    transfer: TaskNames = ("mr", "cr")
+    transfer_examples: int | None = None
+    baselines: tuple[str, ...] = ("R-Drop", "token cutoff")
+    m_rate: float = 1.0
+    kl_rate: float = 1.0
+    margin: float = 0.0
+    rdrop_alpha: float = 1.0
+    cutoff_ratio: float = 0.1
+    r3f_lambda: float = 1.0
+    r3f_eps: float = 1e-5
+    pair_task: TaskName | None = None
+    pair_train_examples: int | None = None
+    show_examples: int = 6
+    min_token_count: int = 5
+
+    scales: ClassVar[Overrides] = {
+        "smoke": dict(
+            train_examples=96, validation_examples=64, budget=Budget(epochs=1, group_by_length=True),
+            transfer_examples=100, baselines=("R-Drop", "token cutoff", "R3F"), pair_task="rte",
+            pair_train_examples=64, show_examples=4, min_token_count=2),
+        "gpu": dict(
+            train_examples=2000, validation_examples=1000, budget=Budget(epochs=5, lr=1e-4),
+            baselines=("R-Drop", "token cutoff", "R3F"), pair_task="rte", min_token_count=10),
+        "paper": dict(
+            backbone="bert-base-uncased", validation_examples=2000, budget=Budget(epochs=3, lr=2e-5),
+            baselines=("R-Drop", "token cutoff", "R3F"), pair_task="rte", min_token_count=20),
+    }
+
+
+@dataclass(frozen=True)
+class DARTSettings(Settings):
+    """09: LM-BFF few-shot splits (K per class, ``splits`` = seeds); every run ``steps`` AdamW
+    steps of ``batch_size``, dev scored every ``eval_every`` steps, the best dev checkpoint tested
+    once; ``*_lrs``: per-split grids of the backbone rate (chosen on dev); ``prompt_lr``: DART's
+    template/label vectors; ``fluency_weight`` λ and ``mask_rate`` (masked LMs). On a CPU every
+    method trains only the top ``trainable_layers`` layers of a causal LM (None: all).
+    ``bad_splits``: the splits also trained with a deliberately bad verbalizer (zero-shot is
+    always measured)."""
+
+    notebook: ClassVar[str] = "09_dart"
+
+    backbone: LMName = "smollm2"  # the prompt's answer is read from its LM head
+    cls_backbone: BackboneName = "smollm2"
+    tasks: TaskNames = ("sst2",)
+    k: int = 16
+    splits: tuple[int, ...] = (13, 21, 42, 87, 100)
+    steps: int = 20
+    batch_size: int = 8
+    eval_every: int = 10
+    cls_lrs: tuple[float, ...] = (1e-4,)
+    prompt_lrs: tuple[float, ...] = (1e-5,)
+    dart_lrs: tuple[float, ...] = (1e-5,)
+    prompt_lr: float = 1e-3
+    fluency_weight: float = 0.1
+    mask_rate: float = 0.1
+    max_len: int = 128
+    trainable_layers: int | None = 6
+    bad_splits: tuple[int, ...] = ()
+    test_examples: int | None = 300
+
+    scales: ClassVar[Overrides] = {
+        "smoke": dict(splits=(13, 21), steps=4, eval_every=2, max_len=64, trainable_layers=1,
+                      bad_splits=(13,), test_examples=32),
+        "gpu": dict(
+            tasks=("sst2", "mr", "cr", "trec"), steps=250, eval_every=20, cls_lrs=(1e-5, 3e-5),
+            prompt_lrs=(1e-5, 3e-5), dart_lrs=(1e-5, 3e-5), prompt_lr=3e-4, max_len=256,
+            trainable_layers=None, bad_splits=(13, 21, 42, 87, 100), test_examples=None),
+        "paper": dict(
+            backbone="roberta-large", cls_backbone="roberta-large",
+            tasks=("sst2", "mr", "cr", "trec"), steps=1000, eval_every=100,
+            cls_lrs=(1e-5, 2e-5, 5e-5), prompt_lrs=(1e-5, 2e-5, 5e-5), dart_lrs=(1e-5, 2e-5, 5e-5),
+            prompt_lr=1e-4, fluency_weight=1.0, max_len=256, trainable_layers=None,
+            bad_splits=(13, 21, 42, 87, 100), test_examples=None),
+    }
+
+
+# --- 10-11: probing ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProbingSettings(Settings):
+    """10: linear probes per layer on UD-EWT (train sentences from train, test from test);
+    ``probe_max_iter``: the lbfgs budget of every probe (the same for all)."""
+
+    notebook: ClassVar[str] = "10_probing"
+    also_needs: ClassVar[AlsoNeeds] = AlsoNeeds(datasets=("ud-ewt",))  # methods.probing reads it
+
+    models: BackboneNames = ("ours", "ours-mlm", "scratch", "minilm", "smollm2")
+    train_sentences: int | None = 800
+    test_sentences: int | None = 300
+    probe_max_iter: int = 100
+    control_seed: int = 0
+    pca_points: int = 1500
+    batch_size: int = 64
+    max_layers: int | None = 7  # probe at most this many layers per model, evenly spread
+
+    scales: ClassVar[Overrides] = {
+        "smoke": dict(train_sentences=80, test_sentences=40, probe_max_iter=30, pca_points=300),
+        "gpu": dict(train_sentences=4000, test_sentences=1000, probe_max_iter=200, pca_points=3000,
+                    batch_size=128),
+        "paper": dict(train_sentences=None, test_sentences=None, probe_max_iter=500, pca_points=5000,
+                      batch_size=128),
+    }
+
+
+@dataclass(frozen=True)
+class AmnesicSettings(Settings):
+    """11: INLP on an LM's hidden states where its head predicts a word (a causal LM: the state
+    before each word; a masked LM: ``mask_rounds`` masks of ``mask_fraction`` of the words), run
+    ``inlp_seeds`` times on fixed random subsets of ``inlp_positions`` training positions and
+    stopped at ``inlp_max_iterations`` (the stated cap); random-direction controls
+    (``random_seeds``); then adversarial POS heads on TREC-6 for each λ on ``adv_backbone``.
+    The INLP train, INLP dev, adversary and probe-train sentences are disjoint slices of UD train."""
+
+    notebook: ClassVar[str] = "11_amnesic_probing"
+    # the adversarial POS heads are trained on TREC-6; INLP's and the adversary's POS labels: UD-EWT
+    also_needs: ClassVar[AlsoNeeds] = AlsoNeeds(tasks=("trec",), datasets=("ud-ewt",))
+
+    backbone: LMName = "smollm2"  # INLP where its LM head reads
+    train_sentences: int = 1500
+    dev_sentences: int = 300
+    test_sentences: int | None = 500
+    mask_rounds: int = 2
+    mask_fraction: float = 0.15
+    inlp_positions: int | None = 8000
+    inlp_seeds: tuple[int, ...] = (0, 1, 2)
+    inlp_max_iterations: int = 12
+    inlp_tol: float = 0.01
+    inlp_classifier_max_iter: int = 100
+    probe_max_iter: int = 100
+    random_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    adv_backbone: BackboneName = "minilm"
+    lambdas: tuple[float, ...] = (0.0, 1.0, 3.0)
+    adv_seeds: tuple[int, ...] = (0, 1)
+    adv_train_examples: int | None = 500
+    adv_sentences: int = 1500
+    adv_batch_size: int = 16
+    adv_weight: float = 1.0
+    adv_probe_train: int = 400
+    adv_probe_test: int | None = 200
+    budget: Budget = Budget(epochs=2, lr=1e-4)
+
+    scales: ClassVar[Overrides] = {
+        "smoke": dict(
+            train_sentences=150, dev_sentences=60, test_sentences=80, mask_rounds=1,
+            inlp_positions=None, inlp_seeds=(0, 1), inlp_max_iterations=3,
+            inlp_classifier_max_iter=30, probe_max_iter=30, random_seeds=(0, 1), lambdas=(0.0, 1.0),
+            adv_seeds=(0,), adv_train_examples=128, adv_sentences=64, adv_probe_train=60,
+            adv_probe_test=40, budget=Budget(epochs=1, lr=1e-4)),
+        "gpu": dict(
+            train_sentences=5000, dev_sentences=1000, test_sentences=2000, mask_rounds=3,
+            inlp_positions=None, inlp_max_iterations=40, inlp_classifier_max_iter=200,
+            probe_max_iter=200, lambdas=(0.0, 0.1, 0.3, 1.0, 3.0), adv_seeds=(0, 1, 2),
+            adv_train_examples=None, adv_sentences=4000, adv_batch_size=32,
+            adv_probe_train=2000, adv_probe_test=1000, budget=Budget(epochs=3, lr=1e-4)),
+        "paper": dict(
+            backbone="bert-base-uncased", adv_backbone="bert-base-uncased",
+            train_sentences=6000, dev_sentences=1000, test_sentences=None, mask_rounds=3,
+            inlp_positions=None, inlp_max_iterations=100, inlp_classifier_max_iter=500,
+            probe_max_iter=500, lambdas=(0.0, 0.1, 0.3, 1.0, 3.0), adv_seeds=ALL_SEEDS,
+            adv_train_examples=None, adv_sentences=4000, adv_batch_size=32,
+            adv_probe_train=1000, adv_probe_test=None, budget=Budget(epochs=3, lr=2e-5)),
+    }
+
+
+# --- all of them ---------------------------------------------------------------------------------
+
+NOTEBOOK_SETTINGS: tuple[type[Settings], ...] = (
+    AdaptationSettings, AdapterSettings, UnfreezingSettings, DiscriminativeSettings,
+    MultitaskSettings, GradTSSettings, TDTSettings, DARTSettings, ProbingSettings, AmnesicSettings,
+)
+"""Every notebook's settings class, in notebook order (each with its ``notebook`` name)."""
+
+PRETRAINING = "01_pretraining"
+"""Notebook 01's name: its settings are the scale's own (``scale.model``, ``scale.pretrain``),
+and it builds our tokenizer and pretrained models."""
+
+
+def _marker(hint: object) -> Names | None:
+    """The :class:`Names` in a field's type (also inside ``X | None``), if any."""
+    if get_origin(hint) is Annotated:
+        return next((m for m in hint.__metadata__ if isinstance(m, Names)), None)
+    if get_origin(hint) in (Union, types.UnionType):
+        return next(filter(None, map(_marker, get_args(hint))), None)
+    return None
+
+
+def _strings(value: object) -> Iterator[str]:
+    """The strings in a value: a name, None, a tuple or a tuple of pairs."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for inner in value:
+            yield from _strings(inner)
+
+
+def markers(cls: type[Settings]) -> dict[str, Names]:
+    """``{field: its Names marker}`` for every field of ``cls`` that names tasks or backbones."""
+    hints = get_type_hints(cls, include_extras=True)
+    found = {f.name: _marker(hints[f.name]) for f in fields(cls)}
+    return {name: m for name, m in found.items() if m is not None}
+
+
+def named(settings: Settings) -> Iterator[tuple[Names, str, str]]:
+    """(marker, field, name) for every task or backbone name in ``settings``' typed fields."""
+    for field_name, marker in markers(type(settings)).items():
+        for name in _strings(getattr(settings, field_name)):
+            yield marker, field_name, name
+
+
+def _check(cls: type[Settings]) -> None:
+    """Fail at import on a scale that does not exist or a misspelt field in ``scales``."""
+    for klass in cls.__mro__:
+        unknown = set(vars(klass).get("scales", {})) - set(SCALES)
+        if unknown:
+            raise ConfigError(f"{klass.__name__}.scales names no scale(s) {sorted(unknown)}: "
+                              f"the scales are {list(SCALES)}")
+    for scale in SCALES:
+        cls.at(scale)
+
+
+for _cls in NOTEBOOK_SETTINGS:
+    _check(_cls)
