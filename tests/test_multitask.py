@@ -122,7 +122,7 @@ def test_lm_aux_loss_is_clf_plus_weighted_next_token_loss():
     b["input_ids"][torch.arange(4), last] = cls_id  # every row ends with [CLS], as encoded
     total = multitask.lm_aux_loss(0.5)(model, b)
     clf = model(**b).loss
-    h = model.transformer(b["input_ids"], b["attention_mask"]).last_hidden_state
+    h = model.encoder(b["input_ids"], b["attention_mask"]).last_hidden_state
     targets = heads.causal_lm_targets(b["input_ids"], b["attention_mask"], ignore_ids=(cls_id,))
     lm = F.cross_entropy(model.lm_head(h).flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
     torch.testing.assert_close(total, clf + 0.5 * lm)

@@ -21,8 +21,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from ..backbones import Backbone, layer_states, load_backbone, pool_hidden
+from ..backbones import Backbone, layer_states, load_backbone
 from ..config import Budget, Scale
+from ..models import pool_hidden
 from ..params import trainable_summary
 from ..runtime import PeakMemory, autocast, autocast_dtype, device, seed_everything
 from ..tasks import Task
@@ -79,11 +80,9 @@ def pooled_states(backbone: Backbone, input_ids: torch.Tensor, attention_mask: t
 
 def feature_layer_names(backbone: Backbone) -> list[str]:
     """Names of the entries of :func:`pooled_states`, bottom to top."""
-    word = "block" if backbone.is_ours else "layer"
-    names = ["embeddings", *(f"{word} {i}" for i in range(backbone.n_layers))]
-    if backbone.is_ours:
-        names[-1] += " (+ ln_f)"
-    return names
+    word, top = ("block", " (+ ln_f)") if backbone.is_ours else ("layer", "")
+    return ["embeddings", *(f"{word} {i}" for i in range(backbone.n_layers - 1)),
+            f"{word} {backbone.n_layers - 1}{top}"]
 
 
 @dataclass

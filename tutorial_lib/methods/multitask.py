@@ -39,7 +39,7 @@ from .. import stats
 from ..backbones import Backbone, load_backbone
 from ..config import MultiTaskRuns, Scale
 from ..heads import HeadConfig, MultiHeadModel, causal_lm_targets, merge_batches, multihead_loss
-from ..models import IGNORE_INDEX, TransformerClassifier, last_token
+from ..models import IGNORE_INDEX, last_token
 from ..params import make_optimizer
 from ..runtime import autocast, autocast_dtype, device, seed_everything
 from ..tasks import Task, compute_metrics, load_task, predictions_from_logits
@@ -65,11 +65,11 @@ def lm_aux_loss(lm_weight: float = 0.5, clf_weight: float = 1.0) -> Callable[[nn
     never LM targets). The 2019 slides use 1.0 / 0.5."""
 
     def loss_fn(model: nn.Module, batch: dict) -> torch.Tensor:
-        if not isinstance(model, TransformerClassifier) or not model.config.causal:
+        if not hasattr(model, "lm_head") or not model.encoder.config.is_decoder:
             raise ValueError("the auxiliary LM loss needs our causal TransformerClassifier "
                              "(backbone 'ours' or 'scratch')")
         ids, mask = batch["input_ids"], batch["attention_mask"]
-        h = model.transformer(ids, mask).last_hidden_state
+        h = model.encoder(ids, mask).last_hidden_state
         clf = F.cross_entropy(model.head(model.dropout(last_token(h, mask))).float(), batch["labels"])
         cls_id = int(last_token(ids[..., None], mask)[0])  # every row ends with our [CLS]: never an LM target
         targets = causal_lm_targets(ids, mask, ignore_ids=(cls_id,))
@@ -256,8 +256,7 @@ class Experiment:
         stay frozen, as in :meth:`tutorial_lib.backbones.Backbone.classifier`."""
         seed_everything(seed)
         bb = load_backbone(self.backbone, self.scale, seed=seed)
-        if not bb.is_ours:
-            bb.encoder.get_input_embeddings().weight.requires_grad_(False)
+        bb.freeze_word_embeddings()
         return MultiHeadModel(bb.encoder, {h: head_config(self.data[h].task) for h in heads},
                               pool=bb.pool)
 

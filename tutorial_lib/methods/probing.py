@@ -44,7 +44,7 @@ from torch import nn
 
 from .. import data
 from ..backbones import Backbone, layer_states
-from ..models import IGNORE_INDEX, TransformerLM
+from ..models import IGNORE_INDEX
 from ..runtime import autocast, autocast_dtype, device
 from ..training import pad_ids
 
@@ -392,7 +392,7 @@ def attention_maps(
     Forward hooks catch the input of each block's ``attn`` (already LayerNorm'd by the block)
     and recompute the weights from its ``qkv`` projection with the same causal / padding mask.
     """
-    transformer = model.transformer if isinstance(model, TransformerLM) else model
+    transformer = model.base_model  # our Transformer, inside an LM or on its own
     maps: list[torch.Tensor] = []
 
     def hook(module: nn.Module, args: tuple, _output: torch.Tensor) -> None:

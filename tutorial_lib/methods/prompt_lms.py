@@ -68,9 +68,6 @@ class PromptLM(nn.Module):
         """Special ids before and after a sequence."""
         raise NotImplementedError
 
-    def backbone_parameters(self) -> list[nn.Parameter]:
-        return list(self.parameters())
-
 
 class OurMaskedLM(PromptLM):
     """Our ``TransformerLM`` (``config.causal=False``). Inputs end with [SEP], no [CLS]: the MLM was
@@ -86,10 +83,10 @@ class OurMaskedLM(PromptLM):
         self.max_len = lm.config.max_len
 
     def input_embeddings(self) -> nn.Module:
-        return self.lm.transformer.tok_emb
+        return self.lm.get_input_embeddings()
 
     def set_input_embeddings(self, module: nn.Module) -> None:
-        self.lm.transformer.tok_emb = module
+        self.lm.set_input_embeddings(module)
 
     @property
     def decoder_weight(self) -> torch.Tensor:
@@ -100,7 +97,7 @@ class OurMaskedLM(PromptLM):
         return None
 
     def features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.lm.transformer(input_ids, attention_mask).last_hidden_state
+        return self.lm.base_model(input_ids, attention_mask).last_hidden_state
 
     def special_wrap(self) -> tuple[list[int], list[int]]:
         return [], [self.tokenizer.sep_token_id]

@@ -23,8 +23,8 @@ averages over classes too — so their weights do not carry over one to one (see
 
 Perturbations act on the **output of the embedding layer** (token + position embeddings after
 LayerNorm/dropout; the vectors TDT perturbs too), through a forward hook (:func:`perturb_embeddings`)
-that works for our :class:`~tutorial_lib.models.TransformerClassifier` and for
-:class:`~tutorial_lib.backbones.HFClassifier`. They never touch padding or the [CLS] token
+that works for any :class:`~tutorial_lib.models.SequenceClassifier` (ours or a BERT-style
+Hugging Face encoder). They never touch padding or the [CLS] token
 (:func:`content_mask`): ours sits *after* the last real token, BERT's at position 0 (its final
 [SEP] is kept too). Only classification heads are supported: a regression head (STS-B) is refused
 with :class:`RegressionNotSupported` rather than silently reduced to its MSE.
@@ -42,8 +42,7 @@ from ignite.engine import Engine, Events
 from torch import nn
 from torch.utils.data import DataLoader
 
-from ..backbones import Backbone, HFClassifier
-from ..models import TransformerClassifier
+from ..backbones import Backbone
 from ..runtime import autocast_dtype, device
 from ..tasks import Task, load_task, subsample
 from ..training import Batch, create_classifier_evaluator, eval_loader, pad_collate
@@ -74,12 +73,13 @@ def check_labels(labels: torch.Tensor, method: str) -> None:
 
 def embedding_output_module(model: nn.Module) -> nn.Module:
     """The module whose output is the embedding layer's output e (shape [B, T, H])."""
-    if isinstance(model, TransformerClassifier):
-        return model.transformer.drop  # dropout(tok_emb + pos_emb), used once in Transformer
-    if isinstance(model, HFClassifier):
-        return model.encoder.embeddings  # BERT: LayerNorm + dropout of word + position + type
-    raise TypeError(f"perturbing embeddings is implemented for TransformerClassifier and "
-                    f"HFClassifier, not {type(model).__name__}")
+    encoder = getattr(model, "encoder", None)
+    # BERT: LayerNorm + dropout of word + position + type; ours: dropout(tok_emb + pos_emb)
+    module = getattr(encoder, "embeddings", None) or getattr(encoder, "drop", None)
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"perturbing embeddings is implemented for a SequenceClassifier on our "
+                        f"Transformer or a BERT-style encoder, not {type(model).__name__}")
+    return module
 
 
 def content_mask(model: nn.Module, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -89,7 +89,7 @@ def content_mask(model: nn.Module, attention_mask: torch.Tensor) -> torch.Tensor
     idx = torch.arange(real.size(1), device=real.device)
     last = real.long().sum(1, keepdim=True) - 1
     special = idx[None, :] == last  # ours: [CLS] is the last real token; BERT: the final [SEP]
-    if isinstance(model, HFClassifier):
+    if model.pool == "first":
         special = special | (idx[None, :] == 0)  # BERT's [CLS] at position 0
     return real & ~special
 
