@@ -50,7 +50,7 @@ def test_template_and_label_embeddings_receive_gradients(mlm):
 def test_frozen_backbone_stays_fixed_and_prompts_move(mlm):
     model = make(mlm, freeze_backbone=True).train()
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    groups = model.param_groups(prompt_lr=1e-2)(1e-3, 0.01)
+    groups = model.param_groups(prompt_lr=1e-2)(model, 1e-3, 0.01)
     assert len(groups) == 1 and groups[0]["lr_scale"] == pytest.approx(10)
     opt = torch.optim.AdamW(groups, lr=1e-2)
     for _ in range(2):
@@ -138,7 +138,7 @@ def test_dart_method_trains_a_fresh_copy_in_the_few_shot_loop(mlm):
                               prompt_lr=1e-2)
     built = method(split)()
     assert isinstance(built.model, dart.DARTClassifier) and built.model.mlm is not mlm
-    groups = built.param_groups(1e-3, 0.01)
+    groups = built.method.param_groups(built.model, 1e-3, 0.01)
     assert groups[-1]["lr_scale"] == pytest.approx(10) and groups[-1]["weight_decay"] == 0.0
     assert {id(p) for p in groups[-1]["params"]} == {id(p) for p in built.model.prompt_parameters()}
     table, kept = fewshot.compare_fewshot({"DART": method}, [split], lrs={"DART": (1e-3,)},

@@ -12,6 +12,7 @@ import torch
 from tutorial_lib import config, finetuning, tasks
 from tutorial_lib.config import CACHE_ENV_VAR, DATA_ENV_VAR
 from tutorial_lib.params import freeze
+from tutorial_lib.training import Method
 
 SMOKE = config.get_scale("smoke")
 SETTINGS = config.settings(SMOKE, "02")
@@ -57,8 +58,8 @@ def test_hooks_and_the_methods_own_learning_rate(task):
     """prepare (freezing), lr (a method's own rate) and keep_model reach the run."""
     budget = SETTINGS.budget.replace(warmup_frac=0.0)
     result = finetuning.finetune(
-        "scratch", task, budget, seed=0, scale=SMOKE, lr=0.02, keep_model=True,
-        prepare=lambda model: freeze(model, r"^encoder\."))
+        "scratch", task, budget, seed=0, scale=SMOKE, keep_model=True,
+        method=Method(lr=0.02, prepare=lambda model: freeze(model, r"^encoder\.")))
     assert max(r["lr"] for r in result.history.train) == pytest.approx(0.02)
     head = sum(p.numel() for p in result.model.head.parameters())
     assert result.trainable_params == head < result.total_params

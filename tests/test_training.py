@@ -11,6 +11,7 @@ from tutorial_lib.config import PROGRESS_ENV_VAR
 from tutorial_lib.models import IGNORE_INDEX, TransformerConfig, TransformerLM
 from tutorial_lib.training import (
     History,
+    Method,
     ResumableBatchSampler,
     attach_checkpointing,
     attach_progress,
@@ -20,6 +21,8 @@ from tutorial_lib.training import (
     create_lm_evaluator,
     create_trainer,
     eval_loader,
+    evaluate,
+    fit,
     mask_tokens,
     pad_collate,
     pad_ids,
@@ -325,3 +328,89 @@ def test_progress_env_var_zero_hides_the_bar_but_keeps_the_running_loss(monkeypa
     assert "loss" in trainer.state.metrics
     monkeypatch.setenv(PROGRESS_ENV_VAR, "1")
     assert attach_progress(create_trainer(model, opt, device=torch.device("cpu"))) is not None
+
+
+# --- the one recipe: fit, evaluate, Method ----------------------------------------------------
+
+
+def _classification(n: int = 24, seed: int = 0):
+    """A 2-class toy task for a tiny classifier: rows whose ids end high are class 1."""
+    from tiny import tiny_classifier
+
+    g = torch.Generator().manual_seed(seed)
+    rows = []
+    for _ in range(n):
+        ids = torch.randint(3, 50, (int(torch.randint(3, 9, (1,), generator=g)),), generator=g)
+        rows.append({"input_ids": ids.tolist(), "labels": int(ids[-1] > 25) * 2})
+    return tiny_classifier(), rows
+
+
+def _weights(model) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in model.state_dict().values()]
+
+
+def test_fit_trains_exactly_the_steps_and_evaluates_every_n_and_at_the_end_once():
+    model, rows = _classification()
+    loader = resumable_loader(rows, batch_size=5, seed=0, collate_fn=pad_collate(0))
+    seen = []
+    result = fit(model, loader, lr=1e-2, steps=7, warmup=2, evaluate=lambda e: seen.append(
+        e.state.iteration), evaluate_every=3, device=torch.device("cpu"), amp_dtype=None)
+    assert len(loader) == 5 and result.trainer.state.iteration == 7  # a second pass, cut at 7
+    assert seen == [3, 6, 7]
+    assert [r["step"] for r in result.history.train] == list(range(1, 8))
+    lrs = [r["lr"] for r in result.history.train]
+    assert lrs[0] == 0.0 and max(lrs) == pytest.approx(1e-2) == lrs[2]  # 2 warm-up steps, decay
+    assert lrs[-1] < lrs[2]
+
+
+def test_fit_resumes_a_killed_run_bit_identically(tmp_path):
+    def run(directory, kill_at=None):
+        model, rows = _classification()
+        loader = resumable_loader(rows, batch_size=4, seed=3, collate_fn=pad_collate(0))
+        stop = None
+        if kill_at is not None:
+            def stop(trainer, *_):
+                @trainer.on(Events.ITERATION_COMPLETED(once=kill_at))
+                def _kill(_):
+                    raise KeyboardInterrupt("simulated kill")
+        fit(model, loader, lr=1e-2, epochs=3, method=Method(on_trainer=stop), evaluate_every=3,
+            checkpoint_dir=directory, device=torch.device("cpu"), amp_dtype=None)
+        return model
+
+    reference = _weights(run(tmp_path / "a"))
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "b", kill_at=10)
+    resumed = _weights(run(tmp_path / "b"))
+    assert all(torch.equal(a, b) for a, b in zip(reference, resumed))
+
+
+def test_a_method_changes_only_what_it_names():
+    model, rows = _classification()
+    calls = []
+    method = Method(prepare=None, param_groups=lambda m, lr, wd: [
+        {"params": list(m.head.parameters()), "weight_decay": wd}],
+        loss_fn=lambda m, b: calls.append("loss") or m(**b).loss)
+    assert Method().is_plain and Method(lr=0.1).is_plain and not method.is_plain
+    loader = resumable_loader(rows, batch_size=8, seed=0, collate_fn=pad_collate(0))
+    result = fit(model, loader, lr=1e-2, weight_decay=0.05, epochs=1, method=method,
+                 device=torch.device("cpu"), amp_dtype=None)
+    (group,) = result.optimizer.param_groups
+    assert group["weight_decay"] == 0.05 and len(group["params"]) == 2  # the head only
+    assert calls == ["loss"] * len(loader)
+    order = []
+    both = Method(on_trainer=lambda *_: order.append("own")).with_handlers(
+        lambda *_: order.append("more"))
+    both.on_trainer(None, None, None)
+    assert order == ["own", "more"]
+
+
+def test_evaluate_scores_a_classifier_on_a_loader():
+    model, rows = _classification()
+    loader = eval_loader(rows, 8, pad_collate(0))
+    metrics = evaluate(model, loader, num_labels=3, device=torch.device("cpu"), amp_dtype=None)
+    model.eval()
+    with torch.no_grad():
+        batch = pad_collate(0)(rows)
+        predicted = model(batch["input_ids"], batch["attention_mask"]).logits.argmax(-1)
+    assert metrics["accuracy"] == pytest.approx(float((predicted == batch["labels"]).float().mean()))
+    assert metrics["confusion"].sum().item() == len(rows)

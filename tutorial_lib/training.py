@@ -16,16 +16,22 @@ The pieces are small so that each notebook can show (and change) one of them:
   optimizer, schedule, trainer (its iteration is the position in the data stream), history and
   every random number generator (:class:`RNGState`), written atomically with an integrity record:
   a killed run, re-run, ends with the same weights, bit for bit on a CPU, as a run never killed;
-* :class:`History` — a list of dicts for plots (checkpointed with the rest).
+* :class:`History` — a list of dicts for plots (checkpointed with the rest);
+* :func:`fit` — **the one training recipe** every notebook's training goes through: optimizer
+  over parameter groups, trainer, schedule, periodic evaluation, a method's handlers, checkpoints
+  and exact resume, in that fixed order; :class:`Method` is what a method changes in it, and
+  :func:`evaluate` is the one way to score a classifier on a loader.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import math
 import os
 import random
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +57,9 @@ from torch.utils.data import DataLoader, Sampler
 from . import integrity
 from .config import PROGRESS_ENV_VAR
 from .models import IGNORE_INDEX, ModelError
-from .runtime import autocast, grad_scaler
+from .params import make_optimizer
+from .runtime import autocast, autocast_dtype, grad_scaler
+from .runtime import device as default_device
 
 Batch = dict[str, torch.Tensor]
 LossFn = Callable[[nn.Module, Batch], torch.Tensor]
@@ -464,6 +472,24 @@ def create_lm_evaluator(
     return evaluator
 
 
+def logits_step(model: nn.Module, *, device: torch.device, amp_dtype: torch.dtype | None = None,
+                **forward_kwargs: object) -> Callable[[Engine, Batch], tuple[torch.Tensor, torch.Tensor]]:
+    """An evaluator's step: the model in eval mode under autocast, no gradients; returns
+    ``(logits as float32, labels)`` of the batch. ``forward_kwargs`` go to the model (e.g. the
+    ``head=`` of a multi-head model)."""
+
+    @torch.no_grad()
+    def step(engine: Engine, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        model.eval()
+        batch = to_device(batch, device)
+        labels = batch.pop("labels")
+        with autocast(device, amp_dtype):
+            logits = model(**batch, **forward_kwargs).logits
+        return logits.float(), labels
+
+    return step
+
+
 def create_classifier_evaluator(
     model: nn.Module,
     *,
@@ -472,17 +498,7 @@ def create_classifier_evaluator(
     amp_dtype: torch.dtype | None = None,
 ) -> Engine:
     """Evaluator with ``accuracy``, ``error`` (= 1 − accuracy), ``loss`` and ``confusion``."""
-
-    @torch.no_grad()
-    def step(engine: Engine, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        model.eval()
-        batch = to_device(batch, device)
-        labels = batch.pop("labels")
-        with autocast(device, amp_dtype):
-            logits = model(**batch).logits
-        return logits.float(), labels
-
-    evaluator = Engine(step)
+    evaluator = Engine(logits_step(model, device=device, amp_dtype=amp_dtype))
     acc = Accuracy()
     acc.attach(evaluator, "accuracy")
     MetricsLambda(lambda a: 1.0 - a, acc).attach(evaluator, "error")
@@ -692,3 +708,163 @@ class History:
     def load_state_dict(self, state: Mapping) -> None:
         self.train[:] = [dict(r) for r in state["train"]]
         self.evals[:] = [dict(r) for r in state["evals"]]
+
+
+# --- the one training recipe ------------------------------------------------------------------
+
+ParamGroups = Callable[[nn.Module, float, float], list[dict]]  # (model, lr, weight_decay) → groups
+Schedule = Callable[..., object]  # (trainer, optimizer, *, lr, total) → the scheduler (or None)
+Handlers = Callable[[Engine, nn.Module, torch.optim.Optimizer], None]
+
+
+@dataclass(frozen=True)
+class Method:
+    """What a method changes in the one training recipe (:func:`fit`); ``Method()`` is plain
+    fine-tuning. Every notebook's method is one of these (adapters, unfreezing, discriminative
+    rates, STLR, an auxiliary loss, R-Drop, TDT …).
+
+    * ``prepare(model)`` — before training: freeze, add adapters or heads;
+    * ``param_groups(model, lr, weight_decay)`` — the optimizer's groups (default: decay /
+      no-decay groups of the trainable parameters); a group's ``lr_scale`` scales the schedule;
+    * ``on_trainer(trainer, model, optimizer)`` — extra Ignite handlers (e.g. unfreezing);
+    * ``schedule(trainer, optimizer, lr=, total=)`` — replaces warm-up + linear decay; it must
+      honour the groups' ``lr_scale`` (:func:`attach_lr_scales`);
+    * ``loss_fn(model, batch)`` — replaces the training loss (evaluation uses the plain forward);
+    * ``lr`` — the method's own learning rate (e.g. adapters'), else the budget's.
+    """
+
+    prepare: Callable[[nn.Module], None] | None = None
+    param_groups: ParamGroups | None = None
+    on_trainer: Handlers | None = None
+    schedule: Schedule | None = None
+    loss_fn: LossFn | None = None
+    lr: float | None = None
+
+    @property
+    def is_plain(self) -> bool:
+        """Plain fine-tuning (perhaps at another rate): nothing but ``lr`` is set."""
+        return self == Method(lr=self.lr)
+
+    def with_handlers(self, *more: Handlers | None) -> Method:
+        """This method with more ``on_trainer`` handlers, run after its own."""
+        hooks = [h for h in (self.on_trainer, *more) if h is not None]
+
+        def on_trainer(trainer: Engine, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+            for hook in hooks:
+                hook(trainer, model, optimizer)
+
+        return dataclasses.replace(self, on_trainer=on_trainer if hooks else None)
+
+
+PLAIN = Method()  # plain fine-tuning
+
+
+@dataclass
+class FitResult:
+    """What :func:`fit` leaves: the trainer (its state: iterations, last output), the optimizer,
+    the history of losses, learning rates and evaluations, and the training time."""
+
+    trainer: Engine
+    optimizer: torch.optim.Optimizer
+    history: History
+    seconds: float
+
+
+def fit(
+    model: nn.Module,
+    loader: object,
+    *,
+    lr: float,
+    weight_decay: float = 0.01,
+    epochs: int = 1,
+    steps: int | None = None,
+    method: Method = PLAIN,
+    warmup: int = 0,
+    max_norm: float | None = 1.0,
+    schedule: str | None = "linear",
+    evaluate: Callable[[Engine], None] | None = None,
+    evaluate_every: int | None = None,
+    history: History | None = None,
+    checkpoint_dir: str | Path | None = None,
+    checkpoint_objects: Mapping[str, object] | None = None,
+    progress: str | None = None,
+    device: torch.device | None = None,
+    amp_dtype: torch.dtype | None | str = "auto",
+) -> FitResult:
+    """Train ``model`` on ``loader`` — the one recipe, in a fixed order:
+
+    1. optimizer: AdamW over ``method.param_groups(model, lr, weight_decay)`` (default: decay /
+       no-decay groups of the trainable parameters) — ``method.prepare`` has run already (the
+       caller builds the model; see :func:`tutorial_lib.finetuning.finetune`);
+    2. trainer (:func:`create_trainer`: autocast, clipping at ``max_norm``, ``method.loss_fn``);
+    3. schedule over ``total`` = ``steps`` or ``epochs · len(loader)`` iterations:
+       ``method.schedule``, else ``"linear"`` (or ``"cosine"``) with ``warmup`` steps, or None
+       (a constant rate);
+    4. progress bar (``progress``: its label), ``history`` (loss and rates per iteration);
+    5. ``evaluate(trainer)`` every ``evaluate_every`` iterations and at the end (once per step);
+    6. ``method.on_trainer`` handlers;
+    7. with ``checkpoint_dir``: a checkpoint every ``evaluate_every`` iterations (model, optimizer,
+       trainer, schedule, history, ``checkpoint_objects`` and every RNG), resumed from if there;
+    8. run: ``epochs`` passes, or exactly ``steps`` iterations (passes restart as needed).
+
+    ``loader`` should be a :func:`resumable_loader` (or a loader of them): then a killed run,
+    re-run, ends with the weights of an uninterrupted one. ``amp_dtype="auto"``: the machine's
+    (:func:`tutorial_lib.runtime.autocast_dtype`); None: fp32.
+    """
+    dev = device or default_device()
+    amp = autocast_dtype(dev) if amp_dtype == "auto" else amp_dtype
+    groups = method.param_groups(model, lr, weight_decay) if method.param_groups else None
+    optimizer = make_optimizer(model, lr, weight_decay, groups)
+    trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp, max_norm=max_norm,
+                             loss_fn=method.loss_fn or default_loss)
+    per_pass = len(loader)
+    total = steps if steps is not None else epochs * per_pass
+    scheduler = None
+    if method.schedule:
+        scheduler = method.schedule(trainer, optimizer, lr=lr, total=total)
+    elif schedule is not None:
+        scheduler = attach_schedule(trainer, optimizer, kind=schedule, lr=lr, warmup=warmup,
+                                    total=total)
+    if progress:
+        attach_progress(trainer, progress)
+    history = history if history is not None else History()
+    history.attach(trainer, optimizer)
+    if evaluate is not None:
+        every = Events.ITERATION_COMPLETED(every=evaluate_every) if evaluate_every else None
+        done: list[int] = []
+
+        def _evaluate(engine: Engine) -> None:
+            if done and done[-1] == engine.state.iteration:
+                return  # the end of the run fell on an evaluation step
+            done.append(engine.state.iteration)
+            evaluate(engine)
+
+        trainer.add_event_handler(every | Events.COMPLETED if every else Events.COMPLETED, _evaluate)
+    if method.on_trainer:
+        method.on_trainer(trainer, model, optimizer)
+    max_epochs = epochs if steps is None else math.ceil(steps / per_pass)
+    if steps is not None and steps < max_epochs * per_pass:
+        @trainer.on(Events.ITERATION_COMPLETED(once=steps))
+        def _stop(engine: Engine) -> None:
+            engine.terminate()
+    if checkpoint_dir is not None:  # last: the evaluation of a step belongs in its checkpoint
+        checkpoint_and_resume(trainer, {"model": model, "optimizer": optimizer, "trainer": trainer,
+                                        "scheduler": scheduler, "history": history,
+                                        **(checkpoint_objects or {})},
+                              checkpoint_dir, every=evaluate_every or per_pass)
+    start = time.perf_counter()
+    if not (steps is not None and trainer.state.iteration >= steps):
+        run_to_completion(trainer, loader, max_epochs=max_epochs)
+    return FitResult(trainer, optimizer, history, time.perf_counter() - start)
+
+
+def evaluate(model: nn.Module, loader: object, *, num_labels: int,
+             device: torch.device | None = None, amp_dtype: torch.dtype | None | str = "auto"
+             ) -> dict:
+    """A classifier's ``accuracy``, ``error``, ``loss`` and ``confusion`` on ``loader`` (the
+    evaluator of :func:`create_classifier_evaluator`, run once)."""
+    dev = device or default_device()
+    amp = autocast_dtype(dev) if amp_dtype == "auto" else amp_dtype
+    model.to(dev)
+    evaluator = create_classifier_evaluator(model, device=dev, num_labels=num_labels, amp_dtype=amp)
+    return dict(evaluator.run(loader).metrics)

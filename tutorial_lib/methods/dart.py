@@ -1,6 +1,6 @@
 """DART: differentiable prompts for few-shot learning (Zhang et al., ICLR 2022), notebook 09.
 
-Starting from a manual prompt (``tutorial_lib.prompting``), DART makes both halves trainable:
+Starting from a manual prompt (``tutorial_lib.methods.prompting``), DART makes both halves trainable:
 
 * **differentiable template** — every word piece of the template ("It", "was", ".") becomes a
   pseudo token whose embedding h_j is a free vector, initialised from the real word's embedding;
@@ -38,7 +38,8 @@ from torch import nn
 from ..models import Output
 from ..params import decay_groups
 from ..tasks import FewShotSplit
-from .fewshot import Built, fresh
+from ..training import Method, ParamGroups
+from .fewshot import FewShotModel, fresh
 from .prompting import (
     PromptClassifier,
     PromptLM,
@@ -93,7 +94,7 @@ class ExtendedEmbedding(nn.Module):
 
 
 class DARTClassifier(PromptClassifier):
-    """DART on any :class:`~tutorial_lib.prompting.PromptLM` (see the module docstring).
+    """DART on any :class:`~tutorial_lib.methods.prompting.PromptLM` (see the module docstring).
 
     ``init``: "words" (from the template's and verbalizer's words — at step 0 the model equals the
     manual prompt) or "random" (U(−max|w|, max|w|) as in DART's code).
@@ -221,11 +222,11 @@ class DARTClassifier(PromptClassifier):
 
     # --- optimisation and inspection ----------------------------------------------------------
 
-    def param_groups(self, prompt_lr: float) -> Callable[[float, float], list[dict]]:
-        """AdamW groups: the backbone at the run's rate (decay as in pretraining), the prompt
-        parameters at ``prompt_lr`` without weight decay (an ``lr_scale`` on the schedule)."""
+    def param_groups(self, prompt_lr: float) -> ParamGroups:
+        """A Method's AdamW groups: the backbone at the run's rate (decay as in pretraining), the
+        prompt parameters at ``prompt_lr`` without weight decay (an ``lr_scale`` on the schedule)."""
 
-        def groups(lr: float, weight_decay: float) -> list[dict]:
+        def groups(_: nn.Module, lr: float, weight_decay: float) -> list[dict]:
             prompt = [p for p in self.prompt_parameters() if p.requires_grad]
             out = decay_groups(self, weight_decay, exclude=prompt)
             return out + [{"params": prompt, "weight_decay": 0.0, "lr_scale": prompt_lr / lr}]
@@ -270,20 +271,21 @@ def dart_method(
     freeze_backbone: bool = False,
     max_len: int | None = None,
     trainable_layers: int | None = None,
-) -> Callable[[FewShotSplit], Callable[[], Built]]:
+) -> Callable[[FewShotSplit], Callable[[], FewShotModel]]:
     """DART for ``fewshot.compare_fewshot``; each run starts from a fresh copy of ``mlm``
     (``trainable_layers``: a causal LM trains only its top layers, see ``prompting.freeze_below``)."""
 
-    def for_split(split: FewShotSplit) -> Callable[[], Built]:
-        def build() -> Built:
+    def for_split(split: FewShotSplit) -> Callable[[], FewShotModel]:
+        def build() -> FewShotModel:
             lm = fresh(mlm)
             freeze_below(lm, trainable_layers)
             ids = verbalizer_ids(lm, verbalizers[split.task], split.label_names)
             model = DARTClassifier(lm, templates[split.task], ids, fluency_weight=fluency_weight,
                                    mask_rate=mask_rate, init=init,
                                    freeze_backbone=freeze_backbone)
-            return Built(model, lambda rows: model.encode(rows, max_len),
-                         prompt_collate(lm.pad_id), model.param_groups(prompt_lr))
+            return FewShotModel(model, lambda rows: model.encode(rows, max_len),
+                                prompt_collate(lm.pad_id),
+                                Method(param_groups=model.param_groups(prompt_lr)))
 
         return build
 

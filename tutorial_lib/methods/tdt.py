@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..training import Batch, pad_collate
+from ..training import Batch, Method, pad_collate
 from .regularized import (
     check_classifier,
     check_labels,
@@ -175,10 +175,10 @@ def tdt_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
     return loss
 
 
-def method(config: TDTConfig = TDTConfig()) -> dict:
-    """``finetune`` keyword arguments for TDT: attach the head, train with :func:`tdt_loss`.
-    Evaluation (``model(**batch)``) sees the clean input only."""
-    return {"prepare": lambda model: attach(model, config), "loss_fn": tdt_loss}
+def method(config: TDTConfig = TDTConfig()) -> Method:
+    """TDT as a :class:`~tutorial_lib.training.Method`: attach the head, train with
+    :func:`tdt_loss`. Evaluation (``model(**batch)``) sees the clean input only."""
+    return Method(prepare=lambda model: attach(model, config), loss_fn=tdt_loss)
 
 
 # --- looking inside ------------------------------------------------------------------------------
