@@ -24,7 +24,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "tutorial_lib"
 PACKAGE = "tutorial_lib"
 LAYERS = [
-    {"config"},
+    {"config", "hashing"},  # hashing: the one file sha256 (data and integrity), imports nothing
     {"runtime", "data", "show"},  # show: the notebooks' source viewer, imports nothing of ours
     {"integrity"},  # the cache's size/hash records: on runtime's atomic writes, under every writer
     {"models", "tokenization", "tasks", "stats", "references"},
