@@ -5,6 +5,7 @@ import copy
 import pytest
 import torch
 
+from tutorial_lib.backbones import Backbone
 from tutorial_lib.methods import dart, fewshot, prompting
 from tutorial_lib.models import TransformerConfig, TransformerLM
 from tutorial_lib.tokenization import train_wordpiece
@@ -27,7 +28,7 @@ def mlm(tokenizer):
     torch.manual_seed(0)
     cfg = TransformerConfig(vocab_size=len(tokenizer), d_model=32, n_layer=1, n_head=2, d_ff=64,
                             max_len=32, causal=False, dropout=0.0, pad_id=tokenizer.pad_token_id)
-    return prompting.OurMaskedLM(TransformerLM(cfg), tokenizer)
+    return Backbone("ours-mlm", "masked", tokenizer, TransformerLM(cfg), 32)
 
 
 def make(mlm, **kwargs):

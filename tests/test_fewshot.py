@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
+from tutorial_lib.backbones import Backbone
 from tutorial_lib.methods import fewshot, prompting
 from tutorial_lib.models import TransformerClassifier, TransformerConfig, TransformerLM
 from tutorial_lib.tasks import FewShotSplit
@@ -27,7 +28,7 @@ def ours(tokenizer):
     torch.manual_seed(0)
     cfg = TransformerConfig(vocab_size=len(tokenizer), d_model=32, n_layer=1, n_head=2, d_ff=64,
                             max_len=32, causal=False, pad_id=tokenizer.pad_token_id)
-    return prompting.OurMaskedLM(TransformerLM(cfg), tokenizer)
+    return Backbone("ours-mlm", "masked", tokenizer, TransformerLM(cfg), 32)
 
 
 def toy_split(seed: int = 13) -> FewShotSplit:

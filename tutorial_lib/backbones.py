@@ -238,6 +238,85 @@ class Backbone:
         ids = self.encode(split["text"], max_len)
         return [{"input_ids": i, "labels": y} for i, y in zip(ids, split["label"])]
 
+    # --- the LM head's interface (prompting and DART, notebook 09) -------------------------------
+
+    @property
+    def answer_slot(self) -> str:
+        """Where the LM answers a cloze: at a ``"mask"`` token (a masked LM) or as the ``"next"``
+        token (a causal LM)."""
+        return "next" if self.kind == "causal" else "mask"
+
+    @property
+    def mask_id(self) -> int:
+        if self.answer_slot != "mask":
+            raise BackboneError(f"{self.name!r} is a causal LM: it has no mask token, its answer "
+                                "slot is the next token")
+        return self.tokenizer.mask_token_id
+
+    def input_embeddings(self) -> nn.Module:
+        """The token-embedding module (DART swaps in an extended one)."""
+        return self.lm.get_input_embeddings()
+
+    def set_input_embeddings(self, module: nn.Module) -> None:
+        self.lm.set_input_embeddings(module)
+
+    @property
+    def decoder_weight(self) -> torch.Tensor:
+        """The LM head's output matrix [V, D]: logits = features @ decoder_weight.T + decoder_bias."""
+        return self.lm.get_output_embeddings().weight
+
+    @property
+    def decoder_bias(self) -> torch.Tensor | None:
+        return getattr(self.lm.get_output_embeddings(), "bias", None)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.decoder_weight.shape[0]
+
+    def features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The vectors the LM head's output matrix reads, [B, T, D]: the encoder's output, or,
+        where the head transforms it first (BERT's and RoBERTa's dense + activation + LayerNorm),
+        the input of its decoder layer, caught with a forward hook so that the transform is
+        applied exactly as in pretraining."""
+        decoder = self.lm.get_output_embeddings()
+        if self.lm_head is decoder:  # ours, causal LMs: the head reads the encoder's output
+            return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        caught: list[torch.Tensor] = []
+        handle = decoder.register_forward_hook(lambda _m, inputs, _out: caught.append(inputs[0]))
+        try:
+            self.lm(input_ids=input_ids, attention_mask=attention_mask)
+        finally:
+            handle.remove()
+        return caught[-1]
+
+    def piece_ids(self, text: str, first: bool = False) -> list[int]:
+        """Word-piece ids of ``text`` without special tokens; a leading space unless ``first``
+        (byte-level BPE such as RoBERTa's has different ids for "great" and " great")."""
+        text = text.strip()
+        if not text:
+            return []
+        return self.tokenizer(text if first else " " + text, add_special_tokens=False)["input_ids"]
+
+    def literal_ids(self, text: str, first: bool = False) -> list[int]:
+        """Ids of a template's literal part: a masked LM's like :meth:`piece_ids`; a causal LM's
+        exactly as written (its whitespace and newlines are part of the prompt)."""
+        if self.answer_slot == "mask":
+            return self.piece_ids(text, first)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
+
+    def special_wrap(self) -> tuple[list[int], list[int]]:
+        """Special ids before and after a prompt: ours end with [SEP] (the MLM was pretrained on
+        WikiText lines each followed by [SEP]); a causal LM none; a Hugging Face masked LM
+        whatever its tokenizer puts around a word."""
+        if self.is_ours:
+            return [], [self.tokenizer.sep_token_id]
+        if self.answer_slot == "next":
+            return [], []
+        plain = self.tokenizer("a", add_special_tokens=False)["input_ids"]
+        full = self.tokenizer("a")["input_ids"]
+        at = next(i for i in range(len(full)) if full[i: i + len(plain)] == plain)
+        return full[:at], full[at + len(plain):]
+
     @torch.no_grad()
     def text_nll(self, lines: Sequence[str], batch_size: int = 8) -> tuple[float, int]:
         """A causal LM's total negative log-likelihood (nats) of ``lines`` and the number of

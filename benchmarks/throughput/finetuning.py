@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from tutorial_lib.backbones import Backbone
 from tutorial_lib.methods import adapters, dart, prompting, regularized, tdt
 from tutorial_lib.models import TransformerClassifier, TransformerLM, count_parameters
 from tutorial_lib.params import ADAM_BETAS, ADAM_EPS, decay_groups, make_optimizer
@@ -60,7 +61,8 @@ def _build_method(name: str, size: BenchSize, tok, texts: list[str], labels: lis
     torch.manual_seed(seed)
     vocab = max(size.model.vocab_size, len(tok))
     if name in ("manual prompt", "DART"):
-        mlm = prompting.OurMaskedLM(TransformerLM(size.model_config(False, vocab)), tok)
+        cfg = size.model_config(False, vocab)
+        mlm = Backbone("ours-mlm", "masked", tok, TransformerLM(cfg), cfg.max_len)
         label_ids = prompting.verbalizer_ids(mlm, VERBALIZER, LABEL_NAMES)
         if name == "DART":
             model = dart.DARTClassifier(mlm, TEMPLATE, label_ids, fluency_weight=1.0, mask_rate=0.1)

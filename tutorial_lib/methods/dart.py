@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..backbones import Backbone
 from ..models import Output
 from ..params import decay_groups
 from ..tasks import FewShotSplit
@@ -42,7 +43,6 @@ from ..training import Method, ParamGroups
 from .fewshot import FewShotModel, fresh
 from .prompting import (
     PromptClassifier,
-    PromptLM,
     Template,
     encode_prompts,
     freeze_below,
@@ -94,7 +94,7 @@ class ExtendedEmbedding(nn.Module):
 
 
 class DARTClassifier(PromptClassifier):
-    """DART on any :class:`~tutorial_lib.methods.prompting.PromptLM` (see the module docstring).
+    """DART on any :class:`~tutorial_lib.backbones.Backbone` with an LM head (see the module docstring).
 
     ``init``: "words" (from the template's and verbalizer's words — at step 0 the model equals the
     manual prompt) or "random" (U(−max|w|, max|w|) as in DART's code).
@@ -102,7 +102,7 @@ class DARTClassifier(PromptClassifier):
 
     def __init__(
         self,
-        mlm: PromptLM,
+        mlm: Backbone,
         template: str | Template,
         label_ids: Sequence[int],
         *,
@@ -172,7 +172,7 @@ class DARTClassifier(PromptClassifier):
 
         Returns the loss and ``{"sampled", "targets" (per row), "positions", "p"}``.
         """
-        if self.mlm.is_causal:
+        if self.mlm.answer_slot == "next":
             return self._causal_fluency(input_ids, attention_mask, text_mask)
         B, dev = input_ids.size(0), input_ids.device
         if sampled is None:
@@ -260,7 +260,7 @@ class DARTClassifier(PromptClassifier):
 
 
 def dart_method(
-    mlm: PromptLM | Callable[[], PromptLM],
+    mlm: Backbone | Callable[[], Backbone],
     templates: Mapping[str, str],
     verbalizers: Mapping[str, Mapping[str, str]],
     *,

@@ -22,13 +22,13 @@ from ignite.handlers.checkpoint import BaseSaveHandler
 from torch import nn
 
 from .. import stats
-from ..backbones import layer_groups, load_backbone
+from ..backbones import Backbone, layer_groups, load_backbone
 from ..config import Scale
 from ..params import freeze, unfreeze
 from ..runtime import device, seed_everything
 from ..tasks import FewShotSplit
 from ..training import PLAIN, Method, eval_loader, evaluate, fit, pad_collate, resumable_loader
-from .prompting import PromptClassifier, PromptLM, freeze_below, prompt_collate, verbalizer_ids
+from .prompting import PromptClassifier, freeze_below, fresh_copy, prompt_collate, verbalizer_ids
 
 
 @dataclass
@@ -176,7 +176,7 @@ def cls_method(backbone: str, scale: Scale, trainable_layers: int | None = None
 
 
 def prompt_method(
-    mlm: PromptLM | Callable[[], PromptLM],
+    mlm: Backbone | Callable[[], Backbone],
     templates: Mapping[str, str],
     verbalizers: Mapping[str, Mapping[str, str]],
     max_len: int | None = None,
@@ -199,9 +199,9 @@ def prompt_method(
     return for_split
 
 
-def fresh(mlm: PromptLM | Callable[[], PromptLM]) -> PromptLM:
-    """A private copy of a masked LM (or a new one from a factory), so runs never share weights."""
-    return copy.deepcopy(mlm) if isinstance(mlm, nn.Module) else mlm()
+def fresh(mlm: Backbone | Callable[[], Backbone]) -> Backbone:
+    """A private copy of a prompt's LM (or a new one from a factory), so runs never share weights."""
+    return fresh_copy(mlm) if isinstance(mlm, Backbone) else mlm()
 
 
 def compare_fewshot(
@@ -232,7 +232,7 @@ def compare_fewshot(
     return pd.DataFrame(rows), kept
 
 
-def zero_shot(mlm: PromptLM, split: FewShotSplit, template: str, verbalizer: Mapping[str, str],
+def zero_shot(mlm: Backbone, split: FewShotSplit, template: str, verbalizer: Mapping[str, str],
               eval_batch_size: int = 128) -> dict:
     """Test metrics of the untrained prompt classifier (no training, nothing selected)."""
     model = PromptClassifier(mlm, template, verbalizer_ids(mlm, verbalizer, split.label_names))

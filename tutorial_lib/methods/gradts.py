@@ -72,8 +72,8 @@ LossFn = Callable[[Any], torch.Tensor]
 K = TypeVar("K", bound=Hashable)
 
 # attributes under which wrappers keep their encoder: classifiers and MultiHeadModel (.encoder),
-# our TransformerLM and HF *For* models (.base_model), prompting.HFMaskedLM (.model)
-_WRAPPER_ATTRS = ("encoder", "base_model", "model")
+# our TransformerLM and HF *For* models (.base_model), a prompt classifier (.lm)
+_WRAPPER_ATTRS = ("encoder", "base_model", "lm", "model")
 
 
 # --- where the key and value weights are -------------------------------------------------------
