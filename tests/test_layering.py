@@ -28,7 +28,7 @@ LAYERS = [
     {"runtime", "data", "show"},  # show: the notebooks' source viewer, imports nothing of ours
     {"integrity"},  # the cache's size/hash records: on runtime's atomic writes, under every writer
     {"models", "tokenization", "tasks", "stats", "references"},
-    {"params"},
+    {"params", "batches"},
     {"training"},  # the one recipe (fit) builds its optimizer with params
     {"pretraining", "results"},
     {"backbones"},
