@@ -209,6 +209,14 @@ class Backbone:
         return self.encoder.config.num_hidden_layers
 
     @property
+    def layer_names(self) -> list[str]:
+        """Names of the hidden states of :func:`layer_states`, bottom to top (ours: "block i", as
+        in models.py; the top one has gone through the final LayerNorm)."""
+        word, top = ("block", " (+ ln_f)") if self.is_ours else ("layer", "")
+        return ["embeddings", *(f"{word} {i}" for i in range(self.n_layers - 1)),
+                f"{word} {self.n_layers - 1}{top}"]
+
+    @property
     def lm_head(self) -> nn.Module:
         """The module that maps the encoder's output to vocabulary logits (the pretrained head)."""
         head = getattr(self.lm, "cls", None) or getattr(self.lm, "lm_head", None)  # BERT, others

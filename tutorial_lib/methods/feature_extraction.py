@@ -81,9 +81,7 @@ def pooled_states(backbone: Backbone, input_ids: torch.Tensor, attention_mask: t
 
 def feature_layer_names(backbone: Backbone) -> list[str]:
     """Names of the entries of :func:`pooled_states`, bottom to top."""
-    word, top = ("block", " (+ ln_f)") if backbone.is_ours else ("layer", "")
-    return ["embeddings", *(f"{word} {i}" for i in range(backbone.n_layers - 1)),
-            f"{word} {backbone.n_layers - 1}{top}"]
+    return backbone.layer_names
 
 
 @dataclass
