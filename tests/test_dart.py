@@ -37,7 +37,7 @@ def make(mlm, **kwargs):
 
 
 def batch_of(model, rows=ROWS):
-    return prompting.prompt_collate(model.mlm.pad_id)(model.encode(rows))
+    return prompting.prompt_collate(model.backbone.pad_id)(model.encode(rows))
 
 
 def test_template_and_label_embeddings_receive_gradients(mlm):
@@ -106,7 +106,7 @@ def test_dart_starts_as_the_manual_prompt_and_leaves_real_ids_alone(mlm):
         want = manual(**{k: v for k, v in bm.items() if k != "labels"}).logits
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
         real = bm["input_ids"]
-        torch.testing.assert_close(model.embedding(real), manual.mlm.input_embeddings()(real))
+        torch.testing.assert_close(model.embedding(real), manual.backbone.input_embeddings()(real))
 
 
 def test_dart_on_a_hugging_face_mlm_with_a_bias(tiny_bert):
@@ -138,7 +138,7 @@ def test_dart_method_trains_a_fresh_copy_in_the_few_shot_loop(mlm):
     method = dart.dart_method(mlm, {"sst2": "<x> It was [MASK] ."}, {"sst2": VERBALIZER},
                               prompt_lr=1e-2)
     built = method(split)()
-    assert isinstance(built.model, dart.DARTClassifier) and built.model.mlm is not mlm
+    assert isinstance(built.model, dart.DARTClassifier) and built.model.backbone is not mlm
     groups = built.method.param_groups(built.model, 1e-3, 0.01)
     assert groups[-1]["lr_scale"] == pytest.approx(10) and groups[-1]["weight_decay"] == 0.0
     assert {id(p) for p in groups[-1]["params"]} == {id(p) for p in built.model.prompt_parameters()}

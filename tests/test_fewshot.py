@@ -55,7 +55,7 @@ def test_train_fewshot_selects_on_dev_and_tests_once(ours):
     assert run.dev_accuracy == max(h["dev_accuracy"] for h in run.history)
     assert run.test["confusion"].sum().item() == len(split.test)
     # the original masked LM was copied, never trained in place
-    assert run.model.mlm is not ours
+    assert run.model.backbone is not ours
 
 
 def test_the_best_model_is_a_copy_kept_by_ignite_first_best_on_ties():

@@ -176,32 +176,32 @@ def cls_method(backbone: str, scale: Scale, trainable_layers: int | None = None
 
 
 def prompt_method(
-    mlm: Backbone | Callable[[], Backbone],
+    lm: Backbone | Callable[[], Backbone],
     templates: Mapping[str, str],
     verbalizers: Mapping[str, Mapping[str, str]],
     max_len: int | None = None,
     trainable_layers: int | None = None,
 ) -> Callable[[FewShotSplit], Callable[[], FewShotModel]]:
-    """Manual-prompt fine-tuning; each run starts from a fresh copy of ``mlm`` (``trainable_layers``:
+    """Manual-prompt fine-tuning; each run starts from a fresh copy of ``lm`` (``trainable_layers``:
     a causal LM trains only its top layers)."""
 
     def for_split(split: FewShotSplit) -> Callable[[], FewShotModel]:
         def build() -> FewShotModel:
-            lm = fresh(mlm)
-            freeze_below(lm, trainable_layers)
-            ids = verbalizer_ids(lm, verbalizers[split.task], split.label_names)
-            model = PromptClassifier(lm, templates[split.task], ids)
+            own = fresh(lm)
+            freeze_below(own, trainable_layers)
+            ids = verbalizer_ids(own, verbalizers[split.task], split.label_names)
+            model = PromptClassifier(own, templates[split.task], ids)
             return FewShotModel(model, lambda rows: model.encode(rows, max_len),
-                                prompt_collate(lm.pad_id))
+                                prompt_collate(own.pad_id))
 
         return build
 
     return for_split
 
 
-def fresh(mlm: Backbone | Callable[[], Backbone]) -> Backbone:
+def fresh(lm: Backbone | Callable[[], Backbone]) -> Backbone:
     """A private copy of a prompt's LM (or a new one from a factory), so runs never share weights."""
-    return fresh_copy(mlm) if isinstance(mlm, Backbone) else mlm()
+    return fresh_copy(lm) if isinstance(lm, Backbone) else lm()
 
 
 def compare_fewshot(
@@ -232,11 +232,11 @@ def compare_fewshot(
     return pd.DataFrame(rows), kept
 
 
-def zero_shot(mlm: Backbone, split: FewShotSplit, template: str, verbalizer: Mapping[str, str],
+def zero_shot(lm: Backbone, split: FewShotSplit, template: str, verbalizer: Mapping[str, str],
               eval_batch_size: int = 128) -> dict:
     """Test metrics of the untrained prompt classifier (no training, nothing selected)."""
-    model = PromptClassifier(mlm, template, verbalizer_ids(mlm, verbalizer, split.label_names))
-    loader = eval_loader(model.encode(split.test), eval_batch_size, prompt_collate(mlm.pad_id))
+    model = PromptClassifier(lm, template, verbalizer_ids(lm, verbalizer, split.label_names))
+    loader = eval_loader(model.encode(split.test), eval_batch_size, prompt_collate(lm.pad_id))
     return evaluate(model, loader, num_labels=split.num_labels)
 
 

@@ -133,7 +133,7 @@ def verbalizer_candidates(lm: Backbone, task: str) -> dict[str, Sequence[str]]:
     return table[task]
 
 
-def verbalizer_ids(mlm: Backbone, verbalizer: Mapping[str, str], label_names: Sequence[str]
+def verbalizer_ids(lm: Backbone, verbalizer: Mapping[str, str], label_names: Sequence[str]
                    ) -> list[int]:
     """One vocabulary id per label, in label order; a clear error for a missing label or a word
     that is not a single token of the backbone's vocabulary."""
@@ -143,26 +143,26 @@ def verbalizer_ids(mlm: Backbone, verbalizer: Mapping[str, str], label_names: Se
                           f"{dict(verbalizer)}; give one word for each of {list(label_names)}")
     ids = []
     for name in label_names:
-        pieces = mlm.piece_ids(verbalizer[name])
-        if len(pieces) != 1 or pieces[0] == mlm.tokenizer.unk_token_id:
+        pieces = lm.piece_ids(verbalizer[name])
+        if len(pieces) != 1 or pieces[0] == lm.tokenizer.unk_token_id:
             raise PromptError(
                 f"label word {verbalizer[name]!r} (label {name!r}) is {len(pieces)} word pieces "
-                f"{mlm.tokenizer.convert_ids_to_tokens(pieces)} in this vocabulary; a label word "
+                f"{lm.tokenizer.convert_ids_to_tokens(pieces)} in this vocabulary; a label word "
                 "must be one token (see choose_verbalizer)")
         ids.append(pieces[0])
     return ids
 
 
-def _single_token(mlm: Backbone, word: str) -> bool:
-    pieces = mlm.piece_ids(word)
-    return len(pieces) == 1 and pieces[0] != mlm.tokenizer.unk_token_id
+def _single_token(lm: Backbone, word: str) -> bool:
+    pieces = lm.piece_ids(word)
+    return len(pieces) == 1 and pieces[0] != lm.tokenizer.unk_token_id
 
 
-def choose_verbalizer(mlm: Backbone, candidates: Mapping[str, Sequence[str]]) -> dict[str, str]:
-    """For each label the first candidate word that is a single token of ``mlm``'s vocabulary."""
+def choose_verbalizer(lm: Backbone, candidates: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """For each label the first candidate word that is a single token of ``lm``'s vocabulary."""
     out = {}
     for label, words in candidates.items():
-        good = [w for w in words if _single_token(mlm, w)]
+        good = [w for w in words if _single_token(lm, w)]
         if not good:
             raise PromptError(f"none of {list(words)} (label {label!r}) is a single token here")
         out[label] = good[0]
@@ -170,7 +170,7 @@ def choose_verbalizer(mlm: Backbone, candidates: Mapping[str, Sequence[str]]) ->
 
 
 def encode_prompts(
-    mlm: Backbone,
+    lm: Backbone,
     template: Template,
     rows: Sequence[Mapping],
     template_ids: Sequence[int] | None = None,
@@ -179,22 +179,22 @@ def encode_prompts(
     """Token ids of each row wrapped in ``template``, with the [MASK] position and a mask of the
     input-text tokens (the only ones the fluency constraint may mask). ``template_ids`` replaces
     the template's own word pieces (DART's pseudo tokens); the text is truncated to fit."""
-    max_len = max_len or mlm.max_len
-    parts = template.parts(raw=mlm.answer_slot == "next")
-    if mlm.answer_slot == "next" and parts[-1] != MASK:
+    max_len = max_len or lm.max_len
+    parts = template.parts(raw=lm.answer_slot == "next")
+    if lm.answer_slot == "next" and parts[-1] != MASK:
         raise PromptError(f"a causal LM reads the answer as the next token: {MASK} must end the "
                           f"template, got {template.text!r}")
-    literal = template.literal_ids(mlm)
+    literal = template.literal_ids(lm)
     n_template = sum(map(len, literal))
     if template_ids is not None and len(template_ids) != n_template:
         raise PromptError(f"{len(template_ids)} template ids for {n_template} template pieces")
     pseudo = list(template_ids) if template_ids is not None else None
     texts = [r["text"] for r in rows]
     first = parts[0] == TEXT
-    text_ids = mlm.tokenizer([t.strip() if first else " " + t.strip() for t in texts],
+    text_ids = lm.tokenizer([t.strip() if first else " " + t.strip() for t in texts],
                              add_special_tokens=False)["input_ids"]
-    before, after = mlm.special_wrap()
-    budget = max_len - len(before) - len(after) - n_template - (mlm.answer_slot == "mask")
+    before, after = lm.special_wrap()
+    budget = max_len - len(before) - len(after) - n_template - (lm.answer_slot == "mask")
     if budget < 1:
         raise PromptError(f"max_len={max_len} leaves no room for the text")
     out = []
@@ -206,10 +206,10 @@ def encode_prompts(
             if p == TEXT:
                 ids += x[:budget]
                 kind += [1] * len(x[:budget])
-            elif p == MASK and mlm.answer_slot == "next":  # the answer is the next token: read the last one
+            elif p == MASK and lm.answer_slot == "next":  # the answer is the next token: read the last one
                 mask_pos = len(ids) - 1
             elif p == MASK:
-                ids.append(mlm.mask_id)
+                ids.append(lm.mask_id)
                 kind.append(3)
             else:
                 pieces = next(lit)
@@ -218,7 +218,7 @@ def encode_prompts(
                 k += len(pieces)
         ids += after
         kind += [0] * len(after)
-        if mlm.answer_slot == "mask":
+        if lm.answer_slot == "mask":
             mask_pos = kind.index(3)
         out.append({"input_ids": ids, "mask_pos": mask_pos,
                     "text_mask": [int(c == 1) for c in kind], "labels": int(row["label"])})
@@ -245,10 +245,10 @@ class PromptClassifier(nn.Module):
     """Manual prompt (LM-BFF "prompt-based fine-tuning"): the MLM's logits of the label words at
     [MASK]. All of the backbone trains; no parameter is added."""
 
-    def __init__(self, mlm: Backbone, template: str | Template, label_ids: Sequence[int]):
+    def __init__(self, lm: Backbone, template: str | Template, label_ids: Sequence[int]):
         super().__init__()
-        self.mlm = mlm  # the LM's interface (not a module) …
-        self.lm = mlm.lm  # … and its network, registered: its parameters train
+        self.backbone = lm  # the LM's interface (not a module) …
+        self.lm = lm.lm  # … and its network, registered: its parameters train
         self.template = template if isinstance(template, Template) else Template(template)
         self.register_buffer("label_ids", torch.as_tensor(list(label_ids)), persistent=False)
 
@@ -257,17 +257,17 @@ class PromptClassifier(nn.Module):
         return len(self.label_ids)
 
     def encode(self, rows: Sequence[Mapping], max_len: int | None = None) -> list[dict]:
-        return encode_prompts(self.mlm, self.template, rows, max_len=max_len)
+        return encode_prompts(self.backbone, self.template, rows, max_len=max_len)
 
     def label_scores(self, h: torch.Tensor) -> torch.Tensor:
         """[B, D] features at [MASK] → [B, C] class logits."""
-        w = self.mlm.decoder_weight[self.label_ids]
+        w = self.backbone.decoder_weight[self.label_ids]
         logits = h @ w.T.to(h.dtype)
-        bias = self.mlm.decoder_bias
+        bias = self.backbone.decoder_bias
         return logits if bias is None else logits + bias[self.label_ids].to(h.dtype)
 
     def mask_features(self, input_ids, attention_mask, mask_pos) -> torch.Tensor:
-        h = self.mlm.features(input_ids, attention_mask)
+        h = self.backbone.features(input_ids, attention_mask)
         return h[torch.arange(h.size(0), device=h.device), mask_pos]
 
     def forward(self, input_ids, attention_mask, mask_pos, text_mask=None, labels=None) -> Output:
