@@ -270,11 +270,12 @@ class Experiment:
         return schedule, losses, run.seconds
 
     def evaluate(self, model: MultiHeadModel, tasks: Sequence[str]) -> dict[str, dict]:
-        dev, amp = device(), autocast_dtype()
+        """Each task's GLUE metrics on its dev split (the task's validation set) and test split."""
         out = {}
         for t in tasks:
-            ev = create_task_evaluator(model, t, device=dev, amp_dtype=amp)
-            out[t] = {split: ev.run(eval_loader(getattr(self.data[t], split), self.budget.eval_batch_size,
+            ev = create_task_evaluator(model, t, device=device(), amp_dtype=autocast_dtype())
+            out[t] = {split: ev.run(eval_loader(getattr(self.data[t], split),
+                                                self.budget.eval_batch_size,
                                                 pad_collate(self.pad_id))).metrics["glue"]
                       for split in ("dev", "test")}
         return out
