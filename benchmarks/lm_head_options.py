@@ -125,7 +125,7 @@ def zero_shot_minilm(model: MiniLMWithHead, tok, split: list[dict]) -> float:
 
 
 @torch.no_grad()
-def causal_topk(lm: prompting.HFCausalLM, lines: list[str]) -> dict:
+def causal_topk(lm: backbones.Backbone, lines: list[str]) -> dict:
     """Top-1 / top-5 next-token accuracy of SmolLM2 on the same held-out lines."""
     tok = lm.tokenizer
     hits1 = hits5 = n = 0

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tutorial_lib.backbones import Backbone
 from tutorial_lib.config import DATA_ENV_VAR
-from tutorial_lib.methods import prompting
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -49,4 +49,4 @@ def tiny_bert():
     cfg = transformers.BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,
                                   num_attention_heads=2, intermediate_size=64,
                                   max_position_embeddings=64)
-    return prompting.HFMaskedLM(transformers.BertForMaskedLM(cfg).eval(), tok, max_len=64)
+    return Backbone("tiny-bert", "masked", tok, transformers.BertForMaskedLM(cfg).eval(), 64)

@@ -4,7 +4,6 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from tutorial_lib.backbones import HFClassifier
 from tutorial_lib.methods.adapters import (
     Adapter,
     adapter_modules,
@@ -12,7 +11,7 @@ from tutorial_lib.methods.adapters import (
     freeze_for_adapters,
     prepare_adapters,
 )
-from tutorial_lib.models import TransformerClassifier, TransformerConfig
+from tutorial_lib.models import SequenceClassifier, TransformerClassifier, TransformerConfig
 from tutorial_lib.params import trainable_summary
 
 
@@ -38,7 +37,7 @@ def test_adapter_is_near_identity_at_init_and_fills_both_slots():
         added = add_adapters(model, bottleneck=4)
         after = model(**batch).logits
     assert len(added) == 2 * model.config.n_layer
-    for block in model.transformer.blocks:
+    for block in model.encoder.blocks:
         assert isinstance(block.adapter_attn, Adapter) and isinstance(block.adapter_ff, Adapter)
     assert (after - before).abs().max().item() < 1e-3
     assert not torch.equal(after, before), "the adapters are really in the forward pass"
@@ -68,7 +67,7 @@ def test_adapters_wrap_a_hugging_face_bert_and_start_near_identity():
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                      intermediate_size=64, max_position_embeddings=16)
-    model = HFClassifier(BertModel(cfg), num_labels=3).eval()
+    model = SequenceClassifier(BertModel(cfg), num_labels=3).eval()
     batch = _batch()
     with torch.no_grad():
         before = model(**batch).logits
@@ -96,5 +95,5 @@ def test_train_embeddings_option_unfreezes_them():
     model = _clf()
     add_adapters(model, bottleneck=4)
     freeze_for_adapters(model, train_layer_norms=False, train_embeddings=True)
-    assert model.transformer.tok_emb.weight.requires_grad and model.transformer.pos_emb.weight.requires_grad
-    assert not model.transformer.blocks[0].attn.qkv.weight.requires_grad
+    assert model.encoder.tok_emb.weight.requires_grad and model.encoder.pos_emb.weight.requires_grad
+    assert not model.encoder.blocks[0].attn.qkv.weight.requires_grad

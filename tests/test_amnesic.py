@@ -145,7 +145,7 @@ def test_masked_positions_refuse_a_causal_lm(tokenizer):
 
 
 def test_a_hugging_face_masked_lm_keeps_its_special_tokens(tiny_bert):
-    bb = Backbone("tiny-bert", "masked", tiny_bert.tokenizer, tiny_bert.model.eval(), 64)
+    bb = Backbone("tiny-bert", "masked", tiny_bert.tokenizer, tiny_bert.lm.eval(), 64)
     sents = sentences(3, seed=4)
     mp = amnesic.masked_positions(bb, sents, mask_fraction=1.0)
     encoded = probing.encode_sentences(bb, sents)
@@ -161,7 +161,7 @@ def test_a_hugging_face_masked_lm_keeps_its_special_tokens(tiny_bert):
     # the LM head of a Hugging Face MLM reads the same hidden states
     logits = amnesic.lm_logits(bb, mp.hidden[:2])
     with torch.no_grad():
-        want = tiny_bert.model.cls(torch.as_tensor(mp.hidden[:2]))
+        want = tiny_bert.lm.cls(torch.as_tensor(mp.hidden[:2]))
     torch.testing.assert_close(logits, want)
 
 

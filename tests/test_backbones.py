@@ -8,10 +8,10 @@ import torch.nn.functional as F
 from tiny import padded_batch, tiny_bert_classifier, tiny_classifier
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from tutorial_lib import backbones, config, pretraining
-from tutorial_lib.backbones import Backbone, BackboneError, HFClassifier, layer_groups, layer_states
+from tutorial_lib import backbones, config, models, pretraining
+from tutorial_lib.backbones import Backbone, BackboneError, layer_groups, layer_states
 from tutorial_lib.config import CACHE_ENV_VAR, DATA_ENV_VAR
-from tutorial_lib.models import TransformerClassifier, TransformerLM
+from tutorial_lib.models import SequenceClassifier, TransformerClassifier, TransformerLM
 from tutorial_lib.tokenization import train_wordpiece
 
 SMOKE = config.get_scale("smoke")
@@ -90,7 +90,7 @@ def test_ours_classifier_and_layer_states(ours_env):
     ours = backbones.load_backbone("ours", SMOKE)
     clf = ours.classifier(6).eval()
     assert isinstance(clf, TransformerClassifier)
-    for a, b in zip(clf.transformer.parameters(), ours.lm.transformer.parameters()):
+    for a, b in zip(clf.encoder.parameters(), ours.lm.transformer.parameters()):
         assert torch.equal(a, b)
     batch = batch_of(ours)
     with torch.no_grad():
@@ -102,7 +102,7 @@ def test_ours_classifier_and_layer_states(ours_env):
     assert all(s.shape == (*batch["input_ids"].shape, ours.hidden_size) for s in states)
     torch.testing.assert_close(states[-1], top[0])
     # the top state pooled at the last real token is exactly what the classifier's head reads
-    pooled = backbones.pool_hidden(states[-1], batch["attention_mask"], ours.pool)
+    pooled = models.pool_hidden(states[-1], batch["attention_mask"], ours.pool)
     torch.testing.assert_close(pooled, clf.pooled(batch["input_ids"], batch["attention_mask"]))
 
 
@@ -161,7 +161,7 @@ def test_minilm_is_an_offline_bert_encoder():
     assert all(row[0] == tok.cls_token_id and row[-1] == tok.sep_token_id for row in ids)  # BERT
     batch = batch_of(m)
     clf = m.classifier(3).eval()
-    assert isinstance(clf, HFClassifier) and clf.pool == "first"
+    assert type(clf) is SequenceClassifier and clf.pool == "first"
     assert not clf.encoder.get_input_embeddings().weight.requires_grad  # word embeddings frozen
     with torch.no_grad():
         out = clf(**batch, labels=torch.tensor([0, 2]))
@@ -200,7 +200,7 @@ def test_causal_hugging_face_backbone_pools_its_last_token():
     assert all(row[-1] == llama.tokenizer.eos_token_id for row in ids)  # a fixed last position
     assert len(llama.encode([" ".join(TEXTS * 20)], max_len=8)[0]) == 8
     clf = llama.classifier(4).eval()
-    assert isinstance(clf, HFClassifier) and clf.pool == "last"
+    assert type(clf) is SequenceClassifier and clf.pool == "last"
     batch = batch_of(llama)
     pad = torch.full((2, 5), llama.pad_id)
     with torch.no_grad():
@@ -226,13 +226,16 @@ def test_hf_classifier_with_one_output_is_regression():
 def test_pool_hidden_and_hidden_size():
     hidden = torch.arange(2 * 4 * 1.0).view(2, 4, 1)
     mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
-    assert backbones.pool_hidden(hidden, mask, "last").flatten().tolist() == [1.0, 7.0]
-    assert backbones.pool_hidden(hidden, mask, "first").flatten().tolist() == [0.0, 4.0]
+    assert models.pool_hidden(hidden, mask, "last").flatten().tolist() == [1.0, 7.0]
+    assert models.pool_hidden(hidden, mask, "first").flatten().tolist() == [0.0, 4.0]
     with pytest.raises(ValueError, match="pool"):
-        backbones.pool_hidden(hidden, mask, "mean")
-    assert backbones.hidden_size(tiny_classifier().transformer) == 16
-    assert backbones.hidden_size(tiny_bert_classifier().encoder) == 16
-    assert backbones.is_causal(tiny_classifier().transformer)
+        models.pool_hidden(hidden, mask, "mean")
+    # the Hugging Face contract, spoken by ours too: no caller asks which family it has
+    assert tiny_classifier().encoder.config.hidden_size == 16
+    assert tiny_bert_classifier().encoder.config.hidden_size == 16
+    assert backbones.is_causal(tiny_classifier().encoder)
+    assert backbones.default_pool(tiny_classifier().encoder) == "last"
+    assert backbones.default_pool(tiny_bert_classifier().encoder) == "first"
     assert not backbones.is_causal(tiny_bert_classifier().encoder)
 
 
@@ -246,6 +249,7 @@ def covers_every_parameter_once(model, layers) -> bool:
 
 def test_layer_groups_of_ours_are_top_down_and_cover_every_parameter_once():
     model = tiny_classifier(n_layer=3)
+    assert isinstance(model, SequenceClassifier) and model.pool == "last"
     layers = layer_groups(model)
     assert [layer.name for layer in layers] == ["head", "ln_f", "block 2", "block 1", "block 0",
                                                 "embeddings"]
@@ -254,7 +258,7 @@ def test_layer_groups_of_ours_are_top_down_and_cover_every_parameter_once():
     assert [layer.name for layer in merged][:2] == ["head", "block 2 + ln_f"]
     assert covers_every_parameter_once(model, merged)
     # the tied lm_head is the token embedding: in "embeddings", not a layer of its own
-    assert model.lm_head.weight is model.transformer.tok_emb.weight
+    assert model.lm_head.weight is model.encoder.tok_emb.weight
     assert any(p is model.lm_head.weight for p in merged[-1].parameters())
 
 
@@ -262,7 +266,7 @@ def test_layer_groups_of_bert():
     model = tiny_bert_classifier()
     layers = layer_groups(model)
     assert [layer.name for layer in layers] == ["head", "layer 0", "embeddings"]
-    # every parameter once, except BERT's pooler: HFClassifier reads the hidden state, never the
+    # every parameter once, except BERT's pooler: SequenceClassifier reads the hidden state, never the
     # pooler's output, so the pooler belongs to no layer (it never gets a gradient either)
     ids = [id(p) for layer in layers for p in layer.parameters()]
     missing = {n.split(".")[1] for n, p in model.named_parameters() if id(p) not in ids}
@@ -277,7 +281,7 @@ def test_layer_groups_of_a_llama_decoder():
                       num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=16)
     from transformers import LlamaModel
 
-    model = HFClassifier(LlamaModel(cfg), num_labels=3, pool="last")
+    model = SequenceClassifier(LlamaModel(cfg), num_labels=3, pool="last")
     layers = layer_groups(model)
     assert [layer.name for layer in layers] == ["head", "norm", "layer 1", "layer 0", "embeddings"]
     assert covers_every_parameter_once(model, layers)

@@ -5,6 +5,7 @@ import copy
 import pytest
 import torch
 
+from tutorial_lib.backbones import Backbone
 from tutorial_lib.methods import dart, fewshot, prompting
 from tutorial_lib.models import TransformerConfig, TransformerLM
 from tutorial_lib.tokenization import train_wordpiece
@@ -27,7 +28,7 @@ def mlm(tokenizer):
     torch.manual_seed(0)
     cfg = TransformerConfig(vocab_size=len(tokenizer), d_model=32, n_layer=1, n_head=2, d_ff=64,
                             max_len=32, causal=False, dropout=0.0, pad_id=tokenizer.pad_token_id)
-    return prompting.OurMaskedLM(TransformerLM(cfg), tokenizer)
+    return Backbone("ours-mlm", "masked", tokenizer, TransformerLM(cfg), 32)
 
 
 def make(mlm, **kwargs):
@@ -36,7 +37,7 @@ def make(mlm, **kwargs):
 
 
 def batch_of(model, rows=ROWS):
-    return prompting.prompt_collate(model.mlm.pad_id)(model.encode(rows))
+    return prompting.prompt_collate(model.backbone.pad_id)(model.encode(rows))
 
 
 def test_template_and_label_embeddings_receive_gradients(mlm):
@@ -50,7 +51,7 @@ def test_template_and_label_embeddings_receive_gradients(mlm):
 def test_frozen_backbone_stays_fixed_and_prompts_move(mlm):
     model = make(mlm, freeze_backbone=True).train()
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    groups = model.param_groups(prompt_lr=1e-2)(1e-3, 0.01)
+    groups = model.param_groups(prompt_lr=1e-2)(model, 1e-3, 0.01)
     assert len(groups) == 1 and groups[0]["lr_scale"] == pytest.approx(10)
     opt = torch.optim.AdamW(groups, lr=1e-2)
     for _ in range(2):
@@ -105,7 +106,7 @@ def test_dart_starts_as_the_manual_prompt_and_leaves_real_ids_alone(mlm):
         want = manual(**{k: v for k, v in bm.items() if k != "labels"}).logits
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
         real = bm["input_ids"]
-        torch.testing.assert_close(model.embedding(real), manual.mlm.input_embeddings()(real))
+        torch.testing.assert_close(model.embedding(real), manual.backbone.input_embeddings()(real))
 
 
 def test_dart_on_a_hugging_face_mlm_with_a_bias(tiny_bert):
@@ -137,8 +138,8 @@ def test_dart_method_trains_a_fresh_copy_in_the_few_shot_loop(mlm):
     method = dart.dart_method(mlm, {"sst2": "<x> It was [MASK] ."}, {"sst2": VERBALIZER},
                               prompt_lr=1e-2)
     built = method(split)()
-    assert isinstance(built.model, dart.DARTClassifier) and built.model.mlm is not mlm
-    groups = built.param_groups(1e-3, 0.01)
+    assert isinstance(built.model, dart.DARTClassifier) and built.model.backbone is not mlm
+    groups = built.method.param_groups(built.model, 1e-3, 0.01)
     assert groups[-1]["lr_scale"] == pytest.approx(10) and groups[-1]["weight_decay"] == 0.0
     assert {id(p) for p in groups[-1]["params"]} == {id(p) for p in built.model.prompt_parameters()}
     table, kept = fewshot.compare_fewshot({"DART": method}, [split], lrs={"DART": (1e-3,)},

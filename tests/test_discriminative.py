@@ -129,7 +129,7 @@ def test_factor_one_groups_are_plain_fine_tunings_optimizer():
     plain = decay_groups(model, 0.01)
     ids = lambda gs, wd: {id(p) for g in gs if (g["weight_decay"] > 0) == wd for p in g["params"]}
     assert ids(groups, True) == ids(plain, True) and ids(groups, False) == ids(plain, False)
-    assert id(model.transformer.tok_emb.weight) in ids(groups, False)
+    assert id(model.encoder.tok_emb.weight) in ids(groups, False)
     assert all(g["lr_scale"] == 1.0 and g["betas"] == ADAMW_DEFAULTS["betas"] for g in groups)
     assert discriminative_groups(XI, 0.01)(model)[0]["lr_scale"] == 1.0
     assert group_names(groups)[:2] == ["head", "head"] and group_names([{}]) == ["group 0"]

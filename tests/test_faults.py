@@ -34,7 +34,7 @@ from tutorial_lib.models import (
     save_pretrained,
 )
 from tutorial_lib.settings import Budget
-from tutorial_lib.training import TrainingOutOfMemory, checkpoints
+from tutorial_lib.training import Method, TrainingOutOfMemory, checkpoints
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -285,19 +285,19 @@ def test_an_interrupted_finetuning_run_resumes_exactly(smoke, tmp_path):
 
     kwargs = dict(seed=1, scale=smoke, evals_per_epoch=2)
     budget = Budget(epochs=3)
-    reference = finetuning.finetune("scratch", task, budget, on_trainer=hook("ref"),
+    reference = finetuning.finetune("scratch", task, budget, method=Method(on_trainer=hook("ref")),
                                     checkpoint_dir=tmp_path / "ref", **kwargs)
     with pytest.raises(KeyboardInterrupt):
-        finetuning.finetune("scratch", task, budget, on_trainer=hook("run", crash_at=14),
+        finetuning.finetune("scratch", task, budget, method=Method(on_trainer=hook("run", crash_at=14)),
                             checkpoint_dir=tmp_path / "run", **kwargs)
     assert [p.name for p in checkpoints(tmp_path / "run")] == ["training_checkpoint_12.pt"]
-    resumed = finetuning.finetune("scratch", task, budget, on_trainer=hook("run"),
+    resumed = finetuning.finetune("scratch", task, budget, method=Method(on_trainer=hook("run")),
                                   checkpoint_dir=tmp_path / "run", **kwargs)
     assert same_weights(models["ref"], models["run"])
     assert resumed.test["loss"] == reference.test["loss"]
     assert resumed.history.train == reference.history.train
     assert resumed.history.evals == reference.history.evals
-    finished = finetuning.finetune("scratch", task, budget, on_trainer=hook("again"),
+    finished = finetuning.finetune("scratch", task, budget, method=Method(on_trainer=hook("again")),
                                    checkpoint_dir=tmp_path / "ref", **kwargs)
     assert same_weights(models["ref"], models["again"])  # a finished run is not trained again
     assert finished.test["loss"] == reference.test["loss"]

@@ -26,7 +26,7 @@ def tiny_ours() -> tuple[Backbone, torch.nn.Module]:
     """A Backbone around a tiny LM of ours, and the classifier built from it."""
     clf = tiny_classifier().eval()
     lm = TransformerLM(clf.config)
-    lm.transformer.load_state_dict(clf.transformer.state_dict())
+    lm.transformer.load_state_dict(clf.encoder.state_dict())
     return Backbone("tiny", "causal", None, lm.eval(), clf.config.max_len), clf
 
 

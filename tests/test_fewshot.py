@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
+from tutorial_lib.backbones import Backbone
 from tutorial_lib.methods import fewshot, prompting
 from tutorial_lib.models import TransformerClassifier, TransformerConfig, TransformerLM
 from tutorial_lib.tasks import FewShotSplit
@@ -27,7 +28,7 @@ def ours(tokenizer):
     torch.manual_seed(0)
     cfg = TransformerConfig(vocab_size=len(tokenizer), d_model=32, n_layer=1, n_head=2, d_ff=64,
                             max_len=32, causal=False, pad_id=tokenizer.pad_token_id)
-    return prompting.OurMaskedLM(TransformerLM(cfg), tokenizer)
+    return Backbone("ours-mlm", "masked", tokenizer, TransformerLM(cfg), 32)
 
 
 def toy_split(seed: int = 13) -> FewShotSplit:
@@ -54,7 +55,7 @@ def test_train_fewshot_selects_on_dev_and_tests_once(ours):
     assert run.dev_accuracy == max(h["dev_accuracy"] for h in run.history)
     assert run.test["confusion"].sum().item() == len(split.test)
     # the original masked LM was copied, never trained in place
-    assert run.model.mlm is not ours
+    assert run.model.backbone is not ours
 
 
 def test_the_best_model_is_a_copy_kept_by_ignite_first_best_on_ties():

@@ -13,6 +13,7 @@ from tutorial_lib import config, finetuning, tasks
 from tutorial_lib.config import CACHE_ENV_VAR, DATA_ENV_VAR
 from tutorial_lib.params import freeze
 from tutorial_lib.settings import AdaptationSettings
+from tutorial_lib.training import Method
 
 SMOKE = config.get_scale("smoke")
 SETTINGS = AdaptationSettings.at(SMOKE)
@@ -58,18 +59,18 @@ def test_hooks_and_the_methods_own_learning_rate(task):
     """prepare (freezing), lr (a method's own rate) and keep_model reach the run."""
     budget = SETTINGS.budget.replace(warmup_frac=0.0)
     result = finetuning.finetune(
-        "scratch", task, budget, seed=0, scale=SMOKE, lr=0.02, keep_model=True,
-        prepare=lambda model: freeze(model, r"^transformer\."))
+        "scratch", task, budget, seed=0, scale=SMOKE, keep_model=True,
+        method=Method(lr=0.02, prepare=lambda model: freeze(model, r"^encoder\.")))
     assert max(r["lr"] for r in result.history.train) == pytest.approx(0.02)
     head = sum(p.numel() for p in result.model.head.parameters())
     assert result.trainable_params == head < result.total_params
-    assert all(not p.requires_grad for p in result.model.transformer.parameters())
+    assert all(not p.requires_grad for p in result.model.encoder.parameters())
 
 
 def test_compare_methods_runs_every_method_and_seed_and_reuses_plain_runs(task):
     head_budget = SETTINGS.budget.replace(lr=0.01)
     methods = {"full": {},
-               "head only": {"prepare": lambda m: freeze(m, r"^transformer\."), "seeds": (0,),
+               "head only": {"prepare": lambda m: freeze(m, r"^encoder\."), "seeds": (0,),
                              "budget": head_budget}}  # a method may override seeds and budget
     table, runs = finetuning.compare_methods(methods, task, SETTINGS.budget, scale=SMOKE,
                                              backbone="scratch", seeds=(0, 1), measure_memory=True)

@@ -4,9 +4,9 @@
 (``tutorial_lib/methods/``) built on it, and the plots (``tutorial_lib/plots/``) that draw results.
 The core itself is layered, each module importing only from layers below it:
 
-    config < {runtime, data, show, settings} < integrity < {models, tokenization, tasks, stats,
-           references} < {params, training} < {pretraining, results} < backbones < bundle
-           < {heads, finetuning, prefetch}
+    {config, hashing} < {runtime, data, show, settings} < integrity
+           < {models, tokenization, tasks, stats, references} < {params, batches} < training
+           < {pretraining, results} < backbones < bundle < {heads, finetuning, prefetch}
 
 (``data`` is a package: its modules form one unit of the ``data`` layer.)
 
@@ -25,12 +25,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "tutorial_lib"
 PACKAGE = "tutorial_lib"
 LAYERS = [
-    {"config"},
+    {"config", "hashing"},  # hashing: the one file sha256 (data and integrity), imports nothing
     {"runtime", "data", "show", "settings"},  # show: the notebooks' source viewer; settings: each
     # notebook's settings class with its values at every scale (on config's Scale only)
     {"integrity"},  # the cache's size/hash records: on runtime's atomic writes, under every writer
     {"models", "tokenization", "tasks", "stats", "references"},
-    {"params", "training"},
+    {"params", "batches"},
+    {"training"},  # the one recipe (fit) builds its optimizer with params
     {"pretraining", "results"},
     {"backbones"},
     {"bundle"},  # the offline bundle: prefetch --bundle

@@ -110,7 +110,7 @@ def test_mlm_loss_only_on_masked_positions():
 def test_classifier_from_lm_copies_the_transformer():
     lm = TransformerLM(cfg())
     clf = TransformerClassifier.from_lm(lm, num_labels=6)
-    for a, b in zip(lm.transformer.parameters(), clf.transformer.parameters()):
+    for a, b in zip(lm.transformer.parameters(), clf.encoder.parameters()):
         assert torch.equal(a, b)
     assert clf.head.out_features == 6
 

@@ -122,7 +122,7 @@ def test_lm_aux_loss_is_clf_plus_weighted_next_token_loss():
     b["input_ids"][torch.arange(4), last] = cls_id  # every row ends with [CLS], as encoded
     total = multitask.lm_aux_loss(0.5)(model, b)
     clf = model(**b).loss
-    h = model.transformer(b["input_ids"], b["attention_mask"]).last_hidden_state
+    h = model.encoder(b["input_ids"], b["attention_mask"]).last_hidden_state
     targets = heads.causal_lm_targets(b["input_ids"], b["attention_mask"], ignore_ids=(cls_id,))
     lm = F.cross_entropy(model.lm_head(h).flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
     torch.testing.assert_close(total, clf + 0.5 * lm)
@@ -138,7 +138,7 @@ def test_lm_aux_loss_refuses_a_bidirectional_model():
 def test_task_evaluator_reports_the_glue_metric():
     model = heads.MultiHeadModel(tiny_encoder(), {"cola": heads.HeadConfig(2, dropout=0.0)}).eval()
     b = padded_batch(num_labels=2)
-    ev = multitask.create_task_evaluator(model, "cola", dev=torch.device("cpu"))
+    ev = multitask.create_task_evaluator(model, "cola", device=torch.device("cpu"))
     metrics = ev.run([b, b]).metrics["glue"]
     with torch.no_grad():
         pred = model(b["input_ids"], b["attention_mask"], head="cola").logits.argmax(-1)
@@ -172,7 +172,7 @@ def test_a_hugging_face_encoder_trains_and_evaluates_with_named_heads():
         losses[task].append(model.last_losses[task])
     assert len(losses["sst2"]) == len(losses["stsb"]) == 20
     assert losses["stsb"][-1] < losses["stsb"][0] and losses["sst2"][-1] < losses["sst2"][0]
-    ev = multitask.create_task_evaluator(model.eval(), "stsb", dev=torch.device("cpu"))
+    ev = multitask.create_task_evaluator(model.eval(), "stsb", device=torch.device("cpu"))
     assert set(ev.run([sts]).metrics["glue"]) == {"pearson", "spearman", "score"}
 
 

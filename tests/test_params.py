@@ -33,11 +33,11 @@ def _direct_count(model, trainable_only: bool) -> int:
 
 def test_trainable_summary_matches_a_direct_count_with_tied_weights_once():
     model = _clf()
-    freeze(model, r"^transformer\.blocks\.[01]\.", "pos_emb")
+    freeze(model, r"^encoder\.blocks\.[01]\.", "pos_emb")
     s = trainable_summary(model)
     assert s.total == _direct_count(model, False)
     assert s.trainable == _direct_count(model, True)
-    tok = model.transformer.tok_emb.weight.numel()
+    tok = model.encoder.tok_emb.weight.numel()
     # the tied lm_head is not a second copy of the embedding matrix
     assert s.total == sum(p.numel() for p in model.parameters()) and tok < s.total
     assert 0 < s.fraction < 1 and "parameters trained" in str(s)
@@ -46,7 +46,7 @@ def test_trainable_summary_matches_a_direct_count_with_tied_weights_once():
 def test_a_pattern_that_matches_nothing_is_an_error():
     model = _clf()
     with pytest.raises(FreezingError, match="matches no parameter"):
-        freeze(model, r"transformer\.block\.0")  # typo: "block" for "blocks"
+        freeze(model, r"encoder\.block\.0")  # typo: "block" for "blocks"
     with pytest.raises(FreezingError, match="invalid"):
         freeze(model, r"blocks\.(0")  # malformed regex, as in the slides
     assert all(p.requires_grad for p in model.parameters()), "a failed call freezes nothing"
@@ -61,9 +61,9 @@ def test_freeze_by_pattern_and_module_and_tied_names():
     unfreeze(model, model.head, r"blocks\.2\.")
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
     assert trainable == {n for n, _ in model.named_parameters()
-                         if n.startswith(("head.", "transformer.blocks.2."))}
+                         if n.startswith(("head.", "encoder.blocks.2."))}
     # "lm_head" is the tied token embedding: matching it unfreezes that one tensor
-    assert select_parameters(model, "lm_head") == [model.transformer.tok_emb.weight]
+    assert select_parameters(model, "lm_head") == [model.encoder.tok_emb.weight]
     # a parameter given directly, and each tensor returned once however often it is selected
     w = model.head.weight
     picked = select_parameters(model, w, model.head, r"^head\.")
@@ -79,10 +79,10 @@ def test_optimizer_state_is_gradients_plus_two_adam_moments():
 def test_no_decay_on_biases_norms_and_embeddings():
     model = _clf()
     named = dict(model.named_parameters())
-    assert not no_decay("transformer.blocks.0.attn.qkv.weight", named["transformer.blocks.0.attn.qkv.weight"])
+    assert not no_decay("encoder.blocks.0.attn.qkv.weight", named["encoder.blocks.0.attn.qkv.weight"])
     assert no_decay("head.bias", named["head.bias"])
-    assert no_decay("transformer.ln_f.weight", named["transformer.ln_f.weight"])
-    assert no_decay("transformer.tok_emb.weight", named["transformer.tok_emb.weight"])
+    assert no_decay("encoder.ln_f.weight", named["encoder.ln_f.weight"])
+    assert no_decay("encoder.tok_emb.weight", named["encoder.tok_emb.weight"])
 
 
 def test_decay_groups_split_each_parameter_once_and_skip_frozen_ones():
@@ -96,10 +96,10 @@ def test_decay_groups_split_each_parameter_once_and_skip_frozen_ones():
     assert len(ids) == len(set(ids)) == len(named)
     assert {id(p) for p in plain["params"]} == {id(p) for n, p in named.items() if no_decay(n, p)}
     # the token embedding is also named lm_head.weight (tied): still an embedding, not decayed
-    tok = model.transformer.tok_emb.weight
+    tok = model.encoder.tok_emb.weight
     assert model.lm_head.weight is tok and any(p is tok for p in plain["params"])
     freeze(model, r"blocks\.0\.")
-    frozen = {id(p) for p in model.transformer.blocks[0].parameters()}
+    frozen = {id(p) for p in model.encoder.blocks[0].parameters()}
     assert not frozen & {id(p) for g in decay_groups(model, 0.1) for p in g["params"]}
     kept = {id(p) for g in decay_groups(model, 0.1, include_frozen=True) for p in g["params"]}
     assert frozen <= kept
@@ -115,6 +115,6 @@ def test_make_optimizer_is_adamw_with_the_tutorials_settings():
     for g in opt.param_groups:
         assert g["lr"] == 1e-3 and g["betas"] == ADAM_BETAS and g["eps"] == ADAM_EPS
     params = {id(p) for g in opt.param_groups for p in g["params"]}
-    assert id(model.transformer.pos_emb.weight) not in params  # frozen: not optimised
+    assert id(model.encoder.pos_emb.weight) not in params  # frozen: not optimised
     custom = make_optimizer(model, 1e-3, 0.01, groups=[{"params": list(model.head.parameters())}])
     assert len(custom.param_groups) == 1 and custom.param_groups[0]["betas"] == ADAM_BETAS

@@ -160,7 +160,7 @@ def test_extract_features_reads_every_layer_at_first_subwords(tokenizer, monkeyp
 def test_extract_features_of_a_hugging_face_encoder_skip_its_special_tokens(tiny_bert,
                                                                             monkeypatch):
     monkeypatch.setenv(PRECISION_ENV_VAR, "fp32")
-    backbone = Backbone("tiny-bert", "masked", tiny_bert.tokenizer, tiny_bert.model, 64)
+    backbone = Backbone("tiny-bert", "masked", tiny_bert.tokenizer, tiny_bert.lm, 64)
     encoded = probing.encode_sentences(backbone, SENTENCES)
     assert encoded[0].input_ids[0] == tiny_bert.tokenizer.cls_token_id
     assert encoded[0].input_ids[-1] == tiny_bert.tokenizer.sep_token_id

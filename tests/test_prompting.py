@@ -5,6 +5,7 @@ test_fewshot.py, the few-shot splits in test_tasks_metrics.py."""
 import pytest
 import torch
 
+from tutorial_lib.backbones import Backbone
 from tutorial_lib.methods import prompting
 from tutorial_lib.models import TransformerConfig, TransformerLM
 from tutorial_lib.tokenization import train_wordpiece
@@ -23,7 +24,7 @@ def ours(tokenizer):
     torch.manual_seed(0)
     cfg = TransformerConfig(vocab_size=len(tokenizer), d_model=32, n_layer=1, n_head=2, d_ff=64,
                             max_len=32, causal=False, pad_id=tokenizer.pad_token_id)
-    return prompting.OurMaskedLM(TransformerLM(cfg), tokenizer)
+    return Backbone("ours-mlm", "masked", tokenizer, TransformerLM(cfg), 32)
 
 
 # --- templates, verbalizers, encoding -----------------------------------------------------------
@@ -66,20 +67,22 @@ def test_prompt_logits_are_the_mlm_logits_of_the_label_words(backbone, request):
     batch = prompting.prompt_collate(mlm.pad_id)(model.encode(rows))
     logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits
     with torch.no_grad():
-        if backbone == "ours":
-            full = mlm.lm(batch["input_ids"], batch["attention_mask"]).logits
-        else:
-            full = mlm.model(input_ids=batch["input_ids"],
-                             attention_mask=batch["attention_mask"]).logits
+        full = mlm.lm(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     expected = full[torch.arange(2), batch["mask_pos"]][:, ids]
     torch.testing.assert_close(logits, expected, rtol=1e-4, atol=1e-5)
 
 
-def test_our_masked_lm_refuses_a_causal_lm(tokenizer):
+def test_a_causal_lm_answers_with_the_next_token_and_has_no_mask(tokenizer):
+    from tutorial_lib.backbones import BackboneError
+
     cfg = TransformerConfig(vocab_size=len(tokenizer), d_model=32, n_layer=1, n_head=2, d_ff=64,
                             max_len=32, causal=True, pad_id=tokenizer.pad_token_id)
-    with pytest.raises(prompting.PromptError, match="masked LM"):
-        prompting.OurMaskedLM(TransformerLM(cfg), tokenizer)
+    causal = Backbone("ours", "causal", tokenizer, TransformerLM(cfg), 32)
+    assert causal.answer_slot == "next" and causal.special_wrap() == ([], [tokenizer.sep_token_id])
+    with pytest.raises(BackboneError, match="no mask token"):
+        _ = causal.mask_id
+    with pytest.raises(prompting.PromptError, match="causal LM's decoder layers"):
+        prompting.freeze_below(causal, 1)  # ours has no Hugging Face decoder layers to keep
 
 
 def test_load_mlm_refuses_backbones_without_a_masked_lm_head(with_data):
@@ -99,7 +102,7 @@ def test_hugging_face_masked_lm_features_give_its_own_logits(tiny_bert):
     mask = torch.ones_like(ids)
     with torch.no_grad():
         h = tiny_bert.features(ids, mask)
-        want = tiny_bert.model(input_ids=ids, attention_mask=mask).logits
+        want = tiny_bert.lm(input_ids=ids, attention_mask=mask).logits
     got = h @ tiny_bert.decoder_weight.T + tiny_bert.decoder_bias
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     before, after = tiny_bert.special_wrap()

@@ -7,7 +7,6 @@ import torch.nn.functional as F
 from tiny import padded_batch as _batch
 from tiny import tiny_bert_classifier as _hf
 
-from tutorial_lib.backbones import HFClassifier
 from tutorial_lib.methods import regularized
 from tutorial_lib.models import TransformerClassifier, TransformerConfig
 
@@ -67,7 +66,7 @@ def test_content_mask_excludes_cls_and_padding(make):
     for row, n in enumerate(lengths.tolist()):
         assert not content[row, n:].any()  # padding
         assert not content[row, n - 1]  # ours: [CLS] at the end; BERT: the final [SEP]
-        if isinstance(model, HFClassifier):
+        if model.pool == "first":  # BERT: [CLS] at position 0
             assert not content[row, 0] and content[row, 1:n - 1].all()
         else:
             assert content[row, : n - 1].all()
@@ -101,10 +100,10 @@ def test_perturb_embeddings_replaces_the_embedding_output_and_cleans_up():
 
 def test_regression_heads_are_refused():
     model = _ours(num_labels=1)
-    for name, kwargs in (("R-Drop", regularized.rdrop()), ("R3F", regularized.r3f()),
+    for name, method in (("R-Drop", regularized.rdrop()), ("R3F", regularized.r3f()),
                          ("token cutoff", regularized.cutoff())):
         with pytest.raises(regularized.RegressionNotSupported, match=name):
-            kwargs["prepare"](model)
+            method.prepare(model)
     batch = _batch()
     batch["labels"] = batch["labels"].float()
     with pytest.raises(regularized.RegressionNotSupported):
@@ -115,11 +114,11 @@ def test_methods_train_end_to_end():
     from tutorial_lib.training import create_trainer
 
     batch = _batch()
-    for kwargs in (regularized.rdrop(), regularized.r3f(), regularized.cutoff()):
+    for method in (regularized.rdrop(), regularized.r3f(), regularized.cutoff()):
         model = _ours(dropout=0.1)
-        kwargs["prepare"](model)
+        method.prepare(model)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-        trainer = create_trainer(model, opt, device=torch.device("cpu"), loss_fn=kwargs["loss_fn"])
+        trainer = create_trainer(model, opt, device=torch.device("cpu"), loss_fn=method.loss_fn)
         state = trainer.run([batch] * 3, max_epochs=1)
         assert torch.isfinite(torch.tensor(state.output))
 
@@ -128,25 +127,29 @@ def test_methods_train_end_to_end():
 
 
 def test_with_transfer_adds_an_evaluation_and_keeps_each_methods_own_hooks():
+    import dataclasses
+
     import pandas as pd
 
-    from tutorial_lib.training import create_trainer, default_loss
+    from tutorial_lib.training import Method, create_trainer, default_loss
 
     own_calls = []
     methods = {"fine-tuning": {},
-               "R-Drop": {**regularized.rdrop(), "on_trainer": lambda *a: own_calls.append(a)}}
+               "R-Drop": dataclasses.replace(regularized.rdrop(),
+                                             on_trainer=lambda *a: own_calls.append(a))}
     sets = {"a": [_batch()], "b": [_batch(), {**_batch(), "labels": _batch()["labels"].flip(0)}]}
     wired, hooks = regularized.with_transfer(methods, 3, sets)
     assert list(wired) == list(hooks) == list(methods)
-    assert "on_trainer" not in methods["fine-tuning"]  # the caller's dicts are not changed
-    assert wired["R-Drop"]["loss_fn"] is methods["R-Drop"]["loss_fn"]
+    assert all(isinstance(m, Method) for m in wired.values())
+    assert methods["fine-tuning"] == {}  # the caller's methods are not changed
+    assert wired["R-Drop"].loss_fn is methods["R-Drop"].loss_fn
     models = {}
-    for name, kwargs in wired.items():
+    for name, method in wired.items():
         model = _ours()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
         trainer = create_trainer(model, opt, device=torch.device("cpu"),
-                                 loss_fn=kwargs.get("loss_fn", default_loss))
-        kwargs["on_trainer"](trainer, model, opt)
+                                 loss_fn=method.loss_fn or default_loss)
+        method.on_trainer(trainer, model, opt)
         trainer.run([_batch()] * 2, max_epochs=1)
         models[name] = model
         assert hooks[name].model is model

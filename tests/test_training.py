@@ -8,10 +8,10 @@ from ignite.engine import Events
 from torch.utils.data import DataLoader, TensorDataset
 
 from tutorial_lib.config import PROGRESS_ENV_VAR
-from tutorial_lib.models import IGNORE_INDEX, TransformerConfig, TransformerLM
+from tutorial_lib.models import TransformerConfig, TransformerLM
 from tutorial_lib.training import (
     History,
-    ResumableBatchSampler,
+    Method,
     attach_checkpointing,
     attach_progress,
     attach_schedule,
@@ -20,61 +20,16 @@ from tutorial_lib.training import (
     create_lm_evaluator,
     create_trainer,
     eval_loader,
+    evaluate,
+    fit,
     mask_tokens,
     pad_collate,
-    pad_ids,
     resumable_loader,
     run_to_completion,
 )
 
 SPECIAL = [0, 1, 2, 3, 4]
 MASK_ID = 4
-
-
-def test_masking_rate_and_80_10_10_split():
-    """Bug guarded: masking specials, wrong rate, or all targets replaced by [MASK]."""
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(5, 1000, (400, 128), generator=g)
-    ids[:, 0] = 2  # a special token in every row: never a target
-    inputs, labels = mask_tokens(ids, mask_id=MASK_ID, vocab_size=1000, special_ids=SPECIAL,
-                                 probability=0.15, generator=g)
-    targets = labels != IGNORE_INDEX
-    assert not targets[:, 0].any()
-    rate = targets[:, 1:].float().mean().item()
-    assert abs(rate - 0.15) < 0.005
-    assert torch.equal(labels[targets], ids[targets])
-    masked = (inputs[targets] == MASK_ID).float().mean().item()
-    kept = (inputs[targets] == ids[targets]).float().mean().item()
-    assert abs(masked - 0.8) < 0.01
-    # "kept" = the 10% unchanged + random draws that happen to equal the original (≈0.1%)
-    assert abs(kept - 0.1) < 0.01
-    assert abs(1 - masked - kept - 0.1) < 0.01  # random replacements
-    assert torch.equal(inputs[~targets], ids[~targets])
-
-
-def test_pad_collate_right_pads_with_mask():
-    batch = pad_collate(0)([{"input_ids": [5, 6, 2], "labels": 1}, {"input_ids": [7, 2], "labels": 0}])
-    assert batch["input_ids"].tolist() == [[5, 6, 2], [7, 2, 0]]
-    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
-    assert batch["labels"].tolist() == [1, 0]
-    regression = pad_collate(0)([{"input_ids": [5], "labels": 0.5}, {"input_ids": [7, 2], "labels": 4.0}])
-    assert regression["labels"].dtype == torch.float32 and regression["labels"].tolist() == [0.5, 4.0]
-    assert "labels" not in pad_collate(0)([{"input_ids": [5]}])
-
-
-def test_pad_ids_right_pads_with_the_given_id():
-    ids, mask = pad_ids([[5, 6, 7], [8]], pad_id=3)
-    assert ids.dtype == mask.dtype == torch.long
-    assert ids.tolist() == [[5, 6, 7], [8, 3, 3]]
-    assert mask.tolist() == [[1, 1, 1], [1, 0, 0]]
-
-
-def test_pad_collate_pads_per_token_labels_with_the_ignore_index():
-    """Token classification: one label per token, padding never a target."""
-    rows = [{"input_ids": [5, 6, 2], "labels": [1, 4, 0]}, {"input_ids": [7, 2], "labels": [3, 2]}]
-    batch = pad_collate(0)(rows)
-    assert batch["labels"].tolist() == [[1, 4, 0], [3, 2, IGNORE_INDEX]]
-    assert batch["labels"].shape == batch["input_ids"].shape
 
 
 def _tiny_lm(seed: int = 0) -> TransformerLM:
@@ -201,61 +156,6 @@ def test_a_finished_run_resumed_from_its_final_checkpoint_stays_finished(tmp_pat
     assert _max_abs_difference(reference, again) == 0.0 and history.train == ref_history.train
 
 
-def test_the_data_stream_is_a_function_of_seed_and_position():
-    """Batch i of the stream is the same whether the sampler got there by iterating or by seek(i);
-    each pass is a permutation; ranks split a pass without overlap."""
-    sampler = ResumableBatchSampler(10, 3, seed=5, drop_last=False)
-    assert len(sampler) == 4
-    stream = [b for _ in range(3) for b in sampler]  # three passes, each a fresh iterator
-    assert len(stream) == 12
-    for p in range(3):
-        assert sorted(i for b in stream[4 * p : 4 * p + 4] for i in b) == list(range(10))
-    assert stream[:4] != stream[4:8]  # a new order every pass
-    fresh = ResumableBatchSampler(10, 3, seed=5)
-    fresh.seek(6)
-    assert list(fresh) == stream[6:8] and list(fresh) == stream[8:12]
-    other_seed = ResumableBatchSampler(10, 3, seed=6)
-    assert list(other_seed) != stream[:4]
-    ranks = [list(ResumableBatchSampler(10, 2, seed=5, rank=r, world_size=2, drop_last=True))
-             for r in range(2)]
-    seen = [i for r in ranks for b in r for i in b]
-    assert len(seen) == len(set(seen)) == 8
-
-
-def _padded_tokens(batches: list[list[int]], lengths: list[int]) -> int:
-    return sum(len(b) * max(lengths[i] for i in b) for b in batches)
-
-
-def test_length_grouped_batches_pad_less_cover_every_index_and_resume_exactly():
-    """With lengths, a pass is still a permutation cut into batches (a partial batch last), the
-    batches need far less padding than a plain shuffle, change make-up from pass to pass, and
-    batch i is still a function of (seed, i)."""
-    gen = torch.Generator().manual_seed(0)
-    lengths = torch.randint(3, 60, (203,), generator=gen).tolist()
-    plain = ResumableBatchSampler(203, 16, seed=1)
-    grouped = ResumableBatchSampler(203, 16, seed=1, lengths=lengths, window=4)
-    stream = [b for _ in range(2) for b in grouped]
-    per_pass = len(grouped)
-    for p in range(2):
-        one = stream[p * per_pass : (p + 1) * per_pass]
-        assert sorted(i for b in one for i in b) == list(range(203))
-        assert [len(b) for b in one] == [16] * 12 + [11]
-    assert _padded_tokens(stream[:per_pass], lengths) < 0.75 * _padded_tokens(list(plain), lengths)
-    assert {tuple(sorted(b)) for b in stream[:per_pass]} != {tuple(sorted(b)) for b in stream[per_pass:]}
-    fresh = ResumableBatchSampler(203, 16, seed=1, lengths=lengths, window=4)
-    fresh.seek(per_pass + 3)
-    assert list(fresh) == stream[per_pass + 3 :]
-    with pytest.raises(ValueError, match="lengths"):
-        ResumableBatchSampler(10, 2, lengths=[1, 2])
-
-
-def test_eval_loader_visits_every_row_shortest_first():
-    rows = [{"input_ids": list(range(n)), "labels": n % 2} for n in (5, 2, 9, 2, 7, 1)]
-    batches = list(eval_loader(rows, 4, pad_collate(0)))
-    assert [b["input_ids"].shape for b in batches] == [(4, 5), (2, 9)]
-    assert sorted(torch.cat([b["labels"] for b in batches]).tolist()) == sorted(r["labels"] for r in rows)
-
-
 def test_history_is_checkpointed_with_the_training_state():
     history = History([{"step": 1, "loss": 2.0}], [{"step": 1, "split": "validation"}])
     restored = History()
@@ -325,3 +225,89 @@ def test_progress_env_var_zero_hides_the_bar_but_keeps_the_running_loss(monkeypa
     assert "loss" in trainer.state.metrics
     monkeypatch.setenv(PROGRESS_ENV_VAR, "1")
     assert attach_progress(create_trainer(model, opt, device=torch.device("cpu"))) is not None
+
+
+# --- the one recipe: fit, evaluate, Method ----------------------------------------------------
+
+
+def _classification(n: int = 24, seed: int = 0):
+    """A 2-class toy task for a tiny classifier: rows whose ids end high are class 1."""
+    from tiny import tiny_classifier
+
+    g = torch.Generator().manual_seed(seed)
+    rows = []
+    for _ in range(n):
+        ids = torch.randint(3, 50, (int(torch.randint(3, 9, (1,), generator=g)),), generator=g)
+        rows.append({"input_ids": ids.tolist(), "labels": int(ids[-1] > 25) * 2})
+    return tiny_classifier(), rows
+
+
+def _weights(model) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in model.state_dict().values()]
+
+
+def test_fit_trains_exactly_the_steps_and_evaluates_every_n_and_at_the_end_once():
+    model, rows = _classification()
+    loader = resumable_loader(rows, batch_size=5, seed=0, collate_fn=pad_collate(0))
+    seen = []
+    result = fit(model, loader, lr=1e-2, steps=7, warmup=2, evaluate=lambda e: seen.append(
+        e.state.iteration), evaluate_every=3, device=torch.device("cpu"), amp_dtype=None)
+    assert len(loader) == 5 and result.trainer.state.iteration == 7  # a second pass, cut at 7
+    assert seen == [3, 6, 7]
+    assert [r["step"] for r in result.history.train] == list(range(1, 8))
+    lrs = [r["lr"] for r in result.history.train]
+    assert lrs[0] == 0.0 and max(lrs) == pytest.approx(1e-2) == lrs[2]  # 2 warm-up steps, decay
+    assert lrs[-1] < lrs[2]
+
+
+def test_fit_resumes_a_killed_run_bit_identically(tmp_path):
+    def run(directory, kill_at=None):
+        model, rows = _classification()
+        loader = resumable_loader(rows, batch_size=4, seed=3, collate_fn=pad_collate(0))
+        stop = None
+        if kill_at is not None:
+            def stop(trainer, *_):
+                @trainer.on(Events.ITERATION_COMPLETED(once=kill_at))
+                def _kill(_):
+                    raise KeyboardInterrupt("simulated kill")
+        fit(model, loader, lr=1e-2, epochs=3, method=Method(on_trainer=stop), evaluate_every=3,
+            checkpoint_dir=directory, device=torch.device("cpu"), amp_dtype=None)
+        return model
+
+    reference = _weights(run(tmp_path / "a"))
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "b", kill_at=10)
+    resumed = _weights(run(tmp_path / "b"))
+    assert all(torch.equal(a, b) for a, b in zip(reference, resumed))
+
+
+def test_a_method_changes_only_what_it_names():
+    model, rows = _classification()
+    calls = []
+    method = Method(prepare=None, param_groups=lambda m, lr, wd: [
+        {"params": list(m.head.parameters()), "weight_decay": wd}],
+        loss_fn=lambda m, b: calls.append("loss") or m(**b).loss)
+    assert Method().is_plain and Method(lr=0.1).is_plain and not method.is_plain
+    loader = resumable_loader(rows, batch_size=8, seed=0, collate_fn=pad_collate(0))
+    result = fit(model, loader, lr=1e-2, weight_decay=0.05, epochs=1, method=method,
+                 device=torch.device("cpu"), amp_dtype=None)
+    (group,) = result.optimizer.param_groups
+    assert group["weight_decay"] == 0.05 and len(group["params"]) == 2  # the head only
+    assert calls == ["loss"] * len(loader)
+    order = []
+    both = Method(on_trainer=lambda *_: order.append("own")).with_handlers(
+        lambda *_: order.append("more"))
+    both.on_trainer(None, None, None)
+    assert order == ["own", "more"]
+
+
+def test_evaluate_scores_a_classifier_on_a_loader():
+    model, rows = _classification()
+    loader = eval_loader(rows, 8, pad_collate(0))
+    metrics = evaluate(model, loader, num_labels=3, device=torch.device("cpu"), amp_dtype=None)
+    model.eval()
+    with torch.no_grad():
+        batch = pad_collate(0)(rows)
+        predicted = model(batch["input_ids"], batch["attention_mask"]).logits.argmax(-1)
+    assert metrics["accuracy"] == pytest.approx(float((predicted == batch["labels"]).float().mean()))
+    assert metrics["confusion"].sum().item() == len(rows)

@@ -104,7 +104,8 @@ def test_bad_arguments():
 def test_hooks_and_stage_counts():
     model = _clf()
     gradual, chain = Unfreezing(every=1), Unfreezing(every=1, mode="chain-thaw")
-    assert set(gradual.hooks()) == {"prepare", "param_groups", "on_trainer"}
+    method = gradual.method()
+    assert method.prepare and method.param_groups and method.on_trainer and not method.loss_fn
     n_layers = len(layer_groups(model, merge_final_norm=True))  # head, 3 blocks, embeddings
     assert gradual.n_stages(model) == n_layers == 5 and chain.n_stages(model) == n_layers + 1
     gradual.prepare(model)

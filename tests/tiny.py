@@ -3,8 +3,7 @@
 import torch
 from transformers import BertConfig, BertModel
 
-from tutorial_lib.backbones import HFClassifier
-from tutorial_lib.models import TransformerClassifier, TransformerConfig
+from tutorial_lib.models import SequenceClassifier, TransformerClassifier, TransformerConfig
 
 
 def tiny_classifier(n_layer: int = 3, vocab_size: int = 50) -> TransformerClassifier:
@@ -15,13 +14,13 @@ def tiny_classifier(n_layer: int = 3, vocab_size: int = 50) -> TransformerClassi
     return TransformerClassifier(cfg, num_labels=3)
 
 
-def tiny_bert_classifier(num_labels: int = 3) -> HFClassifier:
+def tiny_bert_classifier(num_labels: int = 3) -> SequenceClassifier:
     """A randomly initialised 1-layer BERT wrapped like MiniLM (the Hugging Face path)."""
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                      intermediate_size=32, max_position_embeddings=16, hidden_dropout_prob=0.0,
                      attention_probs_dropout_prob=0.0)
-    return HFClassifier(BertModel(cfg), num_labels, dropout=0.0)
+    return SequenceClassifier(BertModel(cfg), num_labels, dropout=0.0)
 
 
 def padded_batch(num_labels: int = 3) -> dict:

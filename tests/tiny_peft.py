@@ -5,7 +5,7 @@ import torch
 from torch import nn
 from transformers import BertConfig, BertModel, LlamaConfig, LlamaModel
 
-from tutorial_lib.backbones import HFClassifier
+from tutorial_lib.models import SequenceClassifier
 
 VOCAB, NUM_LABELS = 100, 3
 FAMILIES = ("bert", "llama")
@@ -24,11 +24,11 @@ def tiny_encoder(family: str, seed: int = 0) -> nn.Module:
                                   intermediate_size=64, max_position_embeddings=64)).eval()
 
 
-def tiny_classifier(family: str, seed: int = 0) -> HFClassifier:
+def tiny_classifier(family: str, seed: int = 0) -> SequenceClassifier:
     """The same base weights for the same seed (a fresh head from seed + 1)."""
     encoder = tiny_encoder(family, seed)
     torch.manual_seed(seed + 1)
-    return HFClassifier(encoder, NUM_LABELS, "first" if family == "bert" else "last", dropout=0.0)
+    return SequenceClassifier(encoder, NUM_LABELS, "first" if family == "bert" else "last", dropout=0.0)
 
 
 def batch(seed: int = 1) -> dict:

@@ -35,7 +35,7 @@ import importlib.util
 import os
 import random
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -54,11 +54,14 @@ from transformers import (
 )
 
 from .config import Scale, cache_dir
-from .models import Output, Transformer, TransformerClassifier, TransformerLM, last_token
+from .models import SequenceClassifier, TransformerClassifier, TransformerLM
 from .pretraining import get_tokenizer, load_or_pretrain, model_config
 from .tokenization import encode_with_cls
+from .training import pad_ids
 
-OURS = ("ours", "ours-mlm", "scratch")
+# our backbones and the objective each was pretrained with (scratch: the causal architecture,
+# random weights)
+OURS: dict[str, str] = {"ours": "causal", "ours-mlm": "mlm", "scratch": "causal"}
 KINDS = ("causal", "masked", "encoder")
 
 
@@ -177,20 +180,19 @@ class Backbone:
 
     def __post_init__(self) -> None:
         if self.encoder is None:
-            if self.is_ours:
-                self.encoder = self.lm.transformer
-            else:
-                self.encoder = self.lm if self.kind == "encoder" else self.lm.base_model
+            self.encoder = self.lm.base_model  # ours and Hugging Face's (a base model: itself)
 
     @property
     def is_ours(self) -> bool:
+        """Ours: our tokenizer, whose [CLS] goes at the *end* (see :meth:`encode`)."""
         return isinstance(self.lm, TransformerLM)
 
     @property
     def pool(self) -> str:
-        """Where the sequence representation is: the last real token for causal models and for
-        ours (their [CLS] is appended at the end, whatever the objective), else the first."""
-        return "last" if self.kind == "causal" or self.is_ours else "first"
+        """Where the sequence representation is: what the encoder declares (ours: the [CLS]
+        appended at the end, whatever the objective), else the last real token of a causal model
+        and position 0 (BERT's [CLS]) of any other."""
+        return getattr(self.encoder, "pool", None) or ("last" if self.kind == "causal" else "first")
 
     @property
     def pad_id(self) -> int:
@@ -199,19 +201,24 @@ class Backbone:
 
     @property
     def hidden_size(self) -> int:
-        return hidden_size(self.encoder)
+        return self.encoder.config.hidden_size
 
     @property
     def n_layers(self) -> int:
         """Transformer layers (hidden states: embeddings + one per layer)."""
-        cfg = self.encoder.config
-        return cfg.n_layer if self.is_ours else cfg.num_hidden_layers
+        return self.encoder.config.num_hidden_layers
+
+    @property
+    def layer_names(self) -> list[str]:
+        """Names of the hidden states of :func:`layer_states`, bottom to top (ours: "block i", as
+        in models.py; the top one has gone through the final LayerNorm)."""
+        word, top = ("block", " (+ ln_f)") if self.is_ours else ("layer", "")
+        return ["embeddings", *(f"{word} {i}" for i in range(self.n_layers - 1)),
+                f"{word} {self.n_layers - 1}{top}"]
 
     @property
     def lm_head(self) -> nn.Module:
         """The module that maps the encoder's output to vocabulary logits (the pretrained head)."""
-        if self.is_ours:
-            return self.lm.lm_head
         head = getattr(self.lm, "cls", None) or getattr(self.lm, "lm_head", None)  # BERT, others
         if self.kind == "encoder" or head is None:
             raise BackboneError(f"{self.name!r} has no LM head (a {self.kind} checkpoint)")
@@ -229,10 +236,94 @@ class Backbone:
             return [row[: max_len - 1] + [self.tokenizer.eos_token_id] for row in ids]
         return self.tokenizer(list(texts), truncation=True, max_length=max_len)["input_ids"]
 
-    def encode_rows(self, split, max_len: int | None = None) -> list[dict]:
-        """``{"input_ids", "labels"}`` rows of a split with ``text`` and ``label`` columns."""
+    def encode_rows(self, split: Mapping | Sequence[Mapping], max_len: int | None = None
+                    ) -> list[dict]:
+        """``{"input_ids", "labels"}`` rows of a split with ``text`` and ``label`` columns (a
+        ``datasets.Dataset``) or of a list of ``{"text", "label"}`` dicts."""
+        if not isinstance(split, Mapping) and not hasattr(split, "column_names"):
+            ids = self.encode([r["text"] for r in split], max_len)
+            return [{"input_ids": i, "labels": int(r["label"])} for i, r in zip(ids, split)]
         ids = self.encode(split["text"], max_len)
         return [{"input_ids": i, "labels": y} for i, y in zip(ids, split["label"])]
+
+    # --- the LM head's interface (prompting and DART, notebook 09) -------------------------------
+
+    @property
+    def answer_slot(self) -> str:
+        """Where the LM answers a cloze: at a ``"mask"`` token (a masked LM) or as the ``"next"``
+        token (a causal LM)."""
+        return "next" if self.kind == "causal" else "mask"
+
+    @property
+    def mask_id(self) -> int:
+        if self.answer_slot != "mask":
+            raise BackboneError(f"{self.name!r} is a causal LM: it has no mask token, its answer "
+                                "slot is the next token")
+        return self.tokenizer.mask_token_id
+
+    def input_embeddings(self) -> nn.Module:
+        """The token-embedding module (DART swaps in an extended one)."""
+        return self.lm.get_input_embeddings()
+
+    def set_input_embeddings(self, module: nn.Module) -> None:
+        self.lm.set_input_embeddings(module)
+
+    @property
+    def decoder_weight(self) -> torch.Tensor:
+        """The LM head's output matrix [V, D]: logits = features @ decoder_weight.T + decoder_bias."""
+        return self.lm.get_output_embeddings().weight
+
+    @property
+    def decoder_bias(self) -> torch.Tensor | None:
+        return getattr(self.lm.get_output_embeddings(), "bias", None)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.decoder_weight.shape[0]
+
+    def features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The vectors the LM head's output matrix reads, [B, T, D]: the encoder's output, or,
+        where the head transforms it first (BERT's and RoBERTa's dense + activation + LayerNorm),
+        the input of its decoder layer, caught with a forward hook so that the transform is
+        applied exactly as in pretraining."""
+        decoder = self.lm.get_output_embeddings()
+        if self.lm_head is decoder:  # ours, causal LMs: the head reads the encoder's output
+            return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        caught: list[torch.Tensor] = []
+        handle = decoder.register_forward_hook(lambda _m, inputs, _out: caught.append(inputs[0]))
+        try:
+            self.lm(input_ids=input_ids, attention_mask=attention_mask)
+        finally:
+            handle.remove()
+        return caught[-1]
+
+    def piece_ids(self, text: str, first: bool = False) -> list[int]:
+        """Word-piece ids of ``text`` without special tokens; a leading space unless ``first``
+        (byte-level BPE such as RoBERTa's has different ids for "great" and " great")."""
+        text = text.strip()
+        if not text:
+            return []
+        return self.tokenizer(text if first else " " + text, add_special_tokens=False)["input_ids"]
+
+    def literal_ids(self, text: str, first: bool = False) -> list[int]:
+        """Ids of a template's literal part: a masked LM's like :meth:`piece_ids`; a causal LM's
+        exactly as written (its whitespace and newlines are part of the prompt)."""
+        if self.answer_slot == "mask":
+            return self.piece_ids(text, first)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
+
+    def special_wrap(self) -> tuple[list[int], list[int]]:
+        """Special ids before and after a prompt: ours end with [SEP] (the MLM was pretrained on
+        WikiText lines each followed by [SEP]); a causal LM none; a Hugging Face masked LM
+        whatever its tokenizer puts around a word."""
+        if self.is_ours:
+            return [], [self.tokenizer.sep_token_id]
+        if self.answer_slot == "next":
+            return [], []
+        plain = self.tokenizer("a", add_special_tokens=False)["input_ids"]
+        full = self.tokenizer("a")["input_ids"]
+        at = next(i for i in range(len(full)) if full[i: i + len(plain)] == plain)
+        return full[:at], full[at + len(plain):]
 
     @torch.no_grad()
     def text_nll(self, lines: Sequence[str], batch_size: int = 8) -> tuple[float, int]:
@@ -246,11 +337,7 @@ class Backbone:
         for i in range(0, len(lines), batch_size):
             ids = self.tokenizer(list(lines[i:i + batch_size]), add_special_tokens=False,
                                  truncation=True, max_length=self.max_len)["input_ids"]
-            width = max(len(r) for r in ids)
-            x = torch.full((len(ids), width), self.pad_id, dtype=torch.long)
-            mask = torch.zeros_like(x)
-            for r, row in enumerate(ids):
-                x[r, :len(row)], mask[r, :len(row)] = torch.tensor(row), 1
+            x, mask = pad_ids(ids, self.pad_id)
             h = self.encoder(input_ids=x, attention_mask=mask).last_hidden_state
             logits = self.lm_head(h[:, :-1]).float()
             keep = mask[:, 1:].bool()
@@ -258,40 +345,38 @@ class Backbone:
             n += int(keep.sum())
         return total, n
 
-    def classifier(self, num_labels: int, dropout: float = 0.1) -> nn.Module:
-        """A classifier on the pooled position, initialised from this backbone (the head is new).
+    def classifier(self, num_labels: int, dropout: float = 0.1) -> SequenceClassifier:
+        """A :class:`~tutorial_lib.models.SequenceClassifier` on the pooled position, initialised
+        from this backbone (the head is new; ``num_labels == 1``: regression).
 
-        Hugging Face backbones keep their word embeddings frozen: they are half of MiniLM's
-        parameters, barely move in fine-tuning, and their AdamW update dominates a CPU step.
+        Ours is built as notebook 02 shows it (:class:`~tutorial_lib.models.TransformerClassifier`,
+        which keeps the tied LM head for an auxiliary LM loss). Hugging Face backbones keep their
+        word embeddings frozen: they are half of MiniLM's parameters, barely move in fine-tuning,
+        and their AdamW update dominates a CPU step.
         """
         if self.is_ours:
             return TransformerClassifier.from_lm(self.lm, num_labels)
-        encoder = self.encoder
-        encoder.get_input_embeddings().weight.requires_grad_(False)
-        return HFClassifier(encoder, num_labels, self.pool, dropout)
+        self.freeze_word_embeddings()
+        return SequenceClassifier(self.encoder, num_labels, self.pool, dropout)
 
-
-def hidden_size(encoder: nn.Module) -> int:
-    """Width of an encoder's hidden states (ours: d_model; Hugging Face: hidden_size)."""
-    cfg = encoder.config
-    return cfg.d_model if isinstance(encoder, Transformer) else cfg.hidden_size
+    def freeze_word_embeddings(self) -> None:
+        """Freeze a Hugging Face encoder's word embeddings (ours train theirs: they are small and
+        tied to the LM head). Every classifier and multi-task model built from a backbone does."""
+        if not self.is_ours:
+            self.encoder.get_input_embeddings().weight.requires_grad_(False)
 
 
 def is_causal(encoder: nn.Module) -> bool:
     """True for a left-to-right encoder (ours causal, or a Hugging Face decoder)."""
-    if isinstance(encoder, Transformer):
-        return encoder.config.causal
     return bool(getattr(encoder.config, "is_decoder", False)) or "CausalLM" in " ".join(
         getattr(encoder.config, "architectures", None) or [])
 
 
-def pool_hidden(hidden: torch.Tensor, attention_mask: torch.Tensor, pool: str) -> torch.Tensor:
-    """The sequence vector: position 0 (``"first"``) or the last real token (``"last"``)."""
-    if pool == "first":
-        return hidden[:, 0]
-    if pool == "last":
-        return last_token(hidden, attention_mask)
-    raise ValueError(f"pool must be 'first' or 'last', got {pool!r}")
+def default_pool(encoder: nn.Module) -> str:
+    """:attr:`Backbone.pool` for an encoder without its backbone: what the encoder declares (ours:
+    ``"last"``), else the last token of a causal LM (as far as its configuration says) and
+    position 0 of any other. Prefer ``Backbone.pool``, which knows the checkpoint's kind."""
+    return getattr(encoder, "pool", None) or ("last" if is_causal(encoder) else "first")
 
 
 def layer_states(
@@ -300,41 +385,8 @@ def layer_states(
     """Hidden states after the embeddings and after every layer, ``[B, T, D]`` each; the top one
     is the encoder's output (ours: after the final LayerNorm), exactly what a head reads.
     ``final=True``: only that top one."""
-    if isinstance(encoder, Transformer):
-        out = encoder(input_ids, attention_mask, output_hidden_states=not final)
-        return (out.last_hidden_state,) if final else (*out.hidden_states[:-1], out.last_hidden_state)
     out = encoder(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=not final)
     return (out.last_hidden_state,) if final else tuple(out.hidden_states)
-
-
-class HFClassifier(nn.Module):
-    """A Hugging Face encoder + dropout + a linear head on the pooled position.
-
-    Mirrors :class:`tutorial_lib.models.TransformerClassifier`: the same forward signature and
-    ``Output(logits, loss)``; num_labels = 1 is regression (mean squared error).
-    """
-
-    def __init__(self, encoder: nn.Module, num_labels: int, pool: str = "first", dropout: float = 0.1):
-        super().__init__()
-        self.encoder, self.num_labels, self.pool = encoder, num_labels, pool
-        self.dropout = nn.Dropout(dropout)
-        self.head = nn.Linear(hidden_size(encoder), num_labels)
-        nn.init.normal_(self.head.weight, std=0.02)
-        nn.init.zeros_(self.head.bias)
-
-    def pooled(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        return pool_hidden(hidden, attention_mask, self.pool)
-
-    def forward(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor | None = None
-    ) -> Output:
-        logits = self.head(self.dropout(self.pooled(input_ids, attention_mask)))
-        if labels is None:
-            return Output(logits)
-        if self.num_labels == 1:
-            return Output(logits, F.mse_loss(logits.squeeze(-1).float(), labels.float()))
-        return Output(logits, F.cross_entropy(logits.float(), labels))
 
 
 # --- loading -----------------------------------------------------------------------------------
@@ -348,7 +400,7 @@ def _load_ours(name: str, scale: Scale, seed: int) -> Backbone:
         torch.manual_seed(seed)
         lm = TransformerLM(model_config(scale, tokenizer, "causal"))
     else:
-        lm = load_or_pretrain(scale, "mlm" if name == "ours-mlm" else "causal").model
+        lm = load_or_pretrain(scale, OURS[name]).model
     kind = "causal" if lm.config.causal else "masked"
     return Backbone(name, kind, tokenizer, lm, scale.model.max_len)
 
@@ -431,21 +483,19 @@ def layer_groups(model: nn.Module, merge_final_norm: bool = False) -> list[Layer
     """The layers of a classifier from the top down: head, [final norm,] layer N-1 … layer 0,
     embeddings.
 
-    Our ``TransformerClassifier``: ``head, ln_f, block N-1, …, block 0, embeddings`` (token and
-    position embeddings; the tied ``lm_head`` is the token embedding). ``merge_final_norm`` puts
-    the final norm together with the top layer (the norm that layer's output goes through), which
-    is what gradual unfreezing and discriminative rates use. ``HFClassifier``: BERT-style
-    (``encoder.layer``) or Llama-style (``layers`` + ``norm``) encoders.
+    The classifier's ``encoder`` is ours (``head, ln_f, block N-1, …, block 0, embeddings``:
+    token and position embeddings; a tied ``lm_head`` is the token embedding), BERT-style
+    (``encoder.layer``) or Llama-style (``layers`` + ``norm``). ``merge_final_norm`` puts the
+    final norm together with the top layer (the norm that layer's output goes through), which is
+    what gradual unfreezing and discriminative rates use.
     """
-    if isinstance(model, TransformerClassifier):
-        t = model.transformer
-        blocks, norm, emb = list(t.blocks), t.ln_f, (t.tok_emb, t.pos_emb)
+    enc = getattr(model, "encoder", None)
+    if hasattr(enc, "blocks"):  # ours: pre-LN blocks and a final norm
+        blocks, norm, emb = list(enc.blocks), enc.ln_f, (enc.tok_emb, enc.pos_emb)
         names = ("block", "ln_f")
-    elif isinstance(model, HFClassifier) and hasattr(model.encoder, "encoder"):
-        enc = model.encoder  # BERT: post-LN layers, no final norm
+    elif hasattr(enc, "encoder"):  # BERT: post-LN layers, no final norm
         blocks, norm, emb, names = list(enc.encoder.layer), None, (enc.embeddings,), ("layer", "")
-    elif isinstance(model, HFClassifier) and hasattr(model.encoder, "layers"):
-        enc = model.encoder  # Llama-style decoder: pre-LN layers and a final norm
+    elif hasattr(enc, "layers"):  # Llama-style decoder: pre-LN layers and a final norm
         blocks, norm, emb = list(enc.layers), enc.norm, (enc.embed_tokens,)
         names = ("layer", "norm")
     else:

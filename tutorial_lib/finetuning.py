@@ -12,38 +12,23 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 import torch
-from ignite.engine import Engine, Events
+from ignite.engine import Engine
 from torch import nn
 from torch.utils.data import DataLoader
 
 from .backbones import OURS, Backbone, load_backbone
 from .config import Scale, cache_dir
 from .models import count_parameters
-from .params import make_optimizer
 from .runtime import PeakMemory, atomic_write, autocast_dtype, device, seed_everything
 from .settings import Budget
 from .tasks import Task
-from .training import (
-    History,
-    attach_progress,
-    attach_schedule,
-    checkpoint_and_resume,
-    create_classifier_evaluator,
-    create_trainer,
-    eval_loader,
-    pad_collate,
-    resumable_loader,
-    run_to_completion,
-)
-
-Hook = Callable[..., object]
+from .training import PLAIN, History, Method, eval_loader, evaluate, fit, pad_collate, resumable_loader
 
 
 @dataclass
@@ -87,12 +72,7 @@ def finetune(
     seed: int = 0,
     *,
     scale: Scale,
-    prepare: Callable[[nn.Module], None] | None = None,
-    param_groups: Callable[[nn.Module], list[dict]] | None = None,
-    on_trainer: Callable[[Engine, nn.Module, torch.optim.Optimizer], None] | None = None,
-    schedule: Callable[..., object] | None = None,
-    loss_fn: Callable[[nn.Module, dict], torch.Tensor] | None = None,
-    lr: float | None = None,
+    method: Method = PLAIN,
     evals_per_epoch: int = 2,
     progress: bool = False,
     keep_model: bool = False,
@@ -101,12 +81,9 @@ def finetune(
     """Fine-tune one backbone with one seed; validate during training, test once at the end.
 
     ``budget`` (epochs, batch size, lr, warm-up, weight decay, clipping) is the same for a method
-    and its baseline. Hooks for the method notebooks: ``prepare(model)`` (freeze, add adapters
-    …), ``param_groups(model)`` (e.g. discriminative learning rates; default: decay/no-decay
-    groups), ``on_trainer(trainer, model, optimizer)`` (extra Ignite handlers), ``schedule(trainer,
-    optimizer, lr=, total=)`` (replaces warm-up + linear decay; must honour the groups'
-    ``lr_scale``), ``loss_fn(model, batch)`` (replaces the training loss; evaluation always uses
-    the model's plain forward) and ``lr`` (a method's own rate, e.g. adapters').
+    and its baseline; ``method`` (a :class:`~tutorial_lib.training.Method`) is what the method
+    changes: ``prepare`` the model, its ``param_groups``, extra handlers, ``schedule``, training
+    ``loss_fn`` and ``lr``. The training itself is :func:`tutorial_lib.training.fit`.
     ``checkpoint_dir``: checkpoint there at every validation; re-running a killed run with the
     same arguments resumes it and ends with the weights of an uninterrupted run.
     """
@@ -116,51 +93,28 @@ def finetune(
     seed_everything(seed)
     backbone = load_backbone(backbone_name, scale, seed=seed)
     model = backbone.classifier(task.num_labels)
-    if prepare:
-        prepare(model)
-    dev, amp = device(), autocast_dtype()
-    model.to(dev)
-    lr = lr or budget.lr
+    if method.prepare:
+        method.prepare(model)
+    model.to(device())
+    lr = method.lr or budget.lr
     train_loader, val_loader, test_loader = loaders(
         backbone, task, budget.batch_size, budget.eval_batch_size, seed, budget.max_len,
         budget.group_by_length)
-    groups = param_groups(model) if param_groups else None
-    optimizer = make_optimizer(model, lr, budget.weight_decay, groups)
-    trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp, max_norm=budget.max_norm,
-                             **({"loss_fn": loss_fn} if loss_fn else {}))
     total = budget.epochs * len(train_loader)
-    if schedule:
-        scheduler = schedule(trainer, optimizer, lr=lr, total=total)
-    else:
-        scheduler = attach_schedule(trainer, optimizer, kind="linear", lr=lr,
-                                    warmup=int(budget.warmup_frac * total), total=total)
-    if progress:
-        attach_progress(trainer, f"{backbone_name} seed {seed}")
     history = History()
-    history.attach(trainer, optimizer)
-    evaluator = create_classifier_evaluator(model, device=dev, num_labels=task.num_labels,
-                                            amp_dtype=amp)
-    every = max(1, len(train_loader) // evals_per_epoch)
 
-    @trainer.on(Events.ITERATION_COMPLETED(every=every) | Events.COMPLETED)
-    def _validate(engine: Engine) -> None:
-        if history.evals and history.evals[-1]["step"] == engine.state.iteration:
-            return
-        metrics = evaluator.run(val_loader).metrics
+    def validate(engine: Engine) -> None:
+        metrics = evaluate(model, val_loader, num_labels=task.num_labels)
         row = history.log_eval(engine.state.iteration, "validation", metrics)
         row["epoch"] = engine.state.iteration / len(train_loader)
 
-    if on_trainer:
-        on_trainer(trainer, model, optimizer)
-    if checkpoint_dir is not None:  # last: the validation row belongs in the checkpoint
-        checkpoint_and_resume(trainer, {"model": model, "optimizer": optimizer, "trainer": trainer,
-                                        "scheduler": scheduler, "history": history},
-                              checkpoint_dir, every=every)
-    start = time.perf_counter()
-    run_to_completion(trainer, train_loader, max_epochs=budget.epochs)
-    seconds = time.perf_counter() - start
-    test = dict(evaluator.run(test_loader).metrics)
-    return FinetuneResult(backbone_name, seed, test, history, seconds,
+    run = fit(model, train_loader, lr=lr, weight_decay=budget.weight_decay, epochs=budget.epochs,
+              method=method, warmup=int(budget.warmup_frac * total), max_norm=budget.max_norm,
+              evaluate=validate, evaluate_every=max(1, len(train_loader) // evals_per_epoch),
+              history=history, checkpoint_dir=checkpoint_dir,
+              progress=f"{backbone_name} seed {seed}" if progress else None)
+    test = evaluate(model, test_loader, num_labels=task.num_labels)
+    return FinetuneResult(backbone_name, seed, test, history, run.seconds,
                           count_parameters(model, trainable_only=True), count_parameters(model),
                           model.cpu() if keep_model else None)
 
@@ -169,7 +123,6 @@ def finetune(
 
 _CODE = ("finetuning.py", "training.py", "backbones.py", "models.py", "tasks.py", "params.py",
          "pretraining.py", "tokenization.py")
-PLAIN_KEYS = {"backbone", "budget", "seeds", "lr"}  # a method with only these is plain fine-tuning
 
 
 def run_key(backbone: str, task: Task, budget: Budget, seed: int, scale: Scale,
@@ -215,13 +168,38 @@ def cached_finetune(backbone: str, task: Task, budget: Budget, seed: int, *, sca
     cached = _load_run(path) if path.exists() else None
     if cached is not None:
         return cached, True
-    result = finetune(backbone, task, budget, seed, scale=scale, lr=lr)
+    result = finetune(backbone, task, budget, seed, scale=scale, method=Method(lr=lr))
     _save_run(path, result)
     return result, False
 
 
+RUN_KEYS = ("backbone", "budget", "seeds")  # what a method's entry may override besides the Method
+
+
+def method_and_run(spec: Method | Mapping[str, object]) -> tuple[Method, dict]:
+    """A :func:`compare_methods` entry as (the :class:`~tutorial_lib.training.Method`, its
+    ``backbone``/``budget``/``seeds`` overrides). A mapping holds the Method's fields (``prepare``,
+    ``param_groups``, ``on_trainer``, ``schedule``, ``loss_fn``, ``lr``) and the overrides, or
+    ``"method": Method(...)`` and the overrides; ``{}`` is plain fine-tuning."""
+    if isinstance(spec, Method):
+        return spec, {}
+    run = {k: spec[k] for k in RUN_KEYS if k in spec}
+    fields = {k: v for k, v in spec.items() if k not in RUN_KEYS}
+    if "method" in fields:
+        method = fields.pop("method")
+        if fields:
+            raise TypeError(f"give the method's fields in its Method, not beside it: {sorted(fields)}")
+        return method, run
+    known = {f.name for f in dataclasses.fields(Method)}
+    unknown = set(fields) - known
+    if unknown:
+        raise TypeError(f"unknown method fields {sorted(unknown)}: a method has {sorted(known)} and "
+                        f"may override {list(RUN_KEYS)}")
+    return Method(**fields), run
+
+
 def compare_methods(
-    methods: Mapping[str, Mapping[str, object]],
+    methods: Mapping[str, Method | Mapping[str, object]],
     task: Task,
     budget: Budget,
     *,
@@ -230,32 +208,31 @@ def compare_methods(
     seeds: Sequence[int],
     measure_memory: bool = False,
     cache: bool = True,
-    **common: object,
+    **options: object,
 ) -> tuple[pd.DataFrame, dict[str, list[FinetuneResult]]]:
     """Fine-tune ``backbone`` once per method and seed; one row per run, with its costs.
 
-    ``methods`` maps a name to the keyword arguments of :func:`finetune` that make the method
-    (``prepare``, ``param_groups``, ``on_trainer``, ``schedule``, ``lr`` …) and may override
-    ``backbone``, ``budget`` and ``seeds`` (e.g. the tiers of notebook 02); ``common`` applies to
-    every method, and ``budget`` is shared, so the budgets are equal by construction. A method
-    that is plain fine-tuning comes from :func:`cached_finetune` when ``cache`` (column ``cached``:
-    True when an identical earlier run was reused). With ``measure_memory`` each run is wrapped in
+    ``methods`` maps a name to a :class:`~tutorial_lib.training.Method` (or a mapping, see
+    :func:`method_and_run`, that may also override ``backbone``, ``budget`` and ``seeds``: e.g.
+    the tiers of notebook 02); ``budget`` is shared, so the budgets are equal by construction;
+    ``options`` are :func:`finetune`'s (``evals_per_epoch``, ``progress``). A method that is plain
+    fine-tuning comes from :func:`cached_finetune` when ``cache`` (column ``cached``: True when an
+    identical earlier run was reused). With ``measure_memory`` each run is wrapped in
     :class:`~tutorial_lib.runtime.PeakMemory` (column ``peak_mib``; NaN for a cached run).
     """
     runs: dict[str, list[FinetuneResult]] = {}
     rows = []
-    for name, kwargs in methods.items():
-        kwargs = {**common, **kwargs}
-        bb = kwargs.pop("backbone", backbone)
-        b = kwargs.pop("budget", budget)
+    for name, spec in methods.items():
+        method, run = method_and_run(spec)
+        bb, b = run.get("backbone", backbone), run.get("budget", budget)
         runs[name] = []
-        for seed in kwargs.pop("seeds", seeds):
+        for seed in run.get("seeds", seeds):
             reused = False
             with PeakMemory() as mem:
-                if cache and set(kwargs) <= PLAIN_KEYS:
-                    result, reused = cached_finetune(bb, task, b, seed, scale=scale, **kwargs)
+                if cache and method.is_plain and not options:
+                    result, reused = cached_finetune(bb, task, b, seed, scale=scale, lr=method.lr)
                 else:
-                    result = finetune(bb, task, b, seed, scale=scale, **kwargs)
+                    result = finetune(bb, task, b, seed, scale=scale, method=method, **options)
             epochs = result.history.evals[-1]["epoch"] if result.history.evals else 1.0
             row = {**result.row(), "method": name, "seconds_per_epoch": result.seconds / epochs,
                    "cached": reused}

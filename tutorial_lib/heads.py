@@ -27,7 +27,7 @@ Batches for several heads travel as one flat dict with keys ``"<head>/<field>"``
 auxiliary loaders, and :meth:`MultiHeadModel.loss` sums the weighted head losses. Heads that read
 the *same* input (classification + LM on one sentence) share plain ``input_ids`` /
 ``attention_mask`` keys and only their labels are prefixed (``"trec/labels"``, ``"lm/labels"``):
-the encoder then runs once for all of them. (:mod:`tutorial_lib.multitask` samples one task per
+the encoder then runs once for all of them. (:mod:`tutorial_lib.methods.multitask` samples one task per
 step instead.)
 """
 
@@ -41,8 +41,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .backbones import hidden_size, is_causal, pool_hidden
-from .models import IGNORE_INDEX, Output, Transformer
+from .backbones import default_pool, is_causal
+from .models import IGNORE_INDEX, POOLS, Output, pool_hidden, sequence_loss
 
 LEVELS = ("sequence", "token", "lm")
 
@@ -159,15 +159,12 @@ class MultiHeadModel(nn.Module):
     ):
         super().__init__()
         self.encoder = encoder
-        # ours append [CLS] at the end whatever the objective; other causal models end with theirs
-        self.pool = pool or ("last" if isinstance(encoder, Transformer) or is_causal(encoder)
-                             else "first")
-        if self.pool not in ("first", "last"):
-            raise ValueError(f"pool must be 'first' or 'last', got {self.pool!r}")
-        d = hidden_size(encoder)
+        self.pool = pool or default_pool(encoder)  # the rule of backbones.Backbone.pool
+        if self.pool not in POOLS:
+            raise ValueError(f"pool must be one of {POOLS}, got {self.pool!r}")
+        d = encoder.config.hidden_size
         self.heads = nn.ModuleDict({
-            name: LMHead(encoder.get_input_embeddings() if not isinstance(encoder, Transformer)
-                         else encoder.tok_emb, cfg) if cfg.level == "lm" else TaskHead(d, cfg)
+            name: LMHead(encoder.get_input_embeddings(), cfg) if cfg.level == "lm" else TaskHead(d, cfg)
             for name, cfg in heads.items()})
         self.last_losses: dict[str, float] = {}
         self.cls_token_id: int | None = None  # set it to keep [CLS] out of causal LM targets
@@ -208,8 +205,8 @@ class MultiHeadModel(nn.Module):
             labels = causal_lm_targets(input_ids, attention_mask, ignore)
         if labels is None:
             return Output(logits)
-        if cfg.is_regression:
-            loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
+        if cfg.level == "sequence":
+            loss = sequence_loss(logits, labels)  # regression (MSE) with one output
         else:
             loss = F.cross_entropy(logits.flatten(0, -2).float(), labels.flatten(),
                                    ignore_index=IGNORE_INDEX)

@@ -15,7 +15,6 @@ half of one; if the disk is full the old file stays and the error says what to d
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import shutil
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from .hashing import file_sha256
 from .runtime import CacheWriteError, atomic_write, disk_full_message, is_disk_full  # noqa: F401
 
 RECORD_SUFFIX = ".integrity.json"
@@ -37,17 +37,9 @@ def record_path(path: Path) -> Path:
     return path.with_name(path.name + RECORD_SUFFIX)
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def describe(path: Path) -> dict:
     """``{"size": bytes, "sha256": hex}`` of a file."""
-    return {"size": Path(path).stat().st_size, "sha256": sha256_of(path)}
+    return {"size": Path(path).stat().st_size, "sha256": file_sha256(path)}
 
 
 def _write_json_atomically(path: Path, blob: dict) -> None:
@@ -91,7 +83,7 @@ def problem(path: Path, *, require_record: bool = True) -> str | None:
     actual = path.stat().st_size
     if actual != size:
         return f"{actual:,} bytes, {size:,} were written"
-    if sha256_of(path) != digest:
+    if file_sha256(path) != digest:
         return "sha256 differs from the one recorded at write time"
     return None
 
@@ -115,7 +107,11 @@ def check(path: Path, what: str) -> bool:
     """True if ``path`` exists and matches its record. A damaged file (or one without a record)
     is reported in one warning line and deleted, and False is returned: the caller rebuilds it.
     A file that simply does not exist gives False without a warning."""
-    reason = problem(path)
+    return _trust(path, what, problem(path))
+
+
+def _trust(path: Path, what: str, reason: str | None) -> bool:
+    """The verdict of :func:`check` and :func:`check_directory` on ``reason`` (None: intact)."""
     if reason is None:
         return True
     if reason != "missing":
@@ -157,17 +153,11 @@ def directory_problem(directory: Path) -> str | None:
             return "unreadable integrity record"
         if path.stat().st_size != size:
             return f"{name}: {path.stat().st_size:,} bytes, {size:,} were written"
-        if sha256_of(path) != digest:
+        if file_sha256(path) != digest:
             return f"{name}: sha256 differs from the one recorded at write time"
     return None
 
 
 def check_directory(directory: Path, what: str) -> bool:
     """:func:`check` for a directory written with :func:`write_directory_record`."""
-    reason = directory_problem(directory)
-    if reason is None:
-        return True
-    if reason != "missing":
-        warn_rebuild(what, directory, reason)
-        discard(directory)
-    return False
+    return _trust(directory, what, directory_problem(directory))

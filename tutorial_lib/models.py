@@ -10,9 +10,15 @@ self-attention and feed-forward, an LM head tied to the embeddings, a classifica
 * attention through ``torch.nn.functional.scaled_dot_product_attention`` (Vaswani et al. 2017,
   Eq. 1: softmax(QK^T / sqrt(d_k)) V), batch-first tensors, boolean masks;
 * init N(0, 0.02) everywhere. With PyTorch's default N(0, 1) embedding init and a tied head the
-  first logits are huge and CPU training crawls through denormal floats (see models.md);
+  first logits are huge and CPU training crawls through denormal floats;
 * every block has two empty adapter slots (``nn.Identity``) after its attention and its
-  feed-forward sublayer, where ``tutorial_lib.adapters`` inserts Houlsby adapters.
+  feed-forward sublayer, where ``tutorial_lib.methods.adapters`` inserts Houlsby adapters.
+
+The names are nanoGPT's (``d_model``, ``n_layer``, ``tok_emb``), and the Hugging Face contract that
+generic code reads is spoken too: ``config.hidden_size`` / ``num_hidden_layers`` /
+``num_attention_heads`` / ``is_decoder``, ``get_input_embeddings()``, ``base_model``, and a
+classifier keeps its encoder at ``.encoder`` (:class:`SequenceClassifier`, the one classifier for
+ours and Hugging Face encoders). Code above this file never has to ask which family a model is.
 
 Padding convention: inputs are **right-padded** and ``attention_mask`` is 1 for real tokens.
 Under the causal mask no real token can see a later pad, so the causal model needs no padding
@@ -57,6 +63,23 @@ class TransformerConfig:
     def __post_init__(self) -> None:
         if self.d_model % self.n_head:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_head={self.n_head}")
+
+    # the Hugging Face names of the same numbers (read-only: the nanoGPT names are the fields)
+    @property
+    def hidden_size(self) -> int:
+        return self.d_model
+
+    @property
+    def num_hidden_layers(self) -> int:
+        return self.n_layer
+
+    @property
+    def num_attention_heads(self) -> int:
+        return self.n_head
+
+    @property
+    def is_decoder(self) -> bool:
+        return self.causal
 
 
 class Output(NamedTuple):
@@ -127,6 +150,8 @@ class Block(nn.Module):
 class Transformer(nn.Module):
     """The encoder/decoder stack shared by every head: ids [B, T] -> hidden states [B, T, D]."""
 
+    pool = "last"  # where a classifier reads the sequence: our [CLS] is appended at the *end*
+
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         self.config = cfg
@@ -142,12 +167,25 @@ class Transformer(nn.Module):
             if name.endswith("proj.weight"):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
 
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.tok_emb
+
+    def set_input_embeddings(self, module: nn.Module) -> None:
+        self.tok_emb = module
+
+    @property
+    def base_model(self) -> Transformer:
+        return self
+
     def forward(
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         output_hidden_states: bool = False,
     ) -> EncoderOutput:
+        """``hidden_states`` (with ``output_hidden_states``): the embeddings and every block's
+        output, the top one after the final LayerNorm (what a head reads), as Hugging Face's
+        pre-LN decoders report them."""
         B, T = input_ids.shape
         if T > self.config.max_len:
             raise ValueError(
@@ -163,6 +201,8 @@ class Transformer(nn.Module):
             if hidden is not None:
                 hidden.append(x)
         x = self.ln_f(x)
+        if hidden is not None:
+            hidden[-1] = x
         return EncoderOutput(x, tuple(hidden) if hidden is not None else None)
 
 
@@ -192,6 +232,20 @@ class TransformerLM(nn.Module):
     def tie_weights(self) -> None:
         self.lm_head.weight = self.transformer.tok_emb.weight
 
+    @property
+    def base_model(self) -> Transformer:
+        """The network without its head (Hugging Face's name for it)."""
+        return self.transformer
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.transformer.tok_emb
+
+    def set_input_embeddings(self, module: nn.Module) -> None:
+        self.transformer.tok_emb = module
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
     def forward(
         self,
         input_ids: torch.Tensor,
@@ -218,36 +272,51 @@ def last_token(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tens
     return hidden[torch.arange(hidden.size(0), device=hidden.device), last]
 
 
-class TransformerClassifier(nn.Module):
-    """Transformer + a linear head on the hidden state of the [CLS] token appended at the end.
+POOLS = ("first", "last")
 
-    The slides' fine-tuning model: with a causal mask only the *last* token has seen the whole
-    input, so the classification token goes at the end. With right padding it sits at position
-    ``attention_mask.sum(1) - 1``. ``lm_head`` (tied) is kept so that an auxiliary LM loss can be
-    added during fine-tuning (notebook 06).
+
+def pool_hidden(hidden: torch.Tensor, attention_mask: torch.Tensor, pool: str) -> torch.Tensor:
+    """The sequence vector: position 0 (``"first"``: BERT's [CLS]) or the last real token
+    (``"last"``: our [CLS], a causal LM's summary token)."""
+    if pool == "first":
+        return hidden[:, 0]
+    if pool == "last":
+        return last_token(hidden, attention_mask)
+    raise ValueError(f"pool must be one of {POOLS}, got {pool!r}")
+
+
+def sequence_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy over classes, or mean squared error for one output (regression, e.g. STS-B),
+    as Hugging Face's ``*ForSequenceClassification`` does with ``num_labels == 1``."""
+    if logits.size(-1) == 1:
+        return F.mse_loss(logits.squeeze(-1).float(), labels.float())
+    return F.cross_entropy(logits.float(), labels)
+
+
+class SequenceClassifier(nn.Module):
+    """Any encoder + dropout + a linear head on the pooled position; ``num_labels == 1``:
+    regression (mean squared error).
+
+    ``encoder`` is ours (:class:`Transformer`) or a Hugging Face base model: ids → hidden states
+    ``[B, T, D]`` (``config.hidden_size`` = D). ``pool`` says where the sequence representation
+    is: ``"last"`` for ours (the [CLS] appended at the end) and for causal LMs, ``"first"`` for
+    BERT-style encoders (see :func:`pool_hidden`).
     """
 
-    def __init__(self, cfg: TransformerConfig, num_labels: int, dropout: float | None = None):
+    def __init__(self, encoder: nn.Module, num_labels: int, pool: str = "first",
+                 dropout: float = 0.1):
         super().__init__()
-        self.config, self.num_labels = cfg, num_labels
-        self.transformer = Transformer(cfg)
-        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.transformer.tok_emb.weight
-        self.dropout = nn.Dropout(cfg.dropout if dropout is None else dropout)
-        self.head = nn.Linear(cfg.d_model, num_labels)
+        if pool not in POOLS:
+            raise ValueError(f"pool must be one of {POOLS}, got {pool!r}")
+        self.encoder, self.num_labels, self.pool = encoder, num_labels, pool
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(encoder.config.hidden_size, num_labels)
         _init_weights(self.head)
 
-    @classmethod
-    def from_lm(cls, lm: TransformerLM, num_labels: int) -> TransformerClassifier:
-        """A classifier whose Transformer starts from a pretrained LM's weights (head is new)."""
-        clf = cls(dataclasses.replace(lm.config), num_labels)
-        clf.transformer.load_state_dict(lm.transformer.state_dict())
-        return clf
-
     def pooled(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Hidden state of the last real token ([CLS]) of each row: [B, D]."""
-        return last_token(self.transformer(input_ids, attention_mask).last_hidden_state,
-                          attention_mask)
+        """The hidden state at the pooled position of each row: [B, D]."""
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return pool_hidden(hidden, attention_mask, self.pool)
 
     def forward(
         self,
@@ -256,8 +325,36 @@ class TransformerClassifier(nn.Module):
         labels: torch.Tensor | None = None,
     ) -> Output:
         logits = self.head(self.dropout(self.pooled(input_ids, attention_mask)))
-        loss = None if labels is None else F.cross_entropy(logits.float(), labels)
-        return Output(logits, loss)
+        return Output(logits, None if labels is None else sequence_loss(logits, labels))
+
+
+class TransformerClassifier(SequenceClassifier):
+    """Our Transformer + a linear head on the hidden state of the [CLS] token appended at the end.
+
+    The slides' fine-tuning model: with a causal mask only the *last* token has seen the whole
+    input, so the classification token goes at the end. With right padding it sits at position
+    ``attention_mask.sum(1) - 1`` (``pool="last"``). ``lm_head`` (tied) is kept so that an
+    auxiliary LM loss can be added during fine-tuning (notebook 06).
+    """
+
+    def __init__(self, cfg: TransformerConfig, num_labels: int, dropout: float | None = None):
+        encoder = Transformer(cfg)
+        lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        super().__init__(encoder, num_labels, pool="last",
+                         dropout=cfg.dropout if dropout is None else dropout)
+        self.config = cfg
+        self.lm_head = lm_head
+        self.tie_weights()
+
+    def tie_weights(self) -> None:
+        self.lm_head.weight = self.encoder.tok_emb.weight
+
+    @classmethod
+    def from_lm(cls, lm: TransformerLM, num_labels: int) -> TransformerClassifier:
+        """A classifier whose Transformer starts from a pretrained LM's weights (head is new)."""
+        clf = cls(dataclasses.replace(lm.config), num_labels)
+        clf.encoder.load_state_dict(lm.transformer.state_dict())
+        return clf
 
 
 # --- checkpoints ---------------------------------------------------------------------------

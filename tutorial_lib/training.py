@@ -10,23 +10,30 @@ The pieces are small so that each notebook can show (and change) one of them:
   (fine-tuning), built from Ignite's param schedulers;
 * :func:`create_lm_evaluator` / :func:`create_classifier_evaluator` — Ignite metrics
   (token-weighted loss, perplexity, accuracy, confusion matrix);
-* :func:`resumable_loader` — a ``DataLoader`` whose order is a function of (seed, pass over the
-  data) only, so that a resumed run continues the data stream where it was interrupted;
+* :func:`resumable_loader` (in :mod:`tutorial_lib.batches`, with the collation, re-exported
+  here) — a ``DataLoader`` whose order is a function of (seed, pass over the data) only, so that
+  a resumed run continues the data stream where it was interrupted;
 * :func:`attach_checkpointing` / :func:`resume_if_possible` — Ignite ``Checkpoint`` of the model,
   optimizer, schedule, trainer (its iteration is the position in the data stream), history and
   every random number generator (:class:`RNGState`), written atomically with an integrity record:
   a killed run, re-run, ends with the same weights, bit for bit on a CPU, as a run never killed;
-* :class:`History` — a list of dicts for plots (checkpointed with the rest).
+* :class:`History` — a list of dicts for plots (checkpointed with the rest);
+* :func:`fit` — **the one training recipe** every notebook's training goes through: optimizer
+  over parameter groups, trainer, schedule, periodic evaluation, a method's handlers, checkpoints
+  and exact resume, in that fixed order; :class:`Method` is what a method changes in it, and
+  :func:`evaluate` is the one way to score a classifier on a loader.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import math
 import os
 import random
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,14 +53,25 @@ from ignite.handlers import (
 from ignite.handlers.checkpoint import BaseSaveHandler
 from ignite.metrics import Accuracy, ConfusionMatrix, Loss, MetricsLambda, RunningAverage
 from torch import nn
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DataLoader
 
 from . import integrity
+from .batches import (  # re-exported: the collation and data-stream names of this module's API
+    Batch,
+    ResumableBatchSampler,
+    eval_loader,
+    input_lengths,
+    mask_tokens,
+    pad_collate,
+    pad_ids,
+    resumable_loader,
+)
 from .config import PROGRESS_ENV_VAR
 from .models import IGNORE_INDEX, ModelError
-from .runtime import autocast, grad_scaler
+from .params import make_optimizer
+from .runtime import autocast, autocast_dtype, grad_scaler
+from .runtime import device as default_device
 
-Batch = dict[str, torch.Tensor]
 LossFn = Callable[[nn.Module, Batch], torch.Tensor]
 
 
@@ -64,210 +82,6 @@ def default_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
 
 def to_device(batch: Batch, device: torch.device) -> Batch:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-
-
-# --- data collation --------------------------------------------------------------------------
-
-
-def mask_tokens(
-    input_ids: torch.Tensor,
-    *,
-    mask_id: int,
-    vocab_size: int,
-    special_ids: Sequence[int],
-    probability: float = 0.15,
-    generator: torch.Generator | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """BERT's masking (Devlin et al. 2019, Sec. 3.1): choose ``probability`` of the non-special
-    tokens as targets; replace 80% of them by [MASK], 10% by a random token, keep 10%.
-
-    Returns ``(inputs, labels)`` with labels = IGNORE_INDEX at positions that are not targets.
-    """
-    labels = input_ids.clone()
-    inputs = input_ids.clone()
-    special = torch.isin(input_ids, torch.tensor(list(special_ids), device=input_ids.device))
-    probs = torch.full(input_ids.shape, probability, device=input_ids.device)
-    probs.masked_fill_(special, 0.0)
-    targets = torch.bernoulli(probs, generator=generator).bool()
-    labels[~targets] = IGNORE_INDEX
-    u = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
-    to_mask = targets & (u < 0.8)
-    to_random = targets & (u >= 0.8) & (u < 0.9)
-    inputs[to_mask] = mask_id
-    random_ids = torch.randint(vocab_size, input_ids.shape, generator=generator)
-    inputs[to_random] = random_ids.to(input_ids.device)[to_random]
-    return inputs, labels
-
-
-def pad_ids(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad token-id lists to the longest: ``(input_ids, attention_mask)``, both [B, T]."""
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, : len(r)] = torch.as_tensor(r, dtype=torch.long)
-        mask[i, : len(r)] = 1
-    return ids, mask
-
-
-def pad_collate(pad_id: int) -> Callable[[list[dict]], Batch]:
-    """Collate ``{"input_ids": list[int], "labels": ...}`` rows into right-padded tensors.
-
-    ``labels`` may be one value per row (classification, regression) or one per token (a list,
-    padded with IGNORE_INDEX: token classification).
-    """
-
-    def collate(rows: list[dict]) -> Batch:
-        ids, mask = pad_ids([r["input_ids"] for r in rows], pad_id)
-        batch = {"input_ids": ids, "attention_mask": mask}
-        if "labels" in rows[0]:
-            labels = [r["labels"] for r in rows]
-            if isinstance(labels[0], (list, tuple)):
-                labels = pad_ids(labels, IGNORE_INDEX)[0]
-            batch["labels"] = torch.as_tensor(labels)
-        return batch
-
-    return collate
-
-
-def input_lengths(rows: Sequence[Mapping]) -> list[int]:
-    """The number of ``input_ids`` of every row."""
-    return [len(r["input_ids"]) for r in rows]
-
-
-def eval_loader(rows: Sequence[Mapping], batch_size: int, collate_fn: Callable,
-                by_length: bool = True) -> DataLoader:
-    """An evaluation loader; ``by_length``: it visits ``rows`` shortest ``input_ids`` first, so each
-    padded batch is nearly as long as its own rows (on sentence data about half the tokens of the
-    given order). Metrics over the whole set do not depend on the order; outputs per row come in
-    it."""
-    order = None
-    if by_length:
-        lengths = input_lengths(rows)
-        order = sorted(range(len(rows)), key=lengths.__getitem__)
-    return DataLoader(rows, batch_size=batch_size, sampler=order, collate_fn=collate_fn)
-
-
-# --- a data stream that can resume anywhere -----------------------------------------------------
-
-
-def _pass_seed(seed: int, pass_index: int) -> int:
-    """A generator seed for one pass over the data, a function of (seed, pass) only."""
-    return int(np.random.SeedSequence([seed, pass_index]).generate_state(1, dtype=np.uint64)[0])
-
-
-class ResumableBatchSampler(Sampler[list[int]]):
-    """Batches of dataset indices, pass after pass, that can start at any batch of the stream.
-
-    Pass ``p`` visits the indices in the order ``torch.randperm(n)`` draws from a generator seeded
-    with (``seed``, ``p``) (``range(n)`` without ``shuffle``), cut into batches; ``len()`` is the
-    number of batches in one pass. Nothing here depends on the global random state or on how
-    often the sampler was iterated, so batch ``i`` of the stream is a function of (seed, i):
-    :meth:`seek` (called by the trainer of :func:`create_trainer` with its iteration when a run
-    starts) makes a resumed run draw exactly the batches the interrupted one would have drawn.
-    Ignite's ``Engine`` consumes one batch per iteration and starts a new pass (a new iterator)
-    when one ends, also when its epochs are shorter or longer than a pass.
-
-    ``rank``/``world_size``: under ``torchrun`` every process takes every ``world_size``-th index
-    of the same permutation (the pass is cut to a multiple of ``world_size``, as PyTorch's
-    ``DistributedSampler(drop_last=True)`` does).
-    """
-
-    def __init__(
-        self,
-        n: int,
-        batch_size: int,
-        *,
-        seed: int = 0,
-        shuffle: bool = True,
-        drop_last: bool = False,
-        rank: int = 0,
-        world_size: int = 1,
-        lengths: Sequence[int] | None = None,
-        window: int = 8,
-    ) -> None:
-        if n < 1 or batch_size < 1:
-            raise ValueError(f"need at least one example and batch_size >= 1, got n={n}, "
-                             f"batch_size={batch_size}")
-        if lengths is not None and len(lengths) != n:
-            raise ValueError(f"lengths has {len(lengths)} entries for {n} examples")
-        self.n, self.batch_size, self.seed, self.shuffle = n, batch_size, seed, shuffle
-        self.lengths, self.window = (list(lengths) if lengths is not None else None), window
-        self.drop_last, self.rank, self.world_size = drop_last, rank, world_size
-        self.per_rank = n // world_size  # indices per process and pass
-        self.position = 0  # index in the stream of the next batch to draw
-
-    def __len__(self) -> int:
-        if self.drop_last:
-            return self.per_rank // self.batch_size
-        return math.ceil(self.per_rank / self.batch_size)
-
-    def order(self, pass_index: int) -> list[int]:
-        """This process's indices in pass ``pass_index``."""
-        if self.shuffle:
-            gen = torch.Generator().manual_seed(_pass_seed(self.seed, pass_index))
-            perm = torch.randperm(self.n, generator=gen)
-        else:
-            perm = torch.arange(self.n)
-        mine = perm[: self.per_rank * self.world_size][self.rank :: self.world_size].tolist()
-        if self.lengths is None or not self.shuffle:
-            return mine
-        return self._length_grouped(mine, gen)
-
-    def _length_grouped(self, order: list[int], gen: torch.Generator) -> list[int]:
-        """Length grouping (as in HF's ``group_by_length``): every window of ``window`` batches
-        of the shuffled order is sorted by length and cut into batches, then the full batches are
-        shuffled (a last partial batch stays last). Batches pad to nearly their own length; their
-        make-up still changes from pass to pass because the windows do."""
-        size = self.batch_size * self.window
-        batches = []
-        for start in range(0, len(order), size):
-            chunk = sorted(order[start : start + size], key=lambda i: self.lengths[i])
-            batches += [chunk[b : b + self.batch_size] for b in range(0, len(chunk), self.batch_size)]
-        partial = [batches.pop()] if len(batches[-1]) < self.batch_size else []
-        shuffled = [batches[i] for i in torch.randperm(len(batches), generator=gen).tolist()]
-        return [i for batch in shuffled + partial for i in batch]
-
-    def seek(self, position: int) -> None:
-        """Make the next batch drawn batch number ``position`` (0-based) of the stream."""
-        self.position = position
-
-    def __iter__(self) -> Iterator[list[int]]:
-        per_pass = len(self)
-        if per_pass == 0:
-            return
-        pass_index, first = divmod(self.position, per_pass)
-        order = self.order(pass_index)
-        for b in range(first, per_pass):
-            self.position = pass_index * per_pass + b + 1
-            yield order[b * self.batch_size : (b + 1) * self.batch_size]
-
-
-def resumable_loader(
-    dataset: object,
-    *,
-    batch_size: int,
-    seed: int,
-    shuffle: bool = True,
-    drop_last: bool = False,
-    collate_fn: Callable | None = None,
-    rank: int = 0,
-    world_size: int = 1,
-    pin_memory: bool = False,
-    group_by_length: bool = False,
-) -> DataLoader:
-    """A ``DataLoader`` over a :class:`ResumableBatchSampler` (single process: exact resume);
-    ``group_by_length``: batches of rows with similar ``input_ids`` lengths (see the sampler).
-
-    The loader gets its own ``torch.Generator``: a ``DataLoader`` without one draws a seed from the
-    *global* generator every time an iterator is made, which would shift the dropout and masking
-    of a resumed run (it makes one iterator more than the uninterrupted run).
-    """
-    sampler = ResumableBatchSampler(len(dataset), batch_size, seed=seed, shuffle=shuffle,
-                                    drop_last=drop_last, rank=rank, world_size=world_size,
-                                    lengths=input_lengths(dataset) if group_by_length else None)
-    return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate_fn, num_workers=0,
-                      pin_memory=pin_memory, generator=torch.Generator().manual_seed(seed))
 
 
 # --- the trainer -------------------------------------------------------------------------------
@@ -464,6 +278,24 @@ def create_lm_evaluator(
     return evaluator
 
 
+def logits_step(model: nn.Module, *, device: torch.device, amp_dtype: torch.dtype | None = None,
+                **forward_kwargs: object) -> Callable[[Engine, Batch], tuple[torch.Tensor, torch.Tensor]]:
+    """An evaluator's step: the model in eval mode under autocast, no gradients; returns
+    ``(logits as float32, labels)`` of the batch. ``forward_kwargs`` go to the model (e.g. the
+    ``head=`` of a multi-head model)."""
+
+    @torch.no_grad()
+    def step(engine: Engine, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        model.eval()
+        batch = to_device(batch, device)
+        labels = batch.pop("labels")
+        with autocast(device, amp_dtype):
+            logits = model(**batch, **forward_kwargs).logits
+        return logits.float(), labels
+
+    return step
+
+
 def create_classifier_evaluator(
     model: nn.Module,
     *,
@@ -472,17 +304,7 @@ def create_classifier_evaluator(
     amp_dtype: torch.dtype | None = None,
 ) -> Engine:
     """Evaluator with ``accuracy``, ``error`` (= 1 − accuracy), ``loss`` and ``confusion``."""
-
-    @torch.no_grad()
-    def step(engine: Engine, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        model.eval()
-        batch = to_device(batch, device)
-        labels = batch.pop("labels")
-        with autocast(device, amp_dtype):
-            logits = model(**batch).logits
-        return logits.float(), labels
-
-    evaluator = Engine(step)
+    evaluator = Engine(logits_step(model, device=device, amp_dtype=amp_dtype))
     acc = Accuracy()
     acc.attach(evaluator, "accuracy")
     MetricsLambda(lambda a: 1.0 - a, acc).attach(evaluator, "error")
@@ -692,3 +514,169 @@ class History:
     def load_state_dict(self, state: Mapping) -> None:
         self.train[:] = [dict(r) for r in state["train"]]
         self.evals[:] = [dict(r) for r in state["evals"]]
+
+
+# --- the one training recipe ------------------------------------------------------------------
+
+ParamGroups = Callable[[nn.Module, float, float], list[dict]]  # (model, lr, weight_decay) → groups
+Schedule = Callable[..., object]  # (trainer, optimizer, *, lr, total) → the scheduler (or None)
+Handlers = Callable[[Engine, nn.Module, torch.optim.Optimizer], None]
+
+
+@dataclass(frozen=True)
+class Method:
+    """What a method changes in the one training recipe (:func:`fit`); ``Method()`` is plain
+    fine-tuning. Every notebook's method is one of these (adapters, unfreezing, discriminative
+    rates, STLR, an auxiliary loss, R-Drop, TDT …).
+
+    * ``prepare(model)`` — before training: freeze, add adapters or heads;
+    * ``param_groups(model, lr, weight_decay)`` — the optimizer's groups (default: decay /
+      no-decay groups of the trainable parameters); a group's ``lr_scale`` scales the schedule;
+    * ``on_trainer(trainer, model, optimizer)`` — extra Ignite handlers (e.g. unfreezing);
+    * ``schedule(trainer, optimizer, lr=, total=)`` — replaces warm-up + linear decay; it must
+      honour the groups' ``lr_scale`` (:func:`attach_lr_scales`);
+    * ``loss_fn(model, batch)`` — replaces the training loss (evaluation uses the plain forward);
+    * ``lr`` — the method's own learning rate (e.g. adapters'), else the budget's.
+    """
+
+    prepare: Callable[[nn.Module], None] | None = None
+    param_groups: ParamGroups | None = None
+    on_trainer: Handlers | None = None
+    schedule: Schedule | None = None
+    loss_fn: LossFn | None = None
+    lr: float | None = None
+
+    @property
+    def is_plain(self) -> bool:
+        """Plain fine-tuning (perhaps at another rate): nothing but ``lr`` is set."""
+        return self == Method(lr=self.lr)
+
+    def with_handlers(self, *more: Handlers | None) -> Method:
+        """This method with more ``on_trainer`` handlers, run after its own."""
+        hooks = [h for h in (self.on_trainer, *more) if h is not None]
+
+        def on_trainer(trainer: Engine, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+            for hook in hooks:
+                hook(trainer, model, optimizer)
+
+        return dataclasses.replace(self, on_trainer=on_trainer if hooks else None)
+
+
+PLAIN = Method()  # plain fine-tuning
+
+
+@dataclass
+class FitResult:
+    """What :func:`fit` leaves: the trainer (its state: iterations, last output), the optimizer,
+    the history of losses, learning rates and evaluations, and the training time."""
+
+    trainer: Engine
+    optimizer: torch.optim.Optimizer
+    history: History
+    seconds: float
+
+
+def fit(
+    model: nn.Module,
+    loader: object,
+    *,
+    lr: float,
+    weight_decay: float = 0.01,
+    epochs: int = 1,
+    steps: int | None = None,
+    method: Method = PLAIN,
+    warmup: int = 0,
+    max_norm: float | None = 1.0,
+    schedule: str | None = "linear",
+    evaluate: Callable[[Engine], None] | None = None,
+    evaluate_every: int | None = None,
+    history: History | None = None,
+    checkpoint_dir: str | Path | None = None,
+    checkpoint_objects: Mapping[str, object] | None = None,
+    progress: str | None = None,
+    device: torch.device | None = None,
+    amp_dtype: torch.dtype | None | str = "auto",
+) -> FitResult:
+    """Train ``model`` on ``loader`` — the one recipe, in a fixed order:
+
+    1. optimizer: AdamW over ``method.param_groups(model, lr, weight_decay)`` (default: decay /
+       no-decay groups of the trainable parameters) — ``method.prepare`` has run already (the
+       caller builds the model; see :func:`tutorial_lib.finetuning.finetune`);
+    2. trainer (:func:`create_trainer`: autocast, clipping at ``max_norm``, ``method.loss_fn``);
+    3. schedule over ``total`` = ``steps`` or ``epochs · len(loader)`` iterations:
+       ``method.schedule``, else ``"linear"`` (or ``"cosine"``) with ``warmup`` steps, or None
+       (a constant rate);
+    4. progress bar (``progress``: its label), ``history`` (loss and rates per iteration);
+    5. ``evaluate(trainer)`` every ``evaluate_every`` iterations and at the end (once per step);
+    6. ``method.on_trainer`` handlers;
+    7. with ``checkpoint_dir``: a checkpoint every ``evaluate_every`` iterations (model, optimizer,
+       trainer, schedule, history, ``checkpoint_objects`` and every RNG), resumed from if there;
+    8. run: ``epochs`` passes, or exactly ``steps`` iterations (passes restart as needed).
+
+    ``loader`` should be a :func:`resumable_loader` (or a loader of them): then a killed run,
+    re-run, ends with the weights of an uninterrupted one. ``amp_dtype="auto"``: the machine's
+    (:func:`tutorial_lib.runtime.autocast_dtype`); None: fp32.
+    """
+    dev = device or default_device()
+    amp = autocast_dtype(dev) if amp_dtype == "auto" else amp_dtype
+    groups = method.param_groups(model, lr, weight_decay) if method.param_groups else None
+    optimizer = make_optimizer(model, lr, weight_decay, groups)
+    trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp, max_norm=max_norm,
+                             loss_fn=method.loss_fn or default_loss)
+    per_pass = len(loader)
+    total = steps if steps is not None else epochs * per_pass
+    scheduler = None
+    if method.schedule:
+        scheduler = method.schedule(trainer, optimizer, lr=lr, total=total)
+    elif schedule is not None:
+        scheduler = attach_schedule(trainer, optimizer, kind=schedule, lr=lr, warmup=warmup,
+                                    total=total)
+    if progress:
+        attach_progress(trainer, progress)
+    history = history if history is not None else History()
+    history.attach(trainer, optimizer)
+    if evaluate is not None:
+        every = Events.ITERATION_COMPLETED(every=evaluate_every) if evaluate_every else None
+        done: list[int] = []
+
+        def _evaluate(engine: Engine) -> None:
+            if done and done[-1] == engine.state.iteration:
+                return  # the end of the run fell on an evaluation step
+            done.append(engine.state.iteration)
+            evaluate(engine)
+
+        trainer.add_event_handler(every | Events.COMPLETED if every else Events.COMPLETED, _evaluate)
+    if method.on_trainer:
+        method.on_trainer(trainer, model, optimizer)
+    max_epochs = epochs if steps is None else math.ceil(steps / per_pass)
+    if steps is not None and steps < max_epochs * per_pass:
+        @trainer.on(Events.ITERATION_COMPLETED(once=steps))
+        def _stop(engine: Engine) -> None:
+            engine.terminate()
+    if checkpoint_dir is not None:  # last: the evaluation of a step belongs in its checkpoint
+        checkpoint_and_resume(trainer, {"model": model, "optimizer": optimizer, "trainer": trainer,
+                                        "scheduler": scheduler, "history": history,
+                                        **(checkpoint_objects or {})},
+                              checkpoint_dir, every=evaluate_every or per_pass)
+    start = time.perf_counter()
+    if not (steps is not None and trainer.state.iteration >= steps):
+        run_to_completion(trainer, loader, max_epochs=max_epochs)
+    return FitResult(trainer, optimizer, history, time.perf_counter() - start)
+
+
+def evaluate(model: nn.Module, loader: object, *, num_labels: int,
+             device: torch.device | None = None, amp_dtype: torch.dtype | None | str = "auto"
+             ) -> dict:
+    """A classifier's ``accuracy``, ``error``, ``loss`` and ``confusion`` on ``loader`` (the
+    evaluator of :func:`create_classifier_evaluator`, run once)."""
+    dev = device or default_device()
+    amp = autocast_dtype(dev) if amp_dtype == "auto" else amp_dtype
+    model.to(dev)
+    evaluator = create_classifier_evaluator(model, device=dev, num_labels=num_labels, amp_dtype=amp)
+    return dict(evaluator.run(loader).metrics)
+
+
+__all__ = [  # the names of tutorial_lib.batches stay importable from here
+    "Batch", "ResumableBatchSampler", "eval_loader", "input_lengths", "mask_tokens", "pad_collate",
+    "pad_ids", "resumable_loader",
+]

@@ -6,9 +6,9 @@ errors name ``TUTORIAL_DATA_DIR`` (the user's setting) and say how to fix it.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
+from ..hashing import file_sha256
 from .environment import DATA_ENV_VAR
 from .errors import DataError
 from .registry import EXPECTED_SHA256, DatasetSpec
@@ -19,15 +19,6 @@ _VERIFIED: dict[tuple[str, int, int], str] = {}
 def clear_verified() -> None:
     """Forget every cached file hash."""
     _VERIFIED.clear()
-
-
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def verify_file(path: Path, sha256: str) -> Path:

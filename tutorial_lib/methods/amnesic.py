@@ -1,7 +1,7 @@
 """Amnesic probing (Elazar et al., TACL 2021) and adversarial heads (notebook 11).
 
 **Amnesic probing** asks whether a model *uses* a property, not whether a probe can read it:
-remove the property from the representation with INLP (:mod:`tutorial_lib.inlp`) and measure
+remove the property from the representation with INLP (:mod:`tutorial_lib.methods.inlp`) and measure
 how the model's own behaviour changes. Here the model is notebook 01's masked LM
 (``config.causal=False``) and the behaviour is masked-word prediction:
 
@@ -21,7 +21,6 @@ information out of it; a *fresh* linear probe afterwards measures what is left.
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -29,16 +28,14 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader
 
 from ..backbones import Backbone
 from ..heads import HeadConfig, MultiHeadModel, MultiTaskLoader, multihead_loss
 from ..models import IGNORE_INDEX
-from ..params import make_optimizer
 from ..runtime import autocast, autocast_dtype, device, seed_everything
 from ..settings import Budget
 from ..tasks import Task
-from ..training import attach_schedule, create_trainer, eval_loader, pad_collate, pad_ids
+from ..training import Method, eval_loader, fit, pad_collate, resumable_loader
 from . import probing
 from .inlp import directions_removed
 
@@ -96,16 +93,9 @@ def masked_positions(
                     ids[pos] = tokenizer.mask_token_id
             first = dict(zip(e.words, e.positions))
             rows.append((ids, e.input_ids, [(first[w], s, w) for w in chosen]))
-    dev, amp = device(), autocast_dtype()
-    encoder = backbone.encoder.to(dev).eval()
     hidden, target, where = [], [], []
-    order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
-        ids, mask = pad_ids([rows[i][0] for i in idx], backbone.pad_id)
-        with autocast(dev, amp):
-            h = encoder(input_ids=ids.to(dev),
-                        attention_mask=mask.to(dev)).last_hidden_state.float().cpu()
+    for idx, (h,) in probing.states_by_length(backbone, [r[0] for r in rows], batch_size):
+        h = h.float().cpu()
         for r, i in enumerate(idx):
             for pos, s, w in rows[i][2]:
                 hidden.append(h[r, pos].numpy())
@@ -144,15 +134,8 @@ def next_word_positions(backbone: Backbone, sentences: probing.Sentences, *,
     if backbone.kind != "causal":
         raise ValueError(f"next-word positions need a causal LM, not {backbone.name!r} ({backbone.kind})")
     encoded = probing.encode_sentences(backbone, sentences)
-    dev, amp = device(), autocast_dtype()
-    encoder = backbone.encoder.to(dev).eval()
     hidden, target, where = [], [], []
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].input_ids))
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
-        ids, mask = pad_ids([encoded[i].input_ids for i in idx], backbone.pad_id)
-        with autocast(dev, amp):
-            h = encoder(input_ids=ids.to(dev), attention_mask=mask.to(dev)).last_hidden_state
+    for idx, (h,) in probing.states_by_length(backbone, [e.input_ids for e in encoded], batch_size):
         h = h.float().cpu()
         for r, i in enumerate(idx):
             e = encoded[i]
@@ -283,26 +266,18 @@ def adversarial_finetune(
                           reverse_gradient=True, lambda_=lambda_),
     }, pool=backbone.pool)
     collate = pad_collate(backbone.pad_id)
-    gen = torch.Generator().manual_seed(seed)
     loaders = {
-        "main": DataLoader(backbone.encode_rows(task.train), batch_size=budget.batch_size,
-                           shuffle=True, collate_fn=collate, generator=gen),
-        "pos": DataLoader(probing.token_label_rows(backbone, adv_sentences, "upos"),
-                          batch_size=adv_batch_size, shuffle=True, collate_fn=collate,
-                          generator=gen),
+        "main": resumable_loader(backbone.encode_rows(task.train), batch_size=budget.batch_size,
+                                 seed=seed, collate_fn=collate),
+        "pos": resumable_loader(probing.token_label_rows(backbone, adv_sentences, "upos"),
+                                batch_size=adv_batch_size, seed=seed + 1, collate_fn=collate),
     }
     train_loader = MultiTaskLoader(loaders, main="main")
-    dev, amp = device(), autocast_dtype()
-    model.to(dev)
-    optimizer = make_optimizer(model, budget.lr, budget.weight_decay)
-    trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp, max_norm=budget.max_norm,
-                             loss_fn=multihead_loss)
+    model.to(device())
     total = budget.epochs * len(train_loader)
-    attach_schedule(trainer, optimizer, kind="linear", lr=budget.lr,
-                    warmup=int(budget.warmup_frac * total), total=total)
-    start = time.perf_counter()
-    trainer.run(train_loader, max_epochs=budget.epochs)
-    seconds = time.perf_counter() - start
+    seconds = fit(model, train_loader, lr=budget.lr, weight_decay=budget.weight_decay,
+                  epochs=budget.epochs, method=Method(loss_fn=multihead_loss),
+                  warmup=int(budget.warmup_frac * total), max_norm=budget.max_norm).seconds
 
     test_loader = eval_loader(backbone.encode_rows(task.test), budget.eval_batch_size, collate)
     pos_test = eval_loader(probing.token_label_rows(backbone, probe_test, "upos"),

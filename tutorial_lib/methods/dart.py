@@ -1,6 +1,6 @@
 """DART: differentiable prompts for few-shot learning (Zhang et al., ICLR 2022), notebook 09.
 
-Starting from a manual prompt (``tutorial_lib.prompting``), DART makes both halves trainable:
+Starting from a manual prompt (``tutorial_lib.methods.prompting``), DART makes both halves trainable:
 
 * **differentiable template** — every word piece of the template ("It", "was", ".") becomes a
   pseudo token whose embedding h_j is a free vector, initialised from the real word's embedding;
@@ -35,13 +35,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..backbones import Backbone
 from ..models import Output
 from ..params import decay_groups
 from ..tasks import FewShotSplit
-from .fewshot import Built, fresh
+from ..training import Method, ParamGroups
+from .fewshot import FewShotModel, fresh
 from .prompting import (
     PromptClassifier,
-    PromptLM,
     Template,
     encode_prompts,
     freeze_below,
@@ -93,7 +94,7 @@ class ExtendedEmbedding(nn.Module):
 
 
 class DARTClassifier(PromptClassifier):
-    """DART on any :class:`~tutorial_lib.prompting.PromptLM` (see the module docstring).
+    """DART on any :class:`~tutorial_lib.backbones.Backbone` with an LM head (see the module docstring).
 
     ``init``: "words" (from the template's and verbalizer's words — at step 0 the model equals the
     manual prompt) or "random" (U(−max|w|, max|w|) as in DART's code).
@@ -101,7 +102,7 @@ class DARTClassifier(PromptClassifier):
 
     def __init__(
         self,
-        mlm: PromptLM,
+        lm: Backbone,
         template: str | Template,
         label_ids: Sequence[int],
         *,
@@ -110,14 +111,14 @@ class DARTClassifier(PromptClassifier):
         init: str = "words",
         freeze_backbone: bool = False,
     ):
-        super().__init__(mlm, template, label_ids)
+        super().__init__(lm, template, label_ids)
         if init not in ("words", "random"):
             raise ValueError(f"init must be 'words' or 'random', got {init!r}")
         self.fluency_weight, self.mask_rate = fluency_weight, mask_rate
-        base = mlm.input_embeddings()
+        base = lm.input_embeddings()
         if isinstance(base, ExtendedEmbedding):
             raise ValueError("this masked LM already has DART prompt embeddings; use a fresh copy")
-        words = [i for pieces in self.template.literal_ids(mlm) for i in pieces]
+        words = [i for pieces in self.template.literal_ids(lm) for i in pieces]
         w = base.weight.detach()
         if init == "words":
             template_init, label_init = w[words].clone(), w[self.label_ids].clone()
@@ -127,8 +128,8 @@ class DARTClassifier(PromptClassifier):
             label_init = torch.empty(len(label_ids), w.shape[1]).uniform_(-bound, bound)
         self.template_words = words
         self.embedding = ExtendedEmbedding(base, template_init, label_init)
-        mlm.set_input_embeddings(self.embedding)
-        bias = mlm.decoder_bias
+        lm.set_input_embeddings(self.embedding)
+        bias = lm.decoder_bias
         self.label_bias = (None if bias is None
                            else nn.Parameter(bias.detach()[self.label_ids].clone()))
         V, n = self.embedding.num_base, len(words)
@@ -147,7 +148,7 @@ class DARTClassifier(PromptClassifier):
         return params + ([self.label_bias] if self.label_bias is not None else [])
 
     def encode(self, rows, max_len: int | None = None) -> list[dict]:
-        return encode_prompts(self.mlm, self.template, rows, template_ids=self.template_ids,
+        return encode_prompts(self.backbone, self.template, rows, template_ids=self.template_ids,
                               max_len=max_len)
 
     def label_scores(self, h: torch.Tensor) -> torch.Tensor:
@@ -171,7 +172,7 @@ class DARTClassifier(PromptClassifier):
 
         Returns the loss and ``{"sampled", "targets" (per row), "positions", "p"}``.
         """
-        if self.mlm.is_causal:
+        if self.backbone.answer_slot == "next":
             return self._causal_fluency(input_ids, attention_mask, text_mask)
         B, dev = input_ids.size(0), input_ids.device
         if sampled is None:
@@ -188,11 +189,11 @@ class DARTClassifier(PromptClassifier):
         first = F.one_hot(u_text.argmin(1), ids.size(1)).bool() & text
         chosen |= first & ~chosen.any(1, keepdim=True)
         original = input_ids[chosen]
-        ids[chosen] = self.mlm.mask_id
-        h = self.mlm.features(ids, attention_mask)[chosen]
-        logits = h @ self.mlm.decoder_weight.T.to(h.dtype)
-        if self.mlm.decoder_bias is not None:
-            logits = logits + self.mlm.decoder_bias.to(h.dtype)
+        ids[chosen] = self.backbone.mask_id
+        h = self.backbone.features(ids, attention_mask)[chosen]
+        logits = h @ self.backbone.decoder_weight.T.to(h.dtype)
+        if self.backbone.decoder_bias is not None:
+            logits = logits + self.backbone.decoder_bias.to(h.dtype)
         log_p = F.log_softmax(logits.float(), dim=-1).gather(1, original[:, None]).squeeze(1)
         t = targets[chosen.nonzero()[:, 0]]
         log_not_p = torch.log1p(-log_p.exp().clamp(max=1 - 1e-6))
@@ -204,10 +205,10 @@ class DARTClassifier(PromptClassifier):
                         text_mask: torch.Tensor) -> tuple[torch.Tensor, dict]:
         """A causal LM's fluency term: next-token cross-entropy on the input text's tokens."""
         keep = text_mask[:, 1:].bool()
-        h = self.mlm.features(input_ids, attention_mask)[:, :-1][keep]
-        logits = h @ self.mlm.decoder_weight.T.to(h.dtype)
-        if self.mlm.decoder_bias is not None:
-            logits = logits + self.mlm.decoder_bias.to(h.dtype)
+        h = self.backbone.features(input_ids, attention_mask)[:, :-1][keep]
+        logits = h @ self.backbone.decoder_weight.T.to(h.dtype)
+        if self.backbone.decoder_bias is not None:
+            logits = logits + self.backbone.decoder_bias.to(h.dtype)
         loss = F.cross_entropy(logits.float(), input_ids[:, 1:][keep])
         return loss, {"positions": keep}
 
@@ -221,11 +222,11 @@ class DARTClassifier(PromptClassifier):
 
     # --- optimisation and inspection ----------------------------------------------------------
 
-    def param_groups(self, prompt_lr: float) -> Callable[[float, float], list[dict]]:
-        """AdamW groups: the backbone at the run's rate (decay as in pretraining), the prompt
-        parameters at ``prompt_lr`` without weight decay (an ``lr_scale`` on the schedule)."""
+    def param_groups(self, prompt_lr: float) -> ParamGroups:
+        """A Method's AdamW groups: the backbone at the run's rate (decay as in pretraining), the
+        prompt parameters at ``prompt_lr`` without weight decay (an ``lr_scale`` on the schedule)."""
 
-        def groups(lr: float, weight_decay: float) -> list[dict]:
+        def groups(_: nn.Module, lr: float, weight_decay: float) -> list[dict]:
             prompt = [p for p in self.prompt_parameters() if p.requires_grad]
             out = decay_groups(self, weight_decay, exclude=prompt)
             return out + [{"params": prompt, "weight_decay": 0.0, "lr_scale": prompt_lr / lr}]
@@ -238,7 +239,7 @@ class DARTClassifier(PromptClassifier):
         next to the word it started from and the cosine between start and end."""
         vocab = self.embedding.base.weight.float()
         vocab_n = F.normalize(vocab, dim=-1)
-        tok = self.mlm.tokenizer
+        tok = self.backbone.tokenizer
         special = torch.tensor(sorted(set(tok.all_special_ids)), device=vocab.device)
         slots = [(f"template {i + 1}", w, v) for i, (w, v) in
                  enumerate(zip(self.template_words, self.embedding.template))]
@@ -259,7 +260,7 @@ class DARTClassifier(PromptClassifier):
 
 
 def dart_method(
-    mlm: PromptLM | Callable[[], PromptLM],
+    lm: Backbone | Callable[[], Backbone],
     templates: Mapping[str, str],
     verbalizers: Mapping[str, Mapping[str, str]],
     *,
@@ -270,20 +271,21 @@ def dart_method(
     freeze_backbone: bool = False,
     max_len: int | None = None,
     trainable_layers: int | None = None,
-) -> Callable[[FewShotSplit], Callable[[], Built]]:
-    """DART for ``fewshot.compare_fewshot``; each run starts from a fresh copy of ``mlm``
+) -> Callable[[FewShotSplit], Callable[[], FewShotModel]]:
+    """DART for ``fewshot.compare_fewshot``; each run starts from a fresh copy of ``lm``
     (``trainable_layers``: a causal LM trains only its top layers, see ``prompting.freeze_below``)."""
 
-    def for_split(split: FewShotSplit) -> Callable[[], Built]:
-        def build() -> Built:
-            lm = fresh(mlm)
-            freeze_below(lm, trainable_layers)
-            ids = verbalizer_ids(lm, verbalizers[split.task], split.label_names)
-            model = DARTClassifier(lm, templates[split.task], ids, fluency_weight=fluency_weight,
+    def for_split(split: FewShotSplit) -> Callable[[], FewShotModel]:
+        def build() -> FewShotModel:
+            own = fresh(lm)
+            freeze_below(own, trainable_layers)
+            ids = verbalizer_ids(own, verbalizers[split.task], split.label_names)
+            model = DARTClassifier(own, templates[split.task], ids, fluency_weight=fluency_weight,
                                    mask_rate=mask_rate, init=init,
                                    freeze_backbone=freeze_backbone)
-            return Built(model, lambda rows: model.encode(rows, max_len),
-                         prompt_collate(lm.pad_id), model.param_groups(prompt_lr))
+            return FewShotModel(model, lambda rows: model.encode(rows, max_len),
+                                prompt_collate(own.pad_id),
+                                Method(param_groups=model.param_groups(prompt_lr)))
 
         return build
 

@@ -66,8 +66,10 @@ def layer_param_groups(
 
 
 def discriminative_groups(factor: float = ULMFIT_FACTOR, weight_decay: float = 0.01) -> Callable:
-    """A ``param_groups`` hook for ``finetuning.finetune``: one lr scale per layer."""
-    return lambda model: layer_param_groups(model, weight_decay=weight_decay, factor=factor)
+    """A :class:`~tutorial_lib.training.Method`'s ``param_groups``: one lr scale per layer
+    (``weight_decay`` here is the decayed groups'; the run's rate and decay are not needed)."""
+    return lambda model, lr=None, wd=None: layer_param_groups(model, weight_decay=weight_decay,
+                                                              factor=factor)
 
 
 def group_names(groups: Sequence[dict]) -> list[str]:

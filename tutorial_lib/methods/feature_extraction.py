@@ -18,16 +18,18 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 import torch.nn.functional as F
+from ignite.engine import Engine
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from ..backbones import Backbone, layer_states, load_backbone, pool_hidden
+from ..backbones import Backbone, layer_states, load_backbone
 from ..config import Scale
+from ..models import pool_hidden
 from ..params import trainable_summary
 from ..runtime import PeakMemory, autocast, autocast_dtype, device, seed_everything
 from ..settings import Budget
 from ..tasks import Task
-from ..training import pad_collate
+from ..training import Method, fit, pad_collate, resumable_loader
 
 
 class ScalarMix(nn.Module):
@@ -80,11 +82,7 @@ def pooled_states(backbone: Backbone, input_ids: torch.Tensor, attention_mask: t
 
 def feature_layer_names(backbone: Backbone) -> list[str]:
     """Names of the entries of :func:`pooled_states`, bottom to top."""
-    word = "block" if backbone.is_ours else "layer"
-    names = ["embeddings", *(f"{word} {i}" for i in range(backbone.n_layers))]
-    if backbone.is_ours:
-        names[-1] += " (+ ln_f)"
-    return names
+    return backbone.layer_names
 
 
 @dataclass
@@ -143,31 +141,41 @@ def train_probe(
     weight_decay: float = 0.01,
     seed: int = 0,
 ) -> ProbeResult:
-    """Train a :class:`ProbeClassifier` on cached features (AdamW, constant lr); test at the end."""
+    """Train a :class:`ProbeClassifier` on cached features with the one recipe
+    (:func:`tutorial_lib.training.fit`: AdamW, constant lr, fp32, no clipping); validate after
+    every epoch, test at the end."""
     seed_everything(seed)
     _, n_layers, d = train.x.shape
     probe = ProbeClassifier(n_layers, d, num_labels, mix)
-    # the mix's scalars and γ get no weight decay (it would pull the mix towards uniform)
-    mix_params = list(probe.mix.parameters()) if probe.mix is not None else []
-    groups = [{"params": list(probe.head.parameters()), "weight_decay": weight_decay}]
-    if mix_params:
-        groups.append({"params": mix_params, "weight_decay": 0.0})
-    opt = torch.optim.AdamW(groups, lr=lr)
-    loader = DataLoader(TensorDataset(train.x, train.y), batch_size=batch_size, shuffle=True,
-                        generator=torch.Generator().manual_seed(seed))
-    rows = []
-    start = time.perf_counter()
-    for epoch in range(1, epochs + 1):
-        probe.train()
-        for x, y in loader:
-            loss = F.cross_entropy(probe(x), y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        rows.append({"epoch": epoch, **_evaluate(probe, validation)})
-    seconds = time.perf_counter() - start
-    return ProbeResult(probe, _evaluate(probe, test), rows, seconds,
+    loader = resumable_loader(TensorDataset(train.x, train.y), batch_size=batch_size, seed=seed,
+                              collate_fn=_feature_batch)
+    rows: list[dict] = []
+
+    def validate(trainer: Engine) -> None:
+        rows.append({"epoch": trainer.state.epoch, **_evaluate(probe, validation)})
+
+    run = fit(probe, loader, lr=lr, weight_decay=weight_decay, epochs=epochs,
+              method=Method(param_groups=_probe_groups, loss_fn=_probe_loss), schedule=None,
+              max_norm=None, evaluate=validate, evaluate_every=len(loader),
+              device=torch.device("cpu"), amp_dtype=None)  # the cached features live on the CPU
+    return ProbeResult(probe, _evaluate(probe, test), rows, run.seconds,
                        sum(p.numel() for p in probe.parameters()))
+
+
+def _feature_batch(rows: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    return {"features": torch.stack([x for x, _ in rows]), "labels": torch.stack([y for _, y in rows])}
+
+
+def _probe_loss(probe: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    return F.cross_entropy(probe(batch["features"]), batch["labels"])
+
+
+def _probe_groups(probe: ProbeClassifier, lr: float, weight_decay: float) -> list[dict]:
+    """The head decays; the mix's scalars and γ do not (decay would pull the mix to uniform)."""
+    groups = [{"params": list(probe.head.parameters()), "weight_decay": weight_decay}]
+    if probe.mix is not None:
+        groups.append({"params": list(probe.mix.parameters()), "weight_decay": 0.0})
+    return groups
 
 
 def feature_extraction_runs(

@@ -2,46 +2,44 @@
 
 Every method — [CLS]-head fine-tuning, manual-prompt fine-tuning (:mod:`.prompting`), DART
 (:mod:`.dart`) — is a function from a :class:`~tutorial_lib.tasks.FewShotSplit` to a ``build``
-that makes a fresh :class:`Built` (model, encoder of rows, collate, optimizer groups).
-:func:`train_fewshot` trains a fixed number of steps and keeps the checkpoint with the best
-few-shot **dev** accuracy; :func:`select_and_test` is LM-BFF's per-split learning-rate grid
+that makes a fresh :class:`FewShotModel` (model, encoder of rows, collate, and the
+:class:`~tutorial_lib.training.Method` it trains with). :func:`train_fewshot` trains a fixed
+number of steps with the one recipe (:func:`tutorial_lib.training.fit`) and keeps the checkpoint
+with the best few-shot **dev** accuracy; :func:`select_and_test` is LM-BFF's per-split learning-rate grid
 (chosen on dev only); :func:`compare_fewshot` runs every method on every split.
 """
 
 from __future__ import annotations
 
 import copy
-import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
-import torch
-from ignite.engine import Engine, Events
+from ignite.engine import Engine
 from ignite.handlers import Checkpoint
 from ignite.handlers.checkpoint import BaseSaveHandler
 from torch import nn
-from torch.utils.data import DataLoader
 
 from .. import stats
-from ..backbones import layer_groups, load_backbone
+from ..backbones import Backbone, layer_groups, load_backbone
 from ..config import Scale
-from ..params import decay_groups, freeze, make_optimizer, unfreeze
-from ..runtime import autocast_dtype, device, seed_everything
+from ..params import freeze, unfreeze
+from ..runtime import device, seed_everything
 from ..tasks import FewShotSplit
-from ..training import attach_schedule, create_classifier_evaluator, create_trainer, eval_loader, pad_collate
-from .prompting import PromptClassifier, PromptLM, freeze_below, prompt_collate, verbalizer_ids
+from ..training import PLAIN, Method, eval_loader, evaluate, fit, pad_collate, resumable_loader
+from .prompting import PromptClassifier, freeze_below, fresh_copy, prompt_collate, verbalizer_ids
 
 
 @dataclass
-class Built:
-    """What a method needs to be trained: the model, its encoded splits and its optimiser groups."""
+class FewShotModel:
+    """What a few-shot method builds for one run: the model, how rows become its inputs, and the
+    :class:`~tutorial_lib.training.Method` it trains with (e.g. DART's optimizer groups)."""
 
     model: nn.Module
     encode: Callable[[Sequence[Mapping]], list[dict]]
     collate: Callable
-    param_groups: Callable[[float, float], list[dict]] | None = None  # (lr, wd) → groups
+    method: Method = PLAIN
 
 
 @dataclass
@@ -52,7 +50,7 @@ class FewShotRun:
     lr: float
     seconds: float
     history: list[dict] = field(default_factory=list)
-    built: Built | None = None
+    built: FewShotModel | None = None
 
     @property
     def model(self) -> nn.Module | None:
@@ -87,7 +85,7 @@ def dev_score(metrics: Mapping[str, float]) -> float:
 
 
 def train_fewshot(
-    build: Callable[[], Built],
+    build: Callable[[], FewShotModel],
     split: FewShotSplit,
     *,
     steps: int,
@@ -106,68 +104,48 @@ def train_fewshot(
     split.require("train", "dev", *(("test",) if evaluate_test else ()))
     seed_everything(seed)
     built = build()
-    model, dev, amp = built.model, device(), autocast_dtype()
-    model.to(dev)
-    groups = (built.param_groups(lr, weight_decay) if built.param_groups
-              else decay_groups(model, weight_decay))
-    optimizer = make_optimizer(model, lr, weight_decay, groups)
-    gen = torch.Generator().manual_seed(seed)
+    model = built.model
+    model.to(device())
     train_rows = built.encode(split.train)
-    loader = DataLoader(train_rows, batch_size=min(batch_size, len(train_rows)), shuffle=True,
-                        collate_fn=built.collate, generator=gen, drop_last=True)
+    loader = resumable_loader(train_rows, batch_size=min(batch_size, len(train_rows)), seed=seed,
+                              drop_last=True, collate_fn=built.collate)
     dev_loader = eval_loader(built.encode(split.dev), eval_batch_size, built.collate)
-    trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp, max_norm=max_norm)
-    attach_schedule(trainer, optimizer, kind="linear", lr=lr, warmup=int(warmup_frac * steps),
-                    total=steps)
-    evaluator = create_classifier_evaluator(model, device=dev, num_labels=split.num_labels,
-                                            amp_dtype=amp)
+    history: list[dict] = []
     saver = InMemorySaver()
     best = Checkpoint({"model": model}, saver, n_saved=1,  # strictly better only: first best kept
-                      score_function=lambda e: dev_score(e.state.metrics),
-                      global_step_transform=lambda *_: trainer.state.iteration)
-    history: list[dict] = []
+                      score_function=lambda _: history[-1]["score"],
+                      global_step_transform=lambda engine, _: engine.state.iteration)
 
-    @trainer.on(Events.ITERATION_COMPLETED(every=eval_every) | Events.COMPLETED)
-    def _dev(engine: Engine) -> None:
-        step = engine.state.iteration
-        if history and history[-1]["step"] == step:
-            return
-        m = evaluator.run(dev_loader).metrics
-        history.append({"step": step, "dev_accuracy": m["accuracy"], "dev_loss": m["loss"],
-                        "train_loss": engine.state.output, "score": dev_score(m)})
-        best(evaluator)
+    def score_dev(trainer: Engine) -> None:
+        m = evaluate(model, dev_loader, num_labels=split.num_labels)
+        history.append({"step": trainer.state.iteration, "dev_accuracy": m["accuracy"],
+                        "dev_loss": m["loss"], "train_loss": trainer.state.output,
+                        "score": dev_score(m)})
+        best(trainer)
 
-    @trainer.on(Events.ITERATION_COMPLETED(once=steps))
-    def _stop(engine: Engine) -> None:
-        _dev(engine)
-        engine.terminate()
-
-    start = time.perf_counter()
-    trainer.run(loader, max_epochs=math.ceil(steps / len(loader)))
+    run = fit(model, loader, lr=lr, weight_decay=weight_decay, steps=steps, method=built.method,
+              warmup=int(warmup_frac * steps), max_norm=max_norm, evaluate=score_dev,
+              evaluate_every=eval_every)
     checkpoint, score = saver.best
     Checkpoint.load_objects({"model": model}, checkpoint)
     chosen = next(h for h in history if h["score"] == score)
     test = {}
     if evaluate_test:
         test_loader = eval_loader(built.encode(split.test), eval_batch_size, built.collate)
-        test = dict(evaluator.run(test_loader).metrics)
-    return FewShotRun(test, chosen["dev_accuracy"], chosen["step"], lr, time.perf_counter() - start,
-                      history, built)
+        test = evaluate(model, test_loader, num_labels=split.num_labels)
+    return FewShotRun(test, chosen["dev_accuracy"], chosen["step"], lr, run.seconds, history, built)
 
 
-def select_and_test(build: Callable[[], Built], split: FewShotSplit, lrs: Sequence[float],
+def select_and_test(build: Callable[[], FewShotModel], split: FewShotSplit, lrs: Sequence[float],
                     **kwargs) -> FewShotRun:
     """LM-BFF's per-split grid search, on the few-shot **dev** set only: train once per learning
     rate, keep the best dev accuracy, and evaluate *only that* model on test."""
     runs = [train_fewshot(build, split, lr=lr, evaluate_test=False, **kwargs) for lr in lrs]
     winner = max(runs, key=lambda r: r.dev_accuracy)  # first best on ties
     built = winner.built
-    evaluator = create_classifier_evaluator(built.model, device=device(),
-                                            num_labels=split.num_labels,
-                                            amp_dtype=autocast_dtype())
     loader = eval_loader(built.encode(split.test), kwargs.get("eval_batch_size", 128),
                          built.collate)
-    winner.test = dict(evaluator.run(loader).metrics)
+    winner.test = evaluate(built.model, loader, num_labels=split.num_labels)
     winner.seconds = sum(r.seconds for r in runs)
     return winner
 
@@ -176,13 +154,13 @@ def select_and_test(build: Callable[[], Built], split: FewShotSplit, lrs: Sequen
 
 
 def cls_method(backbone: str, scale: Scale, trainable_layers: int | None = None
-               ) -> Callable[[FewShotSplit], Callable[[], Built]]:
+               ) -> Callable[[FewShotSplit], Callable[[], FewShotModel]]:
     """[CLS]-head fine-tuning: a new linear head on the backbone's pooled position (a causal LM:
     its last token). ``trainable_layers``: train only the head and the top layers (the budget of
     the prompt methods on a CPU, see ``prompting.freeze_below``)."""
 
-    def for_split(split: FewShotSplit) -> Callable[[], Built]:
-        def build() -> Built:
+    def for_split(split: FewShotSplit) -> Callable[[], FewShotModel]:
+        def build() -> FewShotModel:
             b = load_backbone(backbone, scale)
             model = b.classifier(split.num_labels)
             if trainable_layers is not None:
@@ -190,12 +168,7 @@ def cls_method(backbone: str, scale: Scale, trainable_layers: int | None = None
                 freeze(model)
                 unfreeze(model, *(m for layer in layers[: trainable_layers + 1]
                                   for m in layer.modules))
-
-            def encode(rows):
-                ids = b.encode([r["text"] for r in rows])
-                return [{"input_ids": i, "labels": int(r["label"])} for i, r in zip(ids, rows)]
-
-            return Built(model, encode, pad_collate(b.pad_id))
+            return FewShotModel(model, b.encode_rows, pad_collate(b.pad_id))
 
         return build
 
@@ -203,35 +176,36 @@ def cls_method(backbone: str, scale: Scale, trainable_layers: int | None = None
 
 
 def prompt_method(
-    mlm: PromptLM | Callable[[], PromptLM],
+    lm: Backbone | Callable[[], Backbone],
     templates: Mapping[str, str],
     verbalizers: Mapping[str, Mapping[str, str]],
     max_len: int | None = None,
     trainable_layers: int | None = None,
-) -> Callable[[FewShotSplit], Callable[[], Built]]:
-    """Manual-prompt fine-tuning; each run starts from a fresh copy of ``mlm`` (``trainable_layers``:
+) -> Callable[[FewShotSplit], Callable[[], FewShotModel]]:
+    """Manual-prompt fine-tuning; each run starts from a fresh copy of ``lm`` (``trainable_layers``:
     a causal LM trains only its top layers)."""
 
-    def for_split(split: FewShotSplit) -> Callable[[], Built]:
-        def build() -> Built:
-            lm = fresh(mlm)
-            freeze_below(lm, trainable_layers)
-            ids = verbalizer_ids(lm, verbalizers[split.task], split.label_names)
-            model = PromptClassifier(lm, templates[split.task], ids)
-            return Built(model, lambda rows: model.encode(rows, max_len), prompt_collate(lm.pad_id))
+    def for_split(split: FewShotSplit) -> Callable[[], FewShotModel]:
+        def build() -> FewShotModel:
+            own = fresh(lm)
+            freeze_below(own, trainable_layers)
+            ids = verbalizer_ids(own, verbalizers[split.task], split.label_names)
+            model = PromptClassifier(own, templates[split.task], ids)
+            return FewShotModel(model, lambda rows: model.encode(rows, max_len),
+                                prompt_collate(own.pad_id))
 
         return build
 
     return for_split
 
 
-def fresh(mlm: PromptLM | Callable[[], PromptLM]) -> PromptLM:
-    """A private copy of a masked LM (or a new one from a factory), so runs never share weights."""
-    return copy.deepcopy(mlm) if isinstance(mlm, nn.Module) else mlm()
+def fresh(lm: Backbone | Callable[[], Backbone]) -> Backbone:
+    """A private copy of a prompt's LM (or a new one from a factory), so runs never share weights."""
+    return fresh_copy(lm) if isinstance(lm, Backbone) else lm()
 
 
 def compare_fewshot(
-    methods: Mapping[str, Callable[[FewShotSplit], Callable[[], Built]]],
+    methods: Mapping[str, Callable[[FewShotSplit], Callable[[], FewShotModel]]],
     splits: Sequence[FewShotSplit],
     *,
     lrs: Mapping[str, Sequence[float]],
@@ -258,16 +232,12 @@ def compare_fewshot(
     return pd.DataFrame(rows), kept
 
 
-def zero_shot(mlm: PromptLM, split: FewShotSplit, template: str, verbalizer: Mapping[str, str],
+def zero_shot(lm: Backbone, split: FewShotSplit, template: str, verbalizer: Mapping[str, str],
               eval_batch_size: int = 128) -> dict:
     """Test metrics of the untrained prompt classifier (no training, nothing selected)."""
-    model = PromptClassifier(mlm, template, verbalizer_ids(mlm, verbalizer, split.label_names))
-    dev = device()
-    model.to(dev)
-    evaluator = create_classifier_evaluator(model, device=dev, num_labels=split.num_labels,
-                                            amp_dtype=autocast_dtype())
-    loader = eval_loader(model.encode(split.test), eval_batch_size, prompt_collate(mlm.pad_id))
-    return dict(evaluator.run(loader).metrics)
+    model = PromptClassifier(lm, template, verbalizer_ids(lm, verbalizer, split.label_names))
+    loader = eval_loader(model.encode(split.test), eval_batch_size, prompt_collate(lm.pad_id))
+    return evaluate(model, loader, num_labels=split.num_labels)
 
 
 def summarize(table: pd.DataFrame, by: Sequence[str] = ("task", "method")) -> pd.DataFrame:

@@ -71,10 +71,9 @@ Slicing = Literal["rows", "upstream"]
 LossFn = Callable[[Any], torch.Tensor]
 K = TypeVar("K", bound=Hashable)
 
-# attributes under which wrappers keep their encoder: MultiHeadModel / HFClassifier (.encoder),
-# TransformerClassifier / TransformerLM (.transformer), HF *For* models (.bert, .roberta),
-# prompting.HFMaskedLM (.model)
-_WRAPPER_ATTRS = ("encoder", "transformer", "bert", "roberta", "model")
+# attributes under which wrappers keep their encoder: classifiers and MultiHeadModel (.encoder),
+# our TransformerLM and HF *For* models (.base_model), a prompt classifier (.lm)
+_WRAPPER_ATTRS = ("encoder", "base_model", "lm", "model")
 
 
 # --- where the key and value weights are -------------------------------------------------------
@@ -141,7 +140,7 @@ def kv_weights(model: nn.Module) -> list[tuple[torch.Tensor, torch.Tensor, int]]
     The weights are *views*: for our Transformer, rows d:2d and 2d:3d of ``attn.qkv.weight``
     (whose rows are [W_Q; W_K; W_V]). For BERT-like Hugging Face encoders they are
     ``attention.self.key.weight`` and ``.value.weight``. ``model`` may also be a wrapper holding
-    the encoder (``MultiHeadModel``, ``TransformerClassifier``, ``HFClassifier`` ...). Any other
+    the encoder (``MultiHeadModel``, ``SequenceClassifier`` ...). Any other
     encoder raises ``ValueError``.
     """
     return [(s.key.weight[s.key_rows], s.value.weight[s.value_rows], s.n_heads)

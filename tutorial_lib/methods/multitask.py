@@ -22,7 +22,6 @@ with fixed share p gets S/p steps in all, so it sees S of its own batches in eve
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -39,20 +38,11 @@ from .. import stats
 from ..backbones import Backbone, load_backbone
 from ..config import Scale
 from ..heads import HeadConfig, MultiHeadModel, causal_lm_targets, merge_batches, multihead_loss
-from ..models import IGNORE_INDEX, TransformerClassifier, last_token
-from ..params import make_optimizer
-from ..runtime import autocast, autocast_dtype, device, seed_everything
+from ..models import IGNORE_INDEX, last_token
+from ..runtime import autocast_dtype, device, seed_everything
 from ..settings import MultiTaskRuns
 from ..tasks import Task, compute_metrics, load_task, predictions_from_logits
-from ..training import (
-    attach_progress,
-    attach_schedule,
-    create_trainer,
-    eval_loader,
-    pad_collate,
-    resumable_loader,
-    to_device,
-)
+from ..training import Method, eval_loader, fit, logits_step, pad_collate, resumable_loader
 
 STRATEGIES = ("proportional", "temperature", "round-robin")
 
@@ -66,11 +56,11 @@ def lm_aux_loss(lm_weight: float = 0.5, clf_weight: float = 1.0) -> Callable[[nn
     never LM targets). The 2019 slides use 1.0 / 0.5."""
 
     def loss_fn(model: nn.Module, batch: dict) -> torch.Tensor:
-        if not isinstance(model, TransformerClassifier) or not model.config.causal:
+        if not hasattr(model, "lm_head") or not model.encoder.config.is_decoder:
             raise ValueError("the auxiliary LM loss needs our causal TransformerClassifier "
                              "(backbone 'ours' or 'scratch')")
         ids, mask = batch["input_ids"], batch["attention_mask"]
-        h = model.transformer(ids, mask).last_hidden_state
+        h = model.encoder(ids, mask).last_hidden_state
         clf = F.cross_entropy(model.head(model.dropout(last_token(h, mask))).float(), batch["labels"])
         cls_id = int(last_token(ids[..., None], mask)[0])  # every row ends with our [CLS]: never an LM target
         targets = causal_lm_targets(ids, mask, ignore_ids=(cls_id,))
@@ -169,24 +159,16 @@ class EncodedTask:
 # --- evaluation ---------------------------------------------------------------------------------
 
 
-def create_task_evaluator(model: MultiHeadModel, task: str, *, dev: torch.device,
+def create_task_evaluator(model: MultiHeadModel, task: str, *, device: torch.device,
                           amp_dtype: torch.dtype | None = None) -> Engine:
     """An Ignite evaluator with the GLUE metrics of ``task`` (``score`` = their mean)."""
-
-    @torch.no_grad()
-    def step(engine: Engine, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        model.eval()
-        batch = to_device(batch, dev)
-        with autocast(dev, amp_dtype):
-            logits = model(batch["input_ids"], batch["attention_mask"], head=task).logits
-        return predictions_from_logits(task, logits.float()), batch["labels"]
-
-    evaluator = Engine(step)
+    evaluator = Engine(logits_step(model, device=device, amp_dtype=amp_dtype, head=task))
 
     def compute(y_pred: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
         return compute_metrics(task, y_pred.cpu().numpy(), y.cpu().numpy())
 
-    EpochMetric(compute, check_compute_fn=False).attach(evaluator, "glue")
+    EpochMetric(compute, output_transform=lambda out: (predictions_from_logits(task, out[0]), out[1]),
+                check_compute_fn=False).attach(evaluator, "glue")
     return evaluator
 
 
@@ -257,53 +239,45 @@ class Experiment:
         stay frozen, as in :meth:`tutorial_lib.backbones.Backbone.classifier`."""
         seed_everything(seed)
         bb = load_backbone(self.backbone, self.scale, seed=seed)
-        if not bb.is_ours:
-            bb.encoder.get_input_embeddings().weight.requires_grad_(False)
+        bb.freeze_word_embeddings()
         return MultiHeadModel(bb.encoder, {h: head_config(self.data[h].task) for h in heads},
                               pool=bb.pool)
-
-    def _loader(self, rows: list[dict], shuffle: bool, seed: int = 0) -> DataLoader:
-        if not shuffle:  # evaluation: shortest first (less padding; metrics don't change)
-            return eval_loader(rows, self.budget.eval_batch_size, pad_collate(self.pad_id))
-        if self.budget.group_by_length:
-            return resumable_loader(rows, batch_size=self.budget.batch_size, seed=seed,
-                                    collate_fn=pad_collate(self.pad_id), group_by_length=True)
-        return DataLoader(rows, batch_size=self.budget.batch_size, shuffle=True,
-                          generator=torch.Generator().manual_seed(seed),
-                          collate_fn=pad_collate(self.pad_id))
 
     def train(self, model: MultiHeadModel, sampler: TaskSampler, steps: int, seed: int,
               train_rows: Mapping[str, list[dict]] | None = None, progress: bool = False
               ) -> tuple[list[str], list[tuple[int, str, float]], float]:
-        """``steps`` Ignite iterations, each on one batch of the sampled task."""
-        dev, amp = device(), autocast_dtype()
-        model.to(dev)
-        rows = {t: (train_rows or {}).get(t, self.data[t].train) for t in sampler.sizes}
-        loaders = {t: self._loader(r, True, seed + i) for i, (t, r) in enumerate(rows.items())}
-        schedule = sampler.schedule(steps)
+        """``steps`` iterations of the one recipe (:func:`tutorial_lib.training.fit`), each on one
+        batch of the sampled task; each task's batches come from its own resumable loader."""
+        model.to(device())
         b = self.budget
-        optimizer = make_optimizer(model, b.lr, b.weight_decay)
-        trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp, max_norm=b.max_norm,
-                                 loss_fn=multihead_loss)
-        attach_schedule(trainer, optimizer, kind="linear", lr=b.lr,
-                        warmup=int(b.warmup_frac * steps), total=steps)
+        rows = {t: (train_rows or {}).get(t, self.data[t].train) for t in sampler.sizes}
+        loaders = {t: resumable_loader(r, batch_size=b.batch_size, seed=seed + i,
+                                       collate_fn=pad_collate(self.pad_id),
+                                       group_by_length=b.group_by_length)
+                   for i, (t, r) in enumerate(rows.items())}
+        schedule = sampler.schedule(steps)
         losses: list[tuple[int, str, float]] = []
-        trainer.add_event_handler(
-            Events.ITERATION_COMPLETED,
-            lambda e: losses.append((e.state.iteration, schedule[e.state.iteration - 1],
-                                     float(e.state.output))))
-        if progress:
-            attach_progress(trainer, "multi-task")
-        start = time.perf_counter()
-        trainer.run(MultiTaskBatches(loaders, schedule), max_epochs=1)
-        return schedule, losses, time.perf_counter() - start
+
+        def log_losses(trainer: Engine, *_: object) -> None:
+            trainer.add_event_handler(
+                Events.ITERATION_COMPLETED,
+                lambda e: losses.append((e.state.iteration, schedule[e.state.iteration - 1],
+                                         float(e.state.output))))
+
+        run = fit(model, MultiTaskBatches(loaders, schedule), lr=b.lr, weight_decay=b.weight_decay,
+                  epochs=1, method=Method(loss_fn=multihead_loss, on_trainer=log_losses),
+                  warmup=int(b.warmup_frac * steps), max_norm=b.max_norm,
+                  progress="multi-task" if progress else None)
+        return schedule, losses, run.seconds
 
     def evaluate(self, model: MultiHeadModel, tasks: Sequence[str]) -> dict[str, dict]:
-        dev, amp = device(), autocast_dtype()
+        """Each task's GLUE metrics on its dev split (the task's validation set) and test split."""
         out = {}
         for t in tasks:
-            ev = create_task_evaluator(model, t, dev=dev, amp_dtype=amp)
-            out[t] = {split: ev.run(self._loader(getattr(self.data[t], split), False)).metrics["glue"]
+            ev = create_task_evaluator(model, t, device=device(), amp_dtype=autocast_dtype())
+            out[t] = {split: ev.run(eval_loader(getattr(self.data[t], split),
+                                                self.budget.eval_batch_size,
+                                                pad_collate(self.pad_id))).metrics["glue"]
                       for split in ("dev", "test")}
         return out
 

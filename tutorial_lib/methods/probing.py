@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import warnings
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,7 +44,7 @@ from torch import nn
 
 from .. import data
 from ..backbones import Backbone, layer_states
-from ..models import IGNORE_INDEX, TransformerLM
+from ..models import IGNORE_INDEX
 from ..runtime import autocast, autocast_dtype, device
 from ..training import pad_ids
 
@@ -208,6 +208,22 @@ class WordFeatures:
         return [sentences.tokens[s][w] for s, w in zip(self.sentence, self.word)]
 
 
+def states_by_length(backbone: Backbone, rows: Sequence[Sequence[int]], batch_size: int = 64,
+                     final: bool = True) -> Iterator[tuple[list[int], tuple[torch.Tensor, ...]]]:
+    """The frozen encoder over token-id ``rows``, shortest first (each padded batch nearly as long
+    as its rows), in eval mode under autocast, without gradients: yields (the batch's row indices,
+    its :func:`tutorial_lib.backbones.layer_states`, only the top one when ``final``)."""
+    dev, amp = device(), autocast_dtype()
+    encoder = backbone.encoder.to(dev).eval()
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        ids, mask = pad_ids([rows[i] for i in idx], backbone.pad_id)
+        with torch.no_grad(), autocast(dev, amp):
+            states = layer_states(encoder, ids.to(dev), mask.to(dev), final)
+        yield idx, states
+
+
 @torch.no_grad()
 def extract_features(
     backbone: Backbone, sentences: Sentences, batch_size: int = 64, final: bool = False
@@ -216,15 +232,8 @@ def extract_features(
     autocast where fast). Sentences are batched by length to save padding. ``final=True``:
     one layer, the encoder's output (see :func:`tutorial_lib.backbones.layer_states`)."""
     encoded = encode_sentences(backbone, sentences)
-    dev, amp = device(), autocast_dtype()
-    encoder = backbone.encoder.to(dev).eval()
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].input_ids))
     per_sentence: dict[int, list[np.ndarray]] = {}
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
-        ids, mask = pad_ids([encoded[i].input_ids for i in idx], backbone.pad_id)
-        with autocast(dev, amp):
-            states = layer_states(encoder, ids.to(dev), mask.to(dev), final)
+    for idx, states in states_by_length(backbone, [e.input_ids for e in encoded], batch_size, final):
         stacked = torch.stack(states, dim=0).float().cpu()  # [L, B, T, D]
         for row, i in enumerate(idx):
             per_sentence[i] = stacked[:, row, encoded[i].positions].numpy()  # [L, n_words, D]
@@ -392,7 +401,7 @@ def attention_maps(
     Forward hooks catch the input of each block's ``attn`` (already LayerNorm'd by the block)
     and recompute the weights from its ``qkv`` projection with the same causal / padding mask.
     """
-    transformer = model.transformer if isinstance(model, TransformerLM) else model
+    transformer = model.base_model  # our Transformer, inside an LM or on its own
     maps: list[torch.Tensor] = []
 
     def hook(module: nn.Module, args: tuple, _output: torch.Tensor) -> None:

@@ -8,18 +8,18 @@ label words,
     p(y | x) = softmax_y( h_slot · e_{v(y)} + b_{v(y)} ),
 
 so the classifier *is* the pretrained LM head: no new parameters (Schick & Schütze 2021,
-Gao et al. 2021). Any LM with its head works through :class:`PromptLM`:
+Gao et al. 2021). Any :class:`~tutorial_lib.backbones.Backbone` with its LM head works:
 
-* a **masked LM** reads the answer at a ``[MASK]`` token anywhere in the template: our MLM from
-  notebook 01 (:class:`OurMaskedLM`, pretrained on WikiText lines ended by [SEP]) or any Hugging
-  Face ``AutoModelForMaskedLM`` (:class:`HFMaskedLM`, e.g. ``roberta-large`` as in the paper);
-* a **causal LM** (:class:`HFCausalLM`, e.g. SmolLM2) reads it as the *next token*: ``[MASK]``
+* a **masked LM** (``answer_slot == "mask"``) reads the answer at a ``[MASK]`` token anywhere in
+  the template: our MLM from notebook 01 (pretrained on WikiText lines ended by [SEP]) or any
+  Hugging Face ``AutoModelForMaskedLM`` (e.g. ``roberta-large`` as in the paper);
+* a **causal LM** (``answer_slot == "next"``, e.g. SmolLM2) reads it as the *next token*: ``[MASK]``
   must end the template, nothing is inserted there, and the hidden state of the last token before
   it scores the label words — the LM-BFF recipe for GPT-style models (P-tuning, Liu et al. 2021,
   did DART-style continuous templates on GPT-2). A causal template is tokenized as written, so
   its whitespace matters: the input text goes in with a leading space (``"Review:<x>\n…:[MASK]"``).
 
-The LMs themselves are in :mod:`.prompt_lms`. Manual-prompt fine-tuning trains
+Loading them is in :mod:`.prompt_lms`. Manual-prompt fine-tuning trains
 :class:`PromptClassifier`; DART (:mod:`.dart`) extends it; the few-shot loop that trains and
 compares them is :mod:`.fewshot`.
 """
@@ -34,22 +34,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..backbones import Backbone
 from ..models import Output
 from ..training import pad_collate
-from .prompt_lms import (
-    HFCausalLM,
-    HFMaskedLM,
-    OurMaskedLM,
-    PromptError,
-    PromptLM,
-    freeze_below,
-    load_mlm,
-    load_prompt_lm,
-)
+from .prompt_lms import PromptError, freeze_below, fresh_copy, load_mlm, load_prompt_lm
 
 # the language models live in .prompt_lms; they are part of this module's face for notebook 09
-__all__ = ["HFCausalLM", "HFMaskedLM", "OurMaskedLM", "PromptError", "PromptLM", "freeze_below",
-           "load_mlm", "load_prompt_lm", "MASK", "TEXT", "TEMPLATES", "CAUSAL_TEMPLATES",
+__all__ = ["PromptError", "freeze_below", "fresh_copy", "load_mlm", "load_prompt_lm", "MASK", "TEXT",
+           "TEMPLATES", "CAUSAL_TEMPLATES",
            "VERBALIZER_CANDIDATES", "CAUSAL_VERBALIZER_CANDIDATES", "Template", "template_for",
            "verbalizer_candidates", "verbalizer_ids", "choose_verbalizer", "encode_prompts",
            "prompt_collate", "PromptClassifier"]
@@ -117,31 +109,31 @@ class Template:
             return [p for p in pieces if p]
         return [p.strip() for p in pieces if p.strip()]
 
-    def literal_ids(self, lm: PromptLM) -> list[list[int]]:
-        """Token ids of each literal part, in order (see :meth:`PromptLM.literal_ids`)."""
-        parts = self.parts(raw=lm.is_causal)
+    def literal_ids(self, lm: Backbone) -> list[list[int]]:
+        """Token ids of each literal part, in order (see :meth:`Backbone.literal_ids`)."""
+        parts = self.parts(raw=lm.answer_slot == "next")
         return [lm.literal_ids(p, first=i == 0) for i, p in enumerate(parts)
                 if p not in (TEXT, MASK)]
 
 
-def template_for(lm: PromptLM, task: str) -> str:
+def template_for(lm: Backbone, task: str) -> str:
     """The template of ``task`` for this kind of LM (causal: the answer slot ends the prompt)."""
-    table = CAUSAL_TEMPLATES if lm.is_causal else TEMPLATES
+    table = CAUSAL_TEMPLATES if lm.answer_slot == "next" else TEMPLATES
     if task not in table:
         raise PromptError(f"no template for task {task!r}: known {sorted(table)}; write one with "
                           f"{TEXT} for the input and {MASK} for the answer")
     return table[task]
 
 
-def verbalizer_candidates(lm: PromptLM, task: str) -> dict[str, Sequence[str]]:
+def verbalizer_candidates(lm: Backbone, task: str) -> dict[str, Sequence[str]]:
     """Candidate label words of ``task`` for this kind of LM (see :func:`choose_verbalizer`)."""
-    table = CAUSAL_VERBALIZER_CANDIDATES if lm.is_causal else VERBALIZER_CANDIDATES
+    table = CAUSAL_VERBALIZER_CANDIDATES if lm.answer_slot == "next" else VERBALIZER_CANDIDATES
     if task not in table:
         raise PromptError(f"no label words for task {task!r}: known {sorted(table)}")
     return table[task]
 
 
-def verbalizer_ids(mlm: PromptLM, verbalizer: Mapping[str, str], label_names: Sequence[str]
+def verbalizer_ids(lm: Backbone, verbalizer: Mapping[str, str], label_names: Sequence[str]
                    ) -> list[int]:
     """One vocabulary id per label, in label order; a clear error for a missing label or a word
     that is not a single token of the backbone's vocabulary."""
@@ -151,26 +143,26 @@ def verbalizer_ids(mlm: PromptLM, verbalizer: Mapping[str, str], label_names: Se
                           f"{dict(verbalizer)}; give one word for each of {list(label_names)}")
     ids = []
     for name in label_names:
-        pieces = mlm.piece_ids(verbalizer[name])
-        if len(pieces) != 1 or pieces[0] == mlm.tokenizer.unk_token_id:
+        pieces = lm.piece_ids(verbalizer[name])
+        if len(pieces) != 1 or pieces[0] == lm.tokenizer.unk_token_id:
             raise PromptError(
                 f"label word {verbalizer[name]!r} (label {name!r}) is {len(pieces)} word pieces "
-                f"{mlm.tokenizer.convert_ids_to_tokens(pieces)} in this vocabulary; a label word "
+                f"{lm.tokenizer.convert_ids_to_tokens(pieces)} in this vocabulary; a label word "
                 "must be one token (see choose_verbalizer)")
         ids.append(pieces[0])
     return ids
 
 
-def _single_token(mlm: PromptLM, word: str) -> bool:
-    pieces = mlm.piece_ids(word)
-    return len(pieces) == 1 and pieces[0] != mlm.tokenizer.unk_token_id
+def _single_token(lm: Backbone, word: str) -> bool:
+    pieces = lm.piece_ids(word)
+    return len(pieces) == 1 and pieces[0] != lm.tokenizer.unk_token_id
 
 
-def choose_verbalizer(mlm: PromptLM, candidates: Mapping[str, Sequence[str]]) -> dict[str, str]:
-    """For each label the first candidate word that is a single token of ``mlm``'s vocabulary."""
+def choose_verbalizer(lm: Backbone, candidates: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """For each label the first candidate word that is a single token of ``lm``'s vocabulary."""
     out = {}
     for label, words in candidates.items():
-        good = [w for w in words if _single_token(mlm, w)]
+        good = [w for w in words if _single_token(lm, w)]
         if not good:
             raise PromptError(f"none of {list(words)} (label {label!r}) is a single token here")
         out[label] = good[0]
@@ -178,7 +170,7 @@ def choose_verbalizer(mlm: PromptLM, candidates: Mapping[str, Sequence[str]]) ->
 
 
 def encode_prompts(
-    mlm: PromptLM,
+    lm: Backbone,
     template: Template,
     rows: Sequence[Mapping],
     template_ids: Sequence[int] | None = None,
@@ -187,22 +179,22 @@ def encode_prompts(
     """Token ids of each row wrapped in ``template``, with the [MASK] position and a mask of the
     input-text tokens (the only ones the fluency constraint may mask). ``template_ids`` replaces
     the template's own word pieces (DART's pseudo tokens); the text is truncated to fit."""
-    max_len = max_len or mlm.max_len
-    parts = template.parts(raw=mlm.is_causal)
-    if mlm.is_causal and parts[-1] != MASK:
+    max_len = max_len or lm.max_len
+    parts = template.parts(raw=lm.answer_slot == "next")
+    if lm.answer_slot == "next" and parts[-1] != MASK:
         raise PromptError(f"a causal LM reads the answer as the next token: {MASK} must end the "
                           f"template, got {template.text!r}")
-    literal = template.literal_ids(mlm)
+    literal = template.literal_ids(lm)
     n_template = sum(map(len, literal))
     if template_ids is not None and len(template_ids) != n_template:
         raise PromptError(f"{len(template_ids)} template ids for {n_template} template pieces")
     pseudo = list(template_ids) if template_ids is not None else None
     texts = [r["text"] for r in rows]
     first = parts[0] == TEXT
-    text_ids = mlm.tokenizer([t.strip() if first else " " + t.strip() for t in texts],
+    text_ids = lm.tokenizer([t.strip() if first else " " + t.strip() for t in texts],
                              add_special_tokens=False)["input_ids"]
-    before, after = mlm.special_wrap()
-    budget = max_len - len(before) - len(after) - n_template - (0 if mlm.is_causal else 1)
+    before, after = lm.special_wrap()
+    budget = max_len - len(before) - len(after) - n_template - (lm.answer_slot == "mask")
     if budget < 1:
         raise PromptError(f"max_len={max_len} leaves no room for the text")
     out = []
@@ -214,10 +206,10 @@ def encode_prompts(
             if p == TEXT:
                 ids += x[:budget]
                 kind += [1] * len(x[:budget])
-            elif p == MASK and mlm.is_causal:  # the answer is the next token: read the last one
+            elif p == MASK and lm.answer_slot == "next":  # the answer is the next token: read the last one
                 mask_pos = len(ids) - 1
             elif p == MASK:
-                ids.append(mlm.mask_id)
+                ids.append(lm.mask_id)
                 kind.append(3)
             else:
                 pieces = next(lit)
@@ -226,7 +218,7 @@ def encode_prompts(
                 k += len(pieces)
         ids += after
         kind += [0] * len(after)
-        if not mlm.is_causal:
+        if lm.answer_slot == "mask":
             mask_pos = kind.index(3)
         out.append({"input_ids": ids, "mask_pos": mask_pos,
                     "text_mask": [int(c == 1) for c in kind], "labels": int(row["label"])})
@@ -253,9 +245,10 @@ class PromptClassifier(nn.Module):
     """Manual prompt (LM-BFF "prompt-based fine-tuning"): the MLM's logits of the label words at
     [MASK]. All of the backbone trains; no parameter is added."""
 
-    def __init__(self, mlm: PromptLM, template: str | Template, label_ids: Sequence[int]):
+    def __init__(self, lm: Backbone, template: str | Template, label_ids: Sequence[int]):
         super().__init__()
-        self.mlm = mlm
+        self.backbone = lm  # the LM's interface (not a module) …
+        self.lm = lm.lm  # … and its network, registered: its parameters train
         self.template = template if isinstance(template, Template) else Template(template)
         self.register_buffer("label_ids", torch.as_tensor(list(label_ids)), persistent=False)
 
@@ -264,17 +257,17 @@ class PromptClassifier(nn.Module):
         return len(self.label_ids)
 
     def encode(self, rows: Sequence[Mapping], max_len: int | None = None) -> list[dict]:
-        return encode_prompts(self.mlm, self.template, rows, max_len=max_len)
+        return encode_prompts(self.backbone, self.template, rows, max_len=max_len)
 
     def label_scores(self, h: torch.Tensor) -> torch.Tensor:
         """[B, D] features at [MASK] → [B, C] class logits."""
-        w = self.mlm.decoder_weight[self.label_ids]
+        w = self.backbone.decoder_weight[self.label_ids]
         logits = h @ w.T.to(h.dtype)
-        bias = self.mlm.decoder_bias
+        bias = self.backbone.decoder_bias
         return logits if bias is None else logits + bias[self.label_ids].to(h.dtype)
 
     def mask_features(self, input_ids, attention_mask, mask_pos) -> torch.Tensor:
-        h = self.mlm.features(input_ids, attention_mask)
+        h = self.backbone.features(input_ids, attention_mask)
         return h[torch.arange(h.size(0), device=h.device), mask_pos]
 
     def forward(self, input_ids, attention_mask, mask_pos, text_mask=None, labels=None) -> Output:

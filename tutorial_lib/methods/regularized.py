@@ -23,8 +23,8 @@ averages over classes too — so their weights do not carry over one to one (see
 
 Perturbations act on the **output of the embedding layer** (token + position embeddings after
 LayerNorm/dropout; the vectors TDT perturbs too), through a forward hook (:func:`perturb_embeddings`)
-that works for our :class:`~tutorial_lib.models.TransformerClassifier` and for
-:class:`~tutorial_lib.backbones.HFClassifier`. They never touch padding or the [CLS] token
+that works for any :class:`~tutorial_lib.models.SequenceClassifier` (ours or a BERT-style
+Hugging Face encoder). They never touch padding or the [CLS] token
 (:func:`content_mask`): ours sits *after* the last real token, BERT's at position 0 (its final
 [SEP] is kept too). Only classification heads are supported: a regression head (STS-B) is refused
 with :class:`RegressionNotSupported` rather than silently reduced to its MSE.
@@ -42,11 +42,10 @@ from ignite.engine import Engine, Events
 from torch import nn
 from torch.utils.data import DataLoader
 
-from ..backbones import Backbone, HFClassifier
-from ..models import TransformerClassifier
-from ..runtime import autocast_dtype, device
+from ..backbones import Backbone
+from ..finetuning import method_and_run
 from ..tasks import Task, load_task, subsample
-from ..training import Batch, create_classifier_evaluator, eval_loader, pad_collate
+from ..training import Batch, Method, eval_loader, evaluate, pad_collate
 
 # --- shared pieces -----------------------------------------------------------------------------
 
@@ -74,12 +73,13 @@ def check_labels(labels: torch.Tensor, method: str) -> None:
 
 def embedding_output_module(model: nn.Module) -> nn.Module:
     """The module whose output is the embedding layer's output e (shape [B, T, H])."""
-    if isinstance(model, TransformerClassifier):
-        return model.transformer.drop  # dropout(tok_emb + pos_emb), used once in Transformer
-    if isinstance(model, HFClassifier):
-        return model.encoder.embeddings  # BERT: LayerNorm + dropout of word + position + type
-    raise TypeError(f"perturbing embeddings is implemented for TransformerClassifier and "
-                    f"HFClassifier, not {type(model).__name__}")
+    encoder = getattr(model, "encoder", None)
+    # BERT: LayerNorm + dropout of word + position + type; ours: dropout(tok_emb + pos_emb)
+    module = getattr(encoder, "embeddings", None) or getattr(encoder, "drop", None)
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"perturbing embeddings is implemented for a SequenceClassifier on our "
+                        f"Transformer or a BERT-style encoder, not {type(model).__name__}")
+    return module
 
 
 def content_mask(model: nn.Module, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -89,7 +89,7 @@ def content_mask(model: nn.Module, attention_mask: torch.Tensor) -> torch.Tensor
     idx = torch.arange(real.size(1), device=real.device)
     last = real.long().sum(1, keepdim=True) - 1
     special = idx[None, :] == last  # ours: [CLS] is the last real token; BERT: the final [SEP]
-    if isinstance(model, HFClassifier):
+    if model.pool == "first":
         special = special | (idx[None, :] == 0)  # BERT's [CLS] at position 0
     return real & ~special
 
@@ -205,24 +205,24 @@ def _refuse_regression(method: str) -> Callable[[nn.Module], None]:
     return lambda model: check_classifier(model, method)
 
 
-def rdrop(alpha: float = 1.0) -> dict:
-    """``finetune`` keyword arguments for R-Drop with weight α."""
-    return {"prepare": _refuse_regression("R-Drop"),
-            "loss_fn": lambda model, batch: rdrop_loss(model, batch, alpha)}
+def rdrop(alpha: float = 1.0) -> Method:
+    """R-Drop with weight α, as a :class:`~tutorial_lib.training.Method`."""
+    return Method(prepare=_refuse_regression("R-Drop"),
+                  loss_fn=lambda model, batch: rdrop_loss(model, batch, alpha))
 
 
-def r3f(lam: float = 1.0, eps: float = 1e-5, noise: str = "uniform") -> dict:
-    """``finetune`` keyword arguments for R3F (noise ``"uniform"`` U(−ε, ε) or ``"normal"``)."""
+def r3f(lam: float = 1.0, eps: float = 1e-5, noise: str = "uniform") -> Method:
+    """R3F (noise ``"uniform"`` U(−ε, ε) or ``"normal"``), as a Method."""
     if noise not in ("uniform", "normal"):
         raise ValueError(f"noise must be 'uniform' or 'normal', got {noise!r}")
-    return {"prepare": _refuse_regression("R3F"),
-            "loss_fn": lambda model, batch: r3f_loss(model, batch, lam, eps, noise)}
+    return Method(prepare=_refuse_regression("R3F"),
+                  loss_fn=lambda model, batch: r3f_loss(model, batch, lam, eps, noise))
 
 
-def cutoff(ratio: float = 0.1, ce_weight: float = 1.0, js_weight: float = 1.0) -> dict:
-    """``finetune`` keyword arguments for token cutoff."""
-    return {"prepare": _refuse_regression("token cutoff"),
-            "loss_fn": lambda model, batch: cutoff_loss(model, batch, ratio, ce_weight, js_weight)}
+def cutoff(ratio: float = 0.1, ce_weight: float = 1.0, js_weight: float = 1.0) -> Method:
+    """Token cutoff, as a Method."""
+    return Method(prepare=_refuse_regression("token cutoff"),
+                  loss_fn=lambda model, batch: cutoff_loss(model, batch, ratio, ce_weight, js_weight))
 
 
 # --- evaluation on other tasks (transfer sets) ------------------------------------------------
@@ -251,31 +251,23 @@ class TransferEvaluation:
     def __call__(self, trainer: Engine, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
         @trainer.on(Events.COMPLETED)
         def _evaluate(_: Engine) -> None:
-            evaluator = create_classifier_evaluator(model, device=device(),
-                                                    num_labels=self.num_labels,
-                                                    amp_dtype=autocast_dtype())
-            self.records.append({f"{name}_error": evaluator.run(loader).metrics["error"]
-                                 for name, loader in self.sets.items()})
+            self.records.append({
+                f"{name}_error": evaluate(model, loader, num_labels=self.num_labels)["error"]
+                for name, loader in self.sets.items()})
             self.model = model
 
 
-def chain_on_trainer(*hooks: Callable | None) -> Callable:
-    """Several ``on_trainer`` hooks as one."""
-    def hook(trainer: Engine, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-        for h in hooks:
-            if h is not None:
-                h(trainer, model, optimizer)
-    return hook
-
-
-def with_transfer(methods: Mapping[str, Mapping[str, object]], num_labels: int,
-                  transfer_sets: Mapping[str, DataLoader]) -> tuple[dict, dict]:
-    """Each method's hooks plus a :class:`TransferEvaluation` (the error on each transfer set
+def with_transfer(methods: Mapping[str, Method | Mapping[str, object]], num_labels: int,
+                  transfer_sets: Mapping[str, DataLoader]) -> tuple[dict[str, Method], dict]:
+    """Each method plus a :class:`TransferEvaluation` handler (the error on each transfer set
     after training, columns ``<name>_error``). Returns (wired methods, evaluation per method);
     pass the first to ``finetuning.compare_methods`` and add :func:`transfer_columns`."""
     hooks = {name: TransferEvaluation(transfer_sets, num_labels) for name in methods}
-    wired = {name: {**kw, "on_trainer": chain_on_trainer(kw.get("on_trainer"), hooks[name])}
-             for name, kw in methods.items()}
+    wired = {}
+    for name, spec in methods.items():
+        method, run = method_and_run(spec)
+        wired[name] = {**run, "method": method.with_handlers(hooks[name])} if run else \
+            method.with_handlers(hooks[name])
     return wired, hooks
 
 

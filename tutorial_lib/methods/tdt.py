@@ -20,7 +20,7 @@ Fixed here, relative to the released code (see the reference notes):
 
 * ē is the mean over the **content tokens only** — upstream averaged the padded sequence, so a
   sentence's distilled input depended on how long the *other* sentences in its batch were;
-* [CLS] and padding are never perturbed (:func:`tutorial_lib.regularized.content_mask`);
+* [CLS] and padding are never perturbed (:func:`tutorial_lib.methods.regularized.content_mask`);
 * KL is per example, summed over classes, averaged over the batch. Upstream's ``KLDivLoss()``
   default averaged over classes too, which divides ``kl_rate`` by the number of classes
   (:func:`from_upstream_kl_rate` converts); the hinge is applied per example (upstream: to the
@@ -43,9 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..backbones import HFClassifier
-from ..backbones import hidden_size as encoder_width
-from ..training import Batch, pad_collate
+from ..training import Batch, Method, pad_collate
 from .regularized import (
     check_classifier,
     check_labels,
@@ -126,7 +124,7 @@ def kl_hinge(log_p: torch.Tensor, log_pd: torch.Tensor, log_pn: torch.Tensor,
 
 def hidden_size(model: nn.Module) -> int:
     """Width of a classifier's hidden states (ours or Hugging Face)."""
-    return encoder_width(model.encoder if isinstance(model, HFClassifier) else model.transformer)
+    return model.encoder.config.hidden_size
 
 
 def attach(model: nn.Module, config: TDTConfig = TDTConfig()) -> nn.Module:
@@ -177,10 +175,10 @@ def tdt_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
     return loss
 
 
-def method(config: TDTConfig = TDTConfig()) -> dict:
-    """``finetune`` keyword arguments for TDT: attach the head, train with :func:`tdt_loss`.
-    Evaluation (``model(**batch)``) sees the clean input only."""
-    return {"prepare": lambda model: attach(model, config), "loss_fn": tdt_loss}
+def method(config: TDTConfig = TDTConfig()) -> Method:
+    """TDT as a :class:`~tutorial_lib.training.Method`: attach the head, train with
+    :func:`tdt_loss`. Evaluation (``model(**batch)``) sees the clean input only."""
+    return Method(prepare=lambda model: attach(model, config), loss_fn=tdt_loss)
 
 
 # --- looking inside ------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from ignite.engine import Engine, Events
 from torch import nn
 
 from ..backbones import Layer, layer_groups
+from ..training import Method
 from .discriminative import layer_param_groups
 
 MODES = ("gradual", "chain-thaw")
@@ -103,7 +104,7 @@ def _union(stages: Sequence[Sequence[Layer]]) -> list[Layer]:
 class Unfreezing:
     """The three ``finetuning.finetune`` hooks for gradual unfreezing or chain-thaw.
 
-    ``Unfreezing(every=20).hooks()`` → ``finetune(..., **hooks)``. Each run's handler is kept in
+    ``Unfreezing(every=20).method()`` → ``finetune(..., method=...)``. Each run's handler is kept in
     ``handlers`` (its ``timeline`` feeds the timeline plot). ``factor`` > 1 adds discriminative
     learning rates (ULMFiT uses both).
     """
@@ -127,7 +128,9 @@ class Unfreezing:
         stages = self.stages(model)
         UnfreezingHandler(model, stages, self.every).apply(0)
 
-    def param_groups(self, model: nn.Module) -> list[dict]:
+    def param_groups(self, model: nn.Module, lr: float | None = None,
+                     weight_decay: float | None = None) -> list[dict]:
+        """Every layer's group (frozen ones too, so that they can thaw), at ``self.weight_decay``."""
         return layer_param_groups(model, weight_decay=self.weight_decay, factor=self.factor,
                                   include_frozen=True)
 
@@ -135,6 +138,7 @@ class Unfreezing:
         handler = UnfreezingHandler(model, self.stages(model), self.every, self.event)
         self.handlers.append(handler.attach(trainer))
 
-    def hooks(self) -> dict:
-        return {"prepare": self.prepare, "param_groups": self.param_groups,
-                "on_trainer": self.on_trainer}
+    def method(self) -> Method:
+        """Gradual unfreezing / chain-thaw as a :class:`~tutorial_lib.training.Method`."""
+        return Method(prepare=self.prepare, param_groups=self.param_groups,
+                      on_trainer=self.on_trainer)

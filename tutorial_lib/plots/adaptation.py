@@ -57,12 +57,6 @@ def plot_mix_weights(weights: np.ndarray, layer_names: Sequence[str]) -> plt.Fig
     return fig
 
 
-def plot_unfreezing_timeline(timeline: Sequence[dict], layer_names: Sequence[str],
-                             title: str = "trainable layers") -> plt.Figure:
-    """Which layers are trainable at each step (rows top-down as in ``backbones.layer_groups``)."""
-    return plot_timelines({title: timeline}, layer_names)
-
-
 def plot_timelines(timelines: dict[str, Sequence[dict]], layer_names: Sequence[str]) -> plt.Figure:
     """Several unfreezing timelines stacked, one panel per method."""
     fig, axes = plt.subplots(len(timelines), 1, sharex=True,

@@ -54,7 +54,7 @@ def plot_attention(
 ) -> plt.Figure:
     """Attention weights (rows: query token, columns: key token) for chosen layers × heads.
 
-    ``maps`` is :func:`tutorial_lib.probing.attention_maps` for a batch of one sentence.
+    ``maps`` is :func:`tutorial_lib.methods.probing.attention_maps` for a batch of one sentence.
     """
     layers = list(layers if layers is not None else range(len(maps)))
     heads = list(heads if heads is not None else range(maps[0].shape[1]))

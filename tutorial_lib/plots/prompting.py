@@ -35,23 +35,3 @@ def plot_methods_by_task(table: pd.DataFrame, chance: Mapping[str, float] | None
     ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
-
-
-def plot_accuracy_vs_k(table: pd.DataFrame, task: str) -> plt.Figure:
-    """Test accuracy (mean ± std over splits) against K per class; "full" is drawn last."""
-    t = table[table["task"] == task].copy()
-    order = sorted({k for k in t["K"] if k != "full"}) + (["full"] if "full" in set(t["K"])
-                                                            else [])
-    pos = {k: i for i, k in enumerate(order)}
-    fig, ax = plt.subplots(figsize=(6.2, 3.6))
-    for m, g in t.groupby("method", sort=False):
-        s = 100 * g.groupby("K", sort=False)["test_accuracy"].agg(["mean", "std"]).fillna(0.0)
-        ks = [k for k in order if k in s.index]
-        ax.errorbar([pos[k] for k in ks], s.loc[ks, "mean"], yerr=s.loc[ks, "std"], marker="o",
-                    capsize=3, label=m)
-    ax.set_xticks(range(len(order)), [str(k) for k in order])
-    ax.set(xlabel="K (training examples per class)", ylabel="test accuracy (%)",
-           title=f"{task}: accuracy vs K (mean ± std over splits)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig

@@ -55,21 +55,6 @@ def plot_token_confidences(examples: Sequence[Sequence[tuple[str, float]]],
     return fig
 
 
-def plot_confidence_extremes(table: pd.DataFrame, k: int = 15,
-                             title: str = "token types") -> plt.Figure:
-    """The ``k`` most and least confident token types (mean m ± std, with counts)."""
-    top, bottom = table.head(k), table.tail(k).iloc[::-1]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 0.28 * k + 1.4))
-    for ax, part, name in ((axes[0], top, "highest"), (axes[1], bottom, "lowest")):
-        y = np.arange(len(part))[::-1]
-        colours = matplotlib.colormaps[CMAP](part["mean"].to_numpy())
-        ax.barh(y, part["mean"], xerr=part["std"].fillna(0), color=colours, ecolor="0.5")
-        ax.set_yticks(y, [f"{t}  (n={c})" for t, c in zip(part.index, part["count"])], fontsize=8)
-        ax.set(xlim=(0, 1), xlabel="mean confidence m", title=f"{name} confidence: {title}")
-    fig.tight_layout()
-    return fig
-
-
 def plot_tdt_terms(history: Sequence[Mapping[str, float]], smooth: int = 10) -> plt.Figure:
     """TDT's loss terms (left) and the mean token confidence (right) through training."""
     frame = pd.DataFrame(history).set_index("step")
