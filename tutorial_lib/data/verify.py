@@ -7,6 +7,7 @@ errors name ``TUTORIAL_DATA_DIR`` (the user's setting) and say how to fix it.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from .environment import DATA_ENV_VAR
@@ -30,6 +31,16 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def cached_sha256(path: Path, stat: os.stat_result | None = None) -> str:
+    """:func:`file_sha256`, computed once per (path, size, mtime) in this process."""
+    path = Path(path)
+    stat = stat or path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _VERIFIED:
+        _VERIFIED[key] = file_sha256(path)
+    return _VERIFIED[key]
+
+
 def verify_file(path: Path, sha256: str) -> Path:
     """Check ``path`` against its expected sha256 and return it.
 
@@ -45,11 +56,7 @@ def verify_file(path: Path, sha256: str) -> Path:
             f"{DATA_ENV_VAR} (see MANIFEST.md there). Re-copy it, point {DATA_ENV_VAR} at a "
             f"complete copy, or unset {DATA_ENV_VAR} to use the Hub"
         ) from err
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-    actual = _VERIFIED.get(key)
-    if actual is None:
-        actual = file_sha256(path)
-        _VERIFIED[key] = actual
+    actual = cached_sha256(path, stat)
     if actual != sha256.lower():
         raise DataError(
             f"sha256 mismatch for {path}: expected {sha256}, got {actual}. The file is "
