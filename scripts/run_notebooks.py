@@ -312,6 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     swapped: list[str] = []
     interrupted = False
     handlers = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    results_env = os.environ.get(results.RESULTS_ENV_VAR)
     try:
         for nb in [] if args.report_only else selected:
             dest = destination[nb.stem]
@@ -358,6 +359,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+        if results_env is None:  # as it was: the caller's kernels save where they did before
+            os.environ.pop(results.RESULTS_ENV_VAR, None)
+        else:
+            os.environ[results.RESULTS_ENV_VAR] = results_env
         with contextlib.suppress(OSError):
             (out / STAGING_DIR).rmdir()
 
