@@ -3,8 +3,9 @@ checks the message the user sees and that nothing already computed or saved was 
 
 Rows (README order): unknown scale or dataset · missing/corrupt data file · offline without a
 copy · wrong checkpoint shape · corrupt cache · disk full while saving · interrupted run (training
-and the main job) · input longer than max_len · empty few-shot split · label not in the
-verbalizer · CUDA out of memory.
+and the main job) · a failed main-job run · input longer than max_len · empty few-shot split ·
+label not in the verbalizer · CUDA out of memory. (The stale run cache's row is tested in
+tests/test_finetuning.py, beside the run key.)
 """
 
 import dataclasses
