@@ -5,9 +5,22 @@ carry the outputs of this run; at any other scale the executed copies go to
 ``results/<scale>/notebooks/`` unless ``--inplace`` is given. Each notebook saves its tables
 through ``tutorial_lib.results``; this script extracts each executed notebook's figures into
 ``results/<scale>/figures/`` and gathers tables, figures, wall times and reference numbers into
-``results/<scale>/RESULTS.md``. A notebook that fails is reported there and the job goes on to the
-next; the exit status is then 1. A notebook's saved results are only removed when that notebook
-itself runs again, so a crash never costs another notebook's results.
+``results/<scale>/RESULTS.md``.
+
+**Nothing good is lost.** Each notebook runs into a staging folder ``results/<scale>/.staging/
+<notebook>/`` (``TUTORIAL_RESULTS_DIR`` points there, so ``results.save`` writes there; the
+executed notebook and its figures go there too). Only when the notebook finished without error
+are its outputs swapped in (the executed notebook, ``<notebook>.json``, its figures, its wall
+time). A notebook that fails (an exception in a cell, a dead kernel, a cell timeout) or is
+interrupted (Ctrl-C, SIGTERM) leaves its previous outputs byte-identical; its failed execution is
+moved to ``results/<scale>/failed/<notebook>/`` (with ``failure.json``: the one-line error, when)
+for reading, and the report says in its section that it failed, why, and that the results shown
+are the last good ones, with their date. A failure stays in the report until the notebook runs
+without error again. The job goes on to the next notebook (an interruption stops it); the exit
+status is then 1 (130 when interrupted). ``RESULTS.md``, ``effects.json`` and ``wall_times.json``
+are rewritten only when some notebook's outputs were swapped in (or with ``--report-only``); when
+none was, the report naming the failures goes to ``results/<scale>/failed/RESULTS.md``, so a
+failed run changes nothing but ``failed/``.
 
 ``--resume`` continues an interrupted (or partly failed) job: it skips every notebook that
 finished without error after the last change to anything it depends on, and runs the rest.
@@ -15,6 +28,8 @@ A notebook depends on its own ``.ipynb``, on every ``tutorial_lib`` source file,
 notebooks named in ``DEPENDS_ON`` (by default 01_pretraining, which fills the cache of pretrained
 models every later notebook loads): when one of those ran after it, it runs again. When each
 notebook finished, and whether it failed, is kept in ``results/<scale>/main_job_state.json``.
+``--only 02 03`` executes those notebooks; the report still has every notebook's section (the
+others from earlier runs, said to be so).
 
     python scripts/run_notebooks.py [--scale classroom] [--only 01 02] [--out DIR] [--resume]
 """
@@ -22,11 +37,15 @@ notebook finished, and whether it failed, is kept in ``results/<scale>/main_job_
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import fcntl
 import json
 import os
+import shutil
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -37,8 +56,11 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from tutorial_lib import config, results  # noqa: E402
+from tutorial_lib.runtime import atomic_write  # noqa: E402
 
 STATE_NAME = "main_job_state.json"
+STAGING_DIR = ".staging"  # per notebook, until it finished without error (git-ignored)
+INTERRUPTED = "KeyboardInterrupt: the job was interrupted (Ctrl-C or SIGTERM)"
 # notebook number -> the notebooks whose results (the cache they fill) it uses; not listed: ("01",)
 DEPENDS_ON: dict[str, tuple[str, ...]] = {"01": ()}
 
@@ -53,6 +75,17 @@ def _short(err: BaseException) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM back for the duration (delivered after it): a swap is never cut."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+
 def _show(path: Path) -> str:
     try:
         return str(path.relative_to(ROOT))
@@ -60,19 +93,64 @@ def _show(path: Path) -> str:
         return str(path)
 
 
+class _Stop:
+    """What the signal handler needs: the notebook client running now, and whether a stop was
+    asked for (the first Ctrl-C or SIGTERM interrupts the kernel, the second the job at once)."""
+
+    client: NotebookClient | None = None
+    requested = False
+
+
+def _kernel_pid(client: NotebookClient) -> int | None:
+    provisioner = getattr(getattr(client, "km", None), "provisioner", None)
+    return getattr(provisioner, "pid", None)
+
+
+def _stop(signum: int, frame: object) -> None:
+    """Ctrl-C / SIGTERM: interrupt the running cell (the kernel raises KeyboardInterrupt, nbclient
+    reports it and shuts the kernel down); outside a notebook, or the second time, stop now."""
+    pid = _kernel_pid(_Stop.client) if _Stop.client is not None else None
+    if pid is None or _Stop.requested:
+        raise KeyboardInterrupt(f"signal {signum}")
+    _Stop.requested = True
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGINT)
+
+
 def run(notebook: Path, destination: Path, timeout: int) -> tuple[float, nbformat.NotebookNode, str | None]:
-    """Execute ``notebook``, write it to ``destination`` (also when a cell fails) and return
-    (seconds, the executed notebook, the error or None)."""
+    """Execute ``notebook``, write it to ``destination`` (also when a cell fails or the run is
+    interrupted) and return (seconds, the executed notebook, the error or None).
+
+    nbclient runs in a worker thread: there it installs no signal handlers of its own (in the main
+    thread it would swallow Ctrl-C and SIGTERM, kill the kernel and let the job go on), so the
+    signals reach :func:`_stop` and interrupt the job."""
     nb = nbformat.read(notebook, as_version=4)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(notebook.parent)}})
+    raised: list[BaseException] = []
+
+    def execute() -> None:
+        try:
+            asyncio.run(client.async_execute())
+        except BaseException as err:  # a failing cell, a dead kernel, a timeout: reported
+            raised.append(err)
+
     start = time.perf_counter()
-    error = None
+    _Stop.client, _Stop.requested = client, False
+    worker = threading.Thread(target=execute, name=f"execute {notebook.name}", daemon=True)
     try:
-        client.execute()
-    except Exception as err:  # a failing cell, a dead kernel, a timeout: reported, job goes on
-        error = _short(err)
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.2)
+    except KeyboardInterrupt:  # a second signal (or one before the kernel ran): stop it now
+        _Stop.requested = True
+        with contextlib.suppress(OSError, TypeError):
+            os.kill(_kernel_pid(client), signal.SIGKILL)
+        worker.join(10)
+    finally:
+        _Stop.client = None
     seconds = time.perf_counter() - start
+    error = INTERRUPTED if _Stop.requested else _short(raised[0]) if raised else None
     destination.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, destination)
     return seconds, nb, error
@@ -145,6 +223,65 @@ def cpu_lock(path: Path | None) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+# --- staging: a notebook's outputs replace the last good ones only when it finished -----------
+
+
+def _move(source: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(source, target)  # a rename (atomic per file) on one file system
+
+
+def swap_in(stage: Path, out: Path, notebook: Path, executed: Mapping, destination: Path) -> list[Path]:
+    """Move a notebook's outputs from ``stage`` into place: the executed notebook to
+    ``destination``, ``<notebook>.json`` and its figures into ``out`` (the notebook's older figures
+    go; so does an older ``.json`` when this run saved none). Returns the figures' paths."""
+    stem = notebook.stem
+    staged_figures = results.save_figures(executed, stage, stem)
+    old = set(results.figure_paths(out, stem))
+    _move(stage / notebook.name, destination)
+    saved = stage / f"{stem}.json"
+    if saved.exists():
+        _move(saved, out / saved.name)
+    else:  # finished, saved nothing: no stale numbers (the report says it saved none)
+        (out / saved.name).unlink(missing_ok=True)
+    placed = []
+    for figure in staged_figures:
+        placed.append(out / results.FIGURES_DIR / figure.name)
+        _move(figure, placed[-1])
+    for stale in old - set(placed):
+        stale.unlink()
+    shutil.rmtree(stage, ignore_errors=True)
+    return placed
+
+
+def keep_failed(stage: Path, out: Path, notebook: Path, error: str, seconds: float) -> Path:
+    """Move a failed execution (the notebook as far as it ran, whatever it saved) from ``stage`` to
+    ``out/failed/<notebook>/`` with its ``failure.json``; the last good outputs are not touched."""
+    target = results.failed_dir(out, notebook.stem)
+    shutil.rmtree(target, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(stage, target)
+    results.record_failure(out, notebook.stem, error, seconds)
+    return target
+
+
+def write_report(out: Path, notebooks: Sequence[Path], destination: Mapping[str, Path],
+                 this_run: Sequence[str], at: Path) -> Path:
+    """Write ``RESULTS.md`` into ``at`` (``out``, or ``out/failed`` when nothing was swapped in);
+    into ``out`` also ``effects.json``, and an older ``failed/RESULTS.md`` goes."""
+    names = [nb.stem for nb in notebooks]
+    times_path = out / "wall_times.json"
+    times = json.loads(times_path.read_text()) if times_path.exists() else {}
+    links = {stem: Path(os.path.relpath(dest, at)).as_posix()
+             for stem, dest in destination.items() if dest.exists()}
+    report = results.report_markdown(out, names, times, this_run=this_run, links=links, at=at)
+    atomic_write(at / results.REPORT_NAME, report)
+    if at == out:
+        atomic_write(out / results.EFFECTS_NAME, json.dumps(results.effects_of(out, names), indent=1))
+        (out / results.FAILED_DIR / results.REPORT_NAME).unlink(missing_ok=True)
+    return at / results.REPORT_NAME
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", default=os.environ.get(config.SCALE_ENV_VAR, "classroom"))
@@ -164,57 +301,83 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = (args.out or ROOT / "results" / scale.name).resolve()
     out.mkdir(parents=True, exist_ok=True)
     os.environ[config.SCALE_ENV_VAR] = scale.name
-    os.environ[results.RESULTS_ENV_VAR] = str(out)
     inplace = args.inplace or (scale.name == "classroom" and args.out is None)
 
     notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     selected = [nb for nb in notebooks if not args.only or nb.name[:2] in args.only]
     destination = {nb.stem: nb if inplace else out / "notebooks" / nb.name for nb in notebooks}
     times_path = out / "wall_times.json"
-    times = json.loads(times_path.read_text()) if times_path.exists() else {}
     failures: dict[str, str] = {}
     executed_now: list[str] = []
-    for nb in [] if args.report_only else selected:
-        dest = destination[nb.stem]
-        if args.resume:
-            reason = why_stale(nb, notebooks, out, read_state(out))
-            if reason is None:
-                print(f"[{scale.name}] {nb.name}: up to date, skipped (--resume)", flush=True)
+    swapped: list[str] = []
+    interrupted = False
+    handlers = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    results_env = os.environ.get(results.RESULTS_ENV_VAR)
+    try:
+        for nb in [] if args.report_only else selected:
+            dest = destination[nb.stem]
+            if args.resume:
+                reason = why_stale(nb, notebooks, out, read_state(out))
+                if reason is None:
+                    print(f"[{scale.name}] {nb.name}: up to date, skipped (--resume)", flush=True)
+                    continue
+                print(f"[{scale.name}] {nb.name}: runs again ({reason})", flush=True)
+            executed_now.append(nb.stem)
+            stage = out / STAGING_DIR / nb.stem
+            shutil.rmtree(stage, ignore_errors=True)
+            stage.mkdir(parents=True)
+            os.environ[results.RESULTS_ENV_VAR] = str(stage)  # the kernel saves its tables here
+            print(f"[{scale.name}] {nb.name} ...", flush=True)
+            with cpu_lock(args.cpu_lock):
+                seconds, executed, error = run(nb, stage / nb.name, args.timeout)
+            if error:
+                with signals_held():
+                    kept = keep_failed(stage, out, nb, error, seconds)
+                    record_state(out, nb.stem, ok=False, finished=time.time())
+                failures[nb.stem] = error
+                print(f"[{scale.name}] {nb.name} FAILED after {seconds:.0f} s: {error}\n"
+                      f"    its last good outputs are kept; this execution is in {_show(kept)}",
+                      flush=True)
+                if error == INTERRUPTED:
+                    interrupted = True
+                    break
                 continue
-            print(f"[{scale.name}] {nb.name}: runs again ({reason})", flush=True)
-        executed_now.append(nb.stem)
-        # No stale numbers or figures: if this run fails, its section says so.
-        (out / f"{nb.stem}.json").unlink(missing_ok=True)
-        results.clear_figures(out, nb.stem)
-        print(f"[{scale.name}] {nb.name} ...", flush=True)
-        with cpu_lock(args.cpu_lock):
-            seconds, executed, error = run(nb, dest, args.timeout)
-        # re-read before writing: another invocation may have recorded its notebooks meanwhile
-        times = {**(json.loads(times_path.read_text()) if times_path.exists() else {}),
-                 **times, nb.stem: round(seconds, 1)}
-        times_path.write_text(json.dumps(times, indent=1))
-        record_state(out, nb.stem, ok=error is None,
-                     finished=max(time.time(), dest.stat().st_mtime if dest.exists() else 0.0))
-        if error:
-            failures[nb.stem] = error
-            print(f"[{scale.name}] {nb.name} FAILED after {seconds:.0f} s: {error}", flush=True)
-            continue
-        figures = results.save_figures(executed, out, nb.stem)
-        print(f"[{scale.name}] {nb.name} done in {seconds:.0f} s -> {_show(dest)} "
-              f"({len(figures)} figures)", flush=True)
+            with signals_held():
+                figures = swap_in(stage, out, nb, executed, dest)
+                results.clear_failure(out, nb.stem)
+                # re-read before writing: another invocation may have recorded its notebooks
+                times = json.loads(times_path.read_text()) if times_path.exists() else {}
+                atomic_write(times_path, json.dumps({**times, nb.stem: round(seconds, 1)}, indent=1))
+                record_state(out, nb.stem, ok=True,
+                             finished=max(time.time(), dest.stat().st_mtime))
+                swapped.append(nb.stem)
+            print(f"[{scale.name}] {nb.name} done in {seconds:.0f} s -> {_show(dest)} "
+                  f"({len(figures)} figures)", flush=True)
+    except KeyboardInterrupt:  # between notebooks: every swap is whole (signals are held)
+        interrupted = True
+        print(f"[{scale.name}] interrupted", flush=True)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        if results_env is None:  # as it was: the caller's kernels save where they did before
+            os.environ.pop(results.RESULTS_ENV_VAR, None)
+        else:
+            os.environ[results.RESULTS_ENV_VAR] = results_env
+        with contextlib.suppress(OSError):
+            (out / STAGING_DIR).rmdir()
 
-    links = {stem: Path(os.path.relpath(dest, out)).as_posix()
-             for stem, dest in destination.items() if dest.exists()}
-    this_run = executed_now if args.resume else [nb.stem for nb in selected]
-    report = results.report_markdown(out, [nb.stem for nb in notebooks], times,
-                                     this_run=this_run, failures=failures, links=links)
-    (out / results.REPORT_NAME).write_text(report)
-    (out / results.EFFECTS_NAME).write_text(json.dumps(results.effects_of(out, [nb.stem for nb in notebooks]),
-                                                       indent=1))
-    print(f"report: {_show(out / results.REPORT_NAME)}")
+    this_run = executed_now if args.resume or interrupted else [nb.stem for nb in selected]
+    if args.report_only or swapped or not (out / results.REPORT_NAME).exists():
+        report = write_report(out, notebooks, destination, this_run, at=out)
+    elif failures:  # nothing new to show: the committed report stays as it was
+        report = write_report(out, notebooks, destination, this_run, at=out / results.FAILED_DIR)
+    else:
+        report = out / results.REPORT_NAME
+        print("report unchanged (no notebook ran)")
+    print(f"report: {_show(report)}")
     if failures:
         print(f"failed: {', '.join(failures)}", file=sys.stderr)
-    return 1 if failures else 0
+    return 130 if interrupted else 1 if failures else 0
 
 
 if __name__ == "__main__":

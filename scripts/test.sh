@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command: set up .venv if needed, lint (ruff; actionlint on .github/workflows), then run
-# the unit tests and execute every notebook at smoke scale with nbval, in one pytest run. Extra
-# arguments go to pytest. TUTORIAL_DATA_DIR set but empty means no local copy: the Hub path (the
+# the unit tests and execute every notebook at smoke scale with nbval, in one pytest run: each
+# notebook is executed once. The notebooks save their results into a fresh TUTORIAL_RESULTS_DIR,
+# and the last test (tests/test_results.py, marked after_notebooks) requires every notebook of the
+# run to have saved them and builds the report from them. Extra arguments go to pytest. TUTORIAL_DATA_DIR set but empty means no local copy: the Hub path (the
 # GitHub CI, from a prefetched HF_HOME); unset, the project machines' copy ../shared/data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +17,9 @@ if [ -z "${TUTORIAL_DATA_DIR+x}" ] && [ -d ../shared/data ]; then
 fi
 export TUTORIAL_SCALE=smoke
 export TUTORIAL_CACHE_DIR=${TUTORIAL_CACHE_DIR:-$(mktemp -d)}
+TUTORIAL_RESULTS_DIR=$(mktemp -d)  # this run's results only: none left over from another
+export TUTORIAL_RESULTS_DIR
+trap 'rm -rf "$TUTORIAL_RESULTS_DIR"' EXIT
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export MPLBACKEND=Agg
 .venv/bin/ruff check .

@@ -50,3 +50,13 @@ def tiny_bert():
                                   num_attention_heads=2, intermediate_size=64,
                                   max_position_embeddings=64)
     return Backbone("tiny-bert", "masked", tok, transformers.BertForMaskedLM(cfg).eval(), 64)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "after_notebooks: runs after every other test and notebook "
+                                       "of the session (it reads what the notebooks saved)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``after_notebooks`` go last, whatever the order of the paths given."""
+    items.sort(key=lambda item: item.get_closest_marker("after_notebooks") is not None)

@@ -3,19 +3,25 @@ checks the message the user sees and that nothing already computed or saved was 
 
 Rows (README order): unknown scale or dataset · missing/corrupt data file · offline without a
 copy · wrong checkpoint shape · corrupt cache · disk full while saving · interrupted run (training
-and the main job) · input longer than max_len · empty few-shot split · label not in the
-verbalizer · CUDA out of memory.
+and the main job) · a failed main-job run · input longer than max_len · empty few-shot split ·
+label not in the verbalizer · CUDA out of memory. (The stale run cache's row is tested in
+tests/test_finetuning.py, beside the run key.)
 """
 
 import dataclasses
 import errno
+import hashlib
 import importlib.util
 import json
 import logging
 import os
 import shutil
+import signal
+import threading
+import time
 from pathlib import Path
 
+import nbformat
 import pandas as pd
 import pytest
 import torch
@@ -384,8 +390,9 @@ def test_a_crashed_notebook_keeps_the_others_results_and_resume_reruns_only_it(t
     assert ran == ["01_pretraining", "02_adaptation", "03_adapters"]
     kept = {p: p.read_bytes() for p in (out / "01_pretraining.json", out / "03_adapters.json")}
     report = (out / results.REPORT_NAME).read_text()
-    assert "**Failed in this run: 02_adaptation.**" in report
+    assert "**Last attempt failed: 02_adaptation.**" in report
     assert "KeyboardInterrupt: simulated crash" in report
+    assert not (out / "02_adaptation.json").exists() and (out / "failed" / "02_adaptation").is_dir()
 
     ran.clear()
     crash.clear()
@@ -395,9 +402,104 @@ def test_a_crashed_notebook_keeps_the_others_results_and_resume_reruns_only_it(t
         assert path.read_bytes() == blob
     report = (out / results.REPORT_NAME).read_text()
     assert "This invocation executed 02_adaptation" in report
-    assert "Failed in this run" not in report
+    assert "failed" not in report.lower() and not (out / "failed").exists()
     state = json.loads((out / rn.STATE_NAME).read_text())
     assert all(state[nb]["ok"] for nb in ("01_pretraining", "02_adaptation", "03_adapters"))
+
+
+# --- a failed main-job run keeps the last good results ---------------------------------------------
+
+STEADY = """\
+import os, uuid
+import pandas as pd
+from tutorial_lib import config, results
+display({"image/png": uuid.uuid4().hex}, raw=True)  # a figure whose bytes differ on every run
+results.save(NAME, config.get_scale("smoke"), {"t": pd.DataFrame({"x": [1]})}, seeds=[0],
+             notes=f"run {uuid.uuid4()}")  # results whose bytes differ on every run"""
+MIDWAY = """\
+import time
+if os.environ.get("FLAKY") == "break":
+    raise RuntimeError("boom midway")
+if os.environ.get("FLAKY") == "hang":
+    open(os.environ["FLAKY_MARKER"], "w").write(str(os.getpid()))
+    time.sleep(120)"""
+
+
+def _synthetic_project(root: Path) -> Path:
+    """One tiny notebook that saves results and a figure through tutorial_lib, then raises
+    (FLAKY=break) or hangs (FLAKY=hang) in its next cell."""
+    cells = ["NAME = '02_flaky'", STEADY, MIDWAY, "print('done')"]
+    nb = nbformat.v4.new_notebook(cells=list(map(nbformat.v4.new_code_cell, cells)))
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    (root / "notebooks").mkdir(parents=True)
+    nbformat.write(nb, root / "notebooks" / "02_flaky.ipynb")
+    return root
+
+
+def _digests(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and p.name != "main_job_state.json"}
+
+
+def test_a_failed_main_job_run_keeps_the_last_good_results_byte_identical(tmp_path, monkeypatch):
+    """Real kernels on a synthetic notebook, executed in place as at classroom scale: a run that
+    raises midway (after saving new results and a new figure), or is stopped by SIGTERM, leaves
+    every earlier output byte-identical (notebook, results, figures, report, wall times) and adds
+    only failed/, whose RESULTS.md names the failure, its one-line reason and the date of the
+    results shown. (A good run after it clears failed/: the test above.)"""
+    root = _synthetic_project(tmp_path / "project")
+    rn = _run_notebooks_module(monkeypatch, root)
+    out = root / "results" / "smoke"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv(config.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    monkeypatch.delenv("FLAKY", raising=False)
+    argv = ["--scale", "smoke", "--out", str(out), "--inplace", "--timeout", "120"]
+    assert rn.main(argv) == 0
+    good = _digests(root)
+    assert {"notebooks/02_flaky.ipynb", "results/smoke/02_flaky.json", "results/smoke/RESULTS.md",
+            "results/smoke/figures/02_flaky_01.png", "results/smoke/wall_times.json",
+            "results/smoke/effects.json"} <= set(good)
+    last_good = json.loads((out / "02_flaky.json").read_text())["date"]
+
+    monkeypatch.setenv("FLAKY", "break")
+    assert rn.main(argv) == 1
+    now = _digests(root)
+    assert {k: now.get(k) for k in good} == good, "a good output was changed"
+    assert all(k.startswith("results/smoke/failed/") for k in set(now) - set(good))
+    kept = out / "failed" / "02_flaky"
+    assert (kept / "02_flaky.json").exists()  # it did save new results before it raised
+    assert "boom midway" in (kept / "02_flaky.ipynb").read_text()
+    report = (out / "failed" / "RESULTS.md").read_text()
+    section = report.split("## 02_flaky")[-1]
+    assert "**Last attempt failed: 02_flaky.**" in report
+    assert "`RuntimeError: boom midway`" in section
+    assert f"The results shown are the last good ones, from the run of {last_good}." in section
+    assert "(02_flaky/02_flaky.ipynb)" in section and "(../figures/02_flaky_01.png)" in section
+
+    marker = tmp_path / "kernel.pid"
+    monkeypatch.setenv("FLAKY", "hang")
+    monkeypatch.setenv("FLAKY_MARKER", str(marker))
+
+    def stop_when_hanging() -> None:
+        for _ in range(600):
+            if marker.exists() and marker.read_text():
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            time.sleep(0.1)
+
+    threading.Thread(target=stop_when_hanging, daemon=True).start()
+    assert rn.main(argv) == 130
+    now = _digests(root)
+    assert {k: now.get(k) for k in good} == good, "a good output was changed"
+    assert all(k.startswith("results/smoke/failed/") for k in set(now) - set(good))
+    assert rn.INTERRUPTED in (out / "failed" / "RESULTS.md").read_text()
+    kernel = int(marker.read_text())
+    for _ in range(50):  # the interrupted kernel is shut down
+        if not Path(f"/proc/{kernel}").exists():
+            break
+        time.sleep(0.1)
+    assert not Path(f"/proc/{kernel}").exists(), "the interrupted notebook's kernel still runs"
+    assert not (out / ".staging").exists()
 
 
 # --- an input longer than max_len ---------------------------------------------------------------------

@@ -5,9 +5,12 @@ the baseline comparison → test_stats.py; tasks, GLUE's dev set as test → tes
 """
 
 import dataclasses
+import hashlib
+import shutil
 
 import pytest
 import torch
+from datasets import Dataset
 
 from tutorial_lib import config, finetuning, tasks
 from tutorial_lib.config import CACHE_ENV_VAR, DATA_ENV_VAR
@@ -106,6 +109,56 @@ def test_run_key_names_everything_a_plain_run_depends_on(task):
     longer = dataclasses.replace(SMOKE, pretrain=dataclasses.replace(SMOKE.pretrain, mlm_steps=99))
     assert key(backbone="ours-mlm", scale=longer) != key(backbone="ours-mlm")
     assert key(backbone="ours", scale=longer) == key(backbone="ours")
+
+
+def _tiny_trec() -> tasks.Task:
+    """A TREC task of three rows per split, built in memory (no data files are read)."""
+    rows = Dataset.from_dict({"text": ["what is a ?", "who is b ?", "where is c ?"], "label": [0, 1, 2]})
+    return tasks.Task(tasks.spec("trec"), rows, rows, rows, ["a", "b", "c"], rows)
+
+
+def test_run_key_changes_with_any_library_source_even_one_the_run_does_not_name(tmp_path):
+    """The run cache cannot go stale on code: an edit to heads.py (which no hand-kept list named)
+    in a copy of the package is a new key; an unchanged copy gives the package's own key."""
+    copy = tmp_path / "tutorial_lib"
+    shutil.copytree(finetuning.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    task = _tiny_trec()
+    key = lambda **kw: finetuning.run_key("scratch", task, SETTINGS.budget, 0, SMOKE, **kw)
+    assert key(package=copy) == key()
+    heads = copy / "heads.py"
+    heads.write_text(heads.read_text().replace("nn.Dropout(", "nn.Dropout(0.5 * ", 1))
+    assert heads.read_text() != (finetuning.PACKAGE_DIR / "heads.py").read_text()
+    finetuning.source_digest.cache_clear()  # the digest is computed once per process
+    assert key(package=copy) != key()
+    (copy / "data" / "new_module.py").write_text("X = 1\n")  # a new file in a subpackage too
+    finetuning.source_digest.cache_clear()
+    assert len({key(), key(package=copy), key(package=finetuning.PACKAGE_DIR)}) == 2
+
+
+def test_run_key_changes_with_a_data_file_the_task_reads(tmp_path, monkeypatch):
+    """The key holds the sha256 of the task's local files (TREC: its two files), as on disk; a
+    dataset the task does not read changes nothing. From the Hub: its id and revision."""
+    root = tmp_path / "data"
+    (root / "trec").mkdir(parents=True)
+    (root / "trec" / "train_5500.label").write_text("DESC:def what is a ?\n")
+    (root / "trec" / "TREC_10.label").write_text("HUM:ind who is b ?\n")
+    (root / "glue" / "SST-2").mkdir(parents=True)
+    (root / "glue" / "SST-2" / "train.tsv").write_text("sentence\tlabel\n")
+    monkeypatch.setenv(DATA_ENV_VAR, str(root))
+    task = _tiny_trec()
+    key = lambda: finetuning.run_key("scratch", task, SETTINGS.budget, 0, SMOKE)
+    before = key()
+    (root / "glue" / "SST-2" / "train.tsv").write_text("sentence\tlabel\nsomething\t1\n")
+    assert key() == before
+    with open(root / "trec" / "TREC_10.label", "a") as f:
+        f.write("LOC:city where is c ?\n")
+    changed = key()
+    assert changed != before
+    assert finetuning.data_fingerprint(task)["trec/TREC_10.label"] == hashlib.sha256(
+        (root / "trec" / "TREC_10.label").read_bytes()).hexdigest()
+    monkeypatch.setenv(DATA_ENV_VAR, "")
+    assert finetuning.data_fingerprint(task)["hub"].startswith("hub ")
+    assert key() not in (before, changed)
 
 
 def test_cached_finetune_round_trips_the_whole_result(task):

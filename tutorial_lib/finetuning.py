@@ -10,6 +10,7 @@ budget — the design of every method notebook — with hooks that make each met
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -18,10 +19,12 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+import transformers
 from ignite.engine import Engine
 from torch import nn
 from torch.utils.data import DataLoader
 
+from . import data
 from .backbones import OURS, Backbone, load_backbone
 from .config import Scale, cache_dir
 from .models import count_parameters
@@ -121,22 +124,45 @@ def finetune(
 
 # --- a cache of plain fine-tuning runs, shared across notebooks --------------------------------
 
-_CODE = ("finetuning.py", "training.py", "backbones.py", "models.py", "tasks.py", "params.py",
-         "pretraining.py", "tokenization.py")
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+@functools.cache
+def source_digest(package: Path = PACKAGE_DIR) -> str:
+    """sha256 of every ``.py`` file under ``package`` (names and contents), once per process: a
+    change anywhere in the library (a head, the runtime, the data parsers) is a new run key."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(package).rglob("*.py")):
+        digest.update(f"{path.relative_to(package).as_posix()}\0".encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def data_fingerprint(task: Task) -> dict:
+    """What identifies the data ``task`` was read from: the sha256 of each local file it reads
+    (:func:`tutorial_lib.data.fingerprint`), or from the Hub its id, config and revision plus the
+    ``datasets`` fingerprints of the three splits (which follow the downloaded files)."""
+    files = data.fingerprint(task.spec.dataset)
+    if "hub" not in files:
+        return files
+    splits = [getattr(ds, "_fingerprint", None) for ds in (task.train, task.validation, task.test)]
+    return {**files, "splits": splits}
 
 
 def run_key(backbone: str, task: Task, budget: Budget, seed: int, scale: Scale,
-            lr: float | None = None) -> str:
+            lr: float | None = None, *, package: Path = PACKAGE_DIR) -> str:
     """A hash of everything a plain fine-tuning run depends on: backbone (ours: the pretraining
-    recipe), task and its split sizes, budget, seed, learning rate, the library's code, and the
-    hardware's precision. Two runs with the same key give the same numbers on a CPU."""
-    here = Path(__file__).parent
-    code = hashlib.sha256(b"".join((here / f).read_bytes() for f in _CODE)).hexdigest()
-    objective = "mlm" if backbone == "ours-mlm" else "causal"  # mlm_steps enter the MLM's only
-    blob = {"backbone": backbone, "recipe": scale.fingerprint(objective) if backbone in OURS else "",
-            "task": [task.name, task.spec.protocol, task.sizes()], "budget": dataclasses.asdict(budget),
-            "seed": seed, "lr": lr, "code": code, "torch": torch.__version__,
-            "device": device().type, "precision": str(autocast_dtype())}
+    recipe), task, its split sizes and its data files (:func:`data_fingerprint`), budget, seed,
+    learning rate, the whole library's source (:func:`source_digest` of ``package``), the torch
+    and transformers versions, and the hardware's precision. Two runs with the same key give the
+    same numbers on a CPU."""
+    # ours: the pretraining recipe of its objective (mlm_steps enter the MLM's only)
+    blob = {"backbone": backbone, "recipe": scale.fingerprint(OURS[backbone]) if backbone in OURS else "",
+            "task": [task.name, task.spec.protocol, task.sizes()], "data": data_fingerprint(task),
+            "budget": dataclasses.asdict(budget), "seed": seed, "lr": lr,
+            "code": source_digest(Path(package)), "torch": torch.__version__,
+            "transformers": transformers.__version__, "device": device().type,
+            "precision": str(autocast_dtype())}
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -6,6 +6,10 @@ The main job (``scripts/run_notebooks.py``) then writes ``RESULTS.md`` with
 :func:`report_markdown`: every number in it comes from the run that saved it, each notebook's
 section says which run that was, and published numbers sit beside them in a separate table
 (:mod:`tutorial_lib.references`), marked unverified where they are.
+
+A notebook whose last attempt failed keeps its last good results; the failed execution lies in
+``failed/<notebook>/`` beside them with ``failure.json`` (:func:`record_failure`), and the report
+says so in its section (:func:`read_failures`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import datetime as dt
 import json
 import os
 import re
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -174,6 +179,45 @@ def save_figures(executed: Mapping, directory: Path, notebook: str) -> list[Path
     return paths
 
 
+# ----------------------------------------------------------------------------------- failures
+
+FAILED_DIR = "failed"
+FAILURE_NAME = "failure.json"
+
+
+def failed_dir(directory: Path, notebook: str) -> Path:
+    """``<directory>/failed/<notebook>/``: where the main job keeps a failed execution."""
+    return Path(directory) / FAILED_DIR / notebook
+
+
+def record_failure(directory: Path, notebook: str, error: str, seconds: float | None = None,
+                   date: str | None = None) -> Path:
+    """Write ``failed/<notebook>/failure.json``: the one-line error, when, and how long it ran."""
+    date = date or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    blob = {"notebook": notebook, "error": error, "date": date,
+            "seconds": None if seconds is None else round(seconds, 1)}
+    return atomic_write(failed_dir(directory, notebook) / FAILURE_NAME, json.dumps(blob, indent=1))
+
+
+def read_failures(directory: Path) -> dict[str, dict]:
+    """``{notebook: {"error", "date", "seconds"}}`` of the failures kept under ``failed/``."""
+    found = {}
+    for path in sorted((Path(directory) / FAILED_DIR).glob(f"*/{FAILURE_NAME}")):
+        try:
+            found[path.parent.name] = json.loads(path.read_text())
+        except ValueError:  # cut short: still a failure, its details lost
+            found[path.parent.name] = {"error": "(failure record unreadable)", "date": "unknown"}
+    return found
+
+
+def clear_failure(directory: Path, notebook: str) -> None:
+    """Forget ``notebook``'s failure (it ran without error since); ``failed/`` goes when empty."""
+    shutil.rmtree(failed_dir(directory, notebook), ignore_errors=True)
+    folder = Path(directory) / FAILED_DIR
+    if folder.is_dir() and not any(p.is_dir() for p in folder.iterdir()):
+        shutil.rmtree(folder)
+
+
 # ------------------------------------------------------------------------------------ report
 
 
@@ -317,22 +361,31 @@ def _run_text(run: Mapping | None) -> str:
 def report_markdown(directory: Path, notebooks: Sequence[str] | None = None,
                     wall_times: Mapping[str, float] | None = None,
                     this_run: Sequence[str] | None = None,
-                    failures: Mapping[str, str] | None = None,
-                    links: Mapping[str, str] | None = None) -> str:
+                    failures: Mapping[str, str | Mapping] | None = None,
+                    links: Mapping[str, str] | None = None, at: Path | None = None) -> str:
     """The main job's report from every ``<notebook>.json`` in ``directory``.
 
     ``notebooks``: every notebook's name, in order; each gets a section, saying so when its results
     are missing. ``this_run``: the notebooks this invocation executed (sections from earlier runs
-    are marked as such); ``failures``: ``{notebook: error}`` for those that failed; ``links``:
-    ``{notebook: path of the executed notebook relative to directory}``. Figures are the
-    ``figures/<notebook>_<k>.png`` files next to the report.
+    are marked as such); ``failures``: ``{notebook: error or {"error", "date"}}`` for those whose
+    last attempt failed (default: :func:`read_failures` of ``directory``): their sections show the
+    last good results, said to be so, and link the failed execution; ``links``: ``{notebook: path
+    of the executed notebook relative to at}``; ``at``: the folder the report is written to
+    (default ``directory``), which every link is relative to. Figures are the
+    ``figures/<notebook>_<k>.png`` files in ``directory``.
     """
     directory = Path(directory)
-    wall_times, failures, links = wall_times or {}, failures or {}, links or {}
+    at = Path(at) if at is not None else directory
+    failures = read_failures(directory) if failures is None else failures
+    failures = {n: {"error": f} if isinstance(f, str) else dict(f) for n, f in failures.items()}
+    wall_times, links = wall_times or {}, links or {}
     blobs = {p.stem: json.loads(p.read_text()) for p in sorted(directory.glob("[0-9][0-9]_*.json"))}
     names = list(notebooks) if notebooks is not None else sorted(blobs)
     ran = set(names if this_run is None else this_run)
-    earlier = [n for n in names if n in blobs and n not in ran]
+    earlier = [n for n in names if n in blobs and (n not in ran or n in failures)]
+
+    def link(path: Path) -> str:
+        return Path(os.path.relpath(path, at)).as_posix()
     scales = sorted({b["scale"] for b in blobs.values()})
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -352,7 +405,9 @@ def report_markdown(directory: Path, notebooks: Sequence[str] | None = None,
     failed = [n for n in names if n in failures]
     missing = [n for n in names if n not in blobs]
     if failed:
-        parts.append(f"**Failed in this run: {_join(failed)}.**\n")
+        parts.append(f"**Last attempt failed: {_join(failed)}.** Their sections give the error and "
+                     "show the last good results, with their date; the failed executions are kept "
+                     f"in `{FAILED_DIR}/`.\n")
     if missing:
         parts.append(f"**No results for: {_join(missing)}** (see their sections).\n")
 
@@ -385,6 +440,8 @@ def report_markdown(directory: Path, notebooks: Sequence[str] | None = None,
                   if name in blobs else "**no results**")
         if name in wall_times:
             status += f" · {wall_times[name]:.0f} s"
+        if name in failures:
+            status += " · **last attempt failed**"
         parts.append(f"- [{name}](#{name.lower()}): {status}")
     parts.append("")
 
@@ -392,7 +449,14 @@ def report_markdown(directory: Path, notebooks: Sequence[str] | None = None,
         parts.append(f"## {name}\n")
         blob = blobs.get(name)
         if name in failures:
-            parts.append(f"**Failed in this run:** `{failures[name]}`\n")
+            failure = failures[name]
+            kept = failed_dir(directory, name) / f"{name}.ipynb"
+            where = f" The failed execution: [{kept.name}]({link(kept)})." if kept.exists() else ""
+            parts.append(f"**Last attempt failed** ({failure.get('date', 'date unknown')}): "
+                         f"`{failure['error']}`\n")
+            parts.append((f"The results shown are the last good ones, from the run of {blob['date']}."
+                          if blob is not None else "There is no earlier good run to show.")
+                         + where + "\n")
         if blob is None:
             if name in failures:
                 parts.append("No results: the notebook stopped before saving them.\n")
@@ -408,7 +472,8 @@ def report_markdown(directory: Path, notebooks: Sequence[str] | None = None,
             if name in wall_times:
                 facts.append(f"- notebook wall time: {wall_times[name]:.0f} s")
             if name in links:
-                facts.append(f"- executed notebook: [{Path(links[name]).name}]({links[name]})")
+                facts.append(f"- executed notebook: [{Path(links[name]).name}]({links[name]})"
+                             + (" (the last good run)" if name in failures else ""))
             parts.append("\n".join(facts) + "\n")
             if blob["environment"] != common:
                 parts.append(f"```\n{blob['environment']}\n```\n")
@@ -424,6 +489,6 @@ def report_markdown(directory: Path, notebooks: Sequence[str] | None = None,
             figures = figure_paths(directory, name)
             if figures:
                 parts.append("### Figures\n")
-                parts.extend(f"![{name}, figure {k}]({p.relative_to(directory).as_posix()})\n"
+                parts.extend(f"![{name}, figure {k}]({link(p)})\n"
                              for k, p in enumerate(figures, start=1))
     return "\n".join(parts)

@@ -102,7 +102,7 @@ local copy), :mod:`.hub` (loading from the Hub and normalising it), :mod:`.loadi
 
 from .environment import DATA_ENV_VAR, data_dir
 from .errors import DataError
-from .loading import clear_cache, load, source_of
+from .loading import clear_cache, fingerprint, load, source_of
 from .local import CONVAI2_SPLIT_SEED, CONVAI2_SPLIT_SIZES, SENTEVAL_SPLIT_SEED, split_by_dialogue
 from .registry import EXPECTED_SHA256, DatasetSpec, HubSpec, list_datasets
 from .schema import (
@@ -164,6 +164,7 @@ __all__ = [
     "HubSpec",
     "clear_cache",
     "data_dir",
+    "fingerprint",
     "list_datasets",
     "load",
     "source_of",

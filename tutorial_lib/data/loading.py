@@ -16,7 +16,7 @@ from .environment import DATA_DIR_PLACEHOLDER, DATA_ENV_VAR, data_dir
 from .errors import DataError
 from .hub import load_hub
 from .registry import DatasetSpec, lookup
-from .verify import clear_verified, verify_local
+from .verify import cached_sha256, clear_verified, verify_local
 
 SOURCES = ("auto", "local", "hub")
 
@@ -64,6 +64,18 @@ def source_of(name: str, *, source: str = "auto") -> str:
         subsets = "; ".join(f"{split} is a subset, {part}" for split, part in spec.local_subsets.items())
         return f"local copy {DATA_DIR_PLACEHOLDER}/{spec.local_dir}" + (f" ({subsets})" if subsets else "")
     return spec.hub.describe()
+
+
+def fingerprint(name: str, *, source: str = "auto") -> dict[str, str]:
+    """What identifies the data :func:`load` reads for ``name``, for cache keys: ``{file: sha256}``
+    of the local copy's files (as they are on disk, hashed once per path, size and mtime), or
+    ``{"hub": "hub <id> (config ..., revision ...)"}``."""
+    spec = lookup(name)
+    if resolve_source(spec, source) == "hub":
+        return {"hub": spec.hub.describe()}
+    root = data_dir()
+    assert root is not None  # guaranteed by resolve_source
+    return {rel: cached_sha256(root / rel) for rel in spec.local_files}
 
 
 def carve_validation(

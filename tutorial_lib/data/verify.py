@@ -6,6 +6,7 @@ errors name ``TUTORIAL_DATA_DIR`` (the user's setting) and say how to fix it.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..hashing import file_sha256
@@ -19,6 +20,16 @@ _VERIFIED: dict[tuple[str, int, int], str] = {}
 def clear_verified() -> None:
     """Forget every cached file hash."""
     _VERIFIED.clear()
+
+
+def cached_sha256(path: Path, stat: os.stat_result | None = None) -> str:
+    """:func:`file_sha256`, computed once per (path, size, mtime) in this process."""
+    path = Path(path)
+    stat = stat or path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _VERIFIED:
+        _VERIFIED[key] = file_sha256(path)
+    return _VERIFIED[key]
 
 
 def verify_file(path: Path, sha256: str) -> Path:
@@ -36,11 +47,7 @@ def verify_file(path: Path, sha256: str) -> Path:
             f"{DATA_ENV_VAR} (see MANIFEST.md there). Re-copy it, point {DATA_ENV_VAR} at a "
             f"complete copy, or unset {DATA_ENV_VAR} to use the Hub"
         ) from err
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-    actual = _VERIFIED.get(key)
-    if actual is None:
-        actual = file_sha256(path)
-        _VERIFIED[key] = actual
+    actual = cached_sha256(path, stat)
     if actual != sha256.lower():
         raise DataError(
             f"sha256 mismatch for {path}: expected {sha256}, got {actual}. The file is "
