@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 import torch
+import transformers
 
-from tutorial_lib.backbones import Backbone
+from tutorial_lib.backbones import Backbone, BackboneError, model_path
 from tutorial_lib.config import DATA_ENV_VAR
 
 REPO = Path(__file__).resolve().parents[1]
@@ -17,6 +18,24 @@ def local_data_dir() -> Path | None:
     env = os.environ.get(DATA_ENV_VAR)
     path = Path(env).expanduser() if env else REPO.parent / "shared" / "data"
     return path if path.is_dir() else None
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models: one torch thread is far faster than two on a loaded 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def minilm_tokenizer():
+    """MiniLM's fast (uncased WordPiece) tokenizer, loaded offline the way backbones.py does."""
+    try:
+        return transformers.AutoTokenizer.from_pretrained(model_path("minilm"))
+    except BackboneError:
+        pytest.skip("offline MiniLM not installed")
 
 
 @pytest.fixture(scope="session")
@@ -36,15 +55,9 @@ def with_data(monkeypatch, data_dir, tmp_path):
 
 
 @pytest.fixture
-def tiny_bert():
+def tiny_bert(minilm_tokenizer):
     """A randomly initialised BertForMaskedLM (no offline HF MLM has a pretrained head)."""
-    transformers = pytest.importorskip("transformers")
-    from tutorial_lib.backbones import BackboneError, model_path
-
-    try:
-        tok = transformers.AutoTokenizer.from_pretrained(model_path("minilm"))
-    except BackboneError:
-        pytest.skip("offline MiniLM tokenizer not installed")
+    tok = minilm_tokenizer
     torch.manual_seed(0)
     cfg = transformers.BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,
                                   num_attention_heads=2, intermediate_size=64,

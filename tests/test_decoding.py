@@ -4,7 +4,6 @@ random Llama (built here from a LlamaConfig, no Hub), and the text metrics on kn
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -17,13 +16,7 @@ from tutorial_lib.methods.decoding import Strategy
 VOCAB = 97
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    """Tiny models: one thread is ~20x faster than two on a loaded 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ random Llama with a word-level tokenizer (no Hub)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -21,12 +20,7 @@ WORDS = ("i like cats . dogs are fine hi how you doing good thanks bye what do w
          "teacher ok sure no yes").split()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -9,18 +9,13 @@ from __future__ import annotations
 import pytest
 import torch
 from data_helpers import load_local, needs_data
-from transformers import AutoTokenizer
 
-from tutorial_lib.backbones import BackboneError, model_path
 from tutorial_lib.methods import extractive_qa as qa
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    try:
-        return AutoTokenizer.from_pretrained(model_path("minilm"))
-    except BackboneError:
-        pytest.skip("offline MiniLM not installed")
+def tokenizer(minilm_tokenizer):
+    return minilm_tokenizer
 
 
 # ----------------------------------------------------------------------------- metrics

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import pytest
 from data_helpers import DATA_DIR, load_local, needs_data
-from transformers import AutoTokenizer
 
-from tutorial_lib.backbones import BackboneError, model_path
 from tutorial_lib.data import CONLL_NER
 from tutorial_lib.data.local import conll_sentences
 from tutorial_lib.data.verify import verify_file
@@ -25,11 +23,8 @@ IOB1_FILES = {
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    try:
-        return AutoTokenizer.from_pretrained(model_path("minilm"))
-    except BackboneError:
-        pytest.skip("offline MiniLM not installed")
+def tokenizer(minilm_tokenizer):
+    return minilm_tokenizer
 
 
 @pytest.fixture(scope="module")
