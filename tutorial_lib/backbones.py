@@ -211,8 +211,9 @@ class Backbone:
     @property
     def layer_names(self) -> list[str]:
         """Names of the hidden states of :func:`layer_states`, bottom to top (ours: "block i", as
-        in models.py; the top one has gone through the final LayerNorm)."""
-        word, top = ("block", " (+ ln_f)") if self.is_ours else ("layer", "")
+        in models.py; the top one has gone through the final LayerNorm): as the encoder declares
+        them (``layer_names``), else Hugging Face's "layer i"."""
+        word, top = getattr(self.encoder, "layer_names", ("layer", ""))
         return ["embeddings", *(f"{word} {i}" for i in range(self.n_layers - 1)),
                 f"{word} {self.n_layers - 1}{top}"]
 

@@ -151,6 +151,7 @@ class Transformer(nn.Module):
     """The encoder/decoder stack shared by every head: ids [B, T] -> hidden states [B, T, D]."""
 
     pool = "last"  # where a classifier reads the sequence: our [CLS] is appended at the *end*
+    layer_names = ("block", " (+ ln_f)")  # what a layer is called; the top state is after ln_f
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
