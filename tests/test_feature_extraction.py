@@ -121,6 +121,8 @@ def test_feature_extraction_runs_end_to_end(with_data):
             "trained_pct", "peak_mib", "backbone"} <= set(table.columns)
     assert (table["trainable_params"] < table["total_params"]).all()
     assert table["test_error"].between(0, 1).all()
+    majority = task.majority_baseline()["accuracy"]  # the floor stats.compare guards with
+    assert table["test_error_floor"].tolist() == pytest.approx([1 - majority] * 4)
     assert backbone.name == "scratch"
     # the same seed, the same cached features: the same probe
     again, _, _ = feature_extraction_runs(task, budget, scale=smoke, backbone="scratch",

@@ -343,6 +343,15 @@ def test_compare_items_with_the_trivial_classifier_voids_an_at_floor_baseline():
     assert ok.verdict(higher_is_better=True) == ok.raw_verdict(True)
 
 
+def test_within_margin_uses_the_whole_interval_not_the_point_estimate():
+    """03: m = 8 is +2.00 points with a CI to +4.28: not shown inside a 2-point bar; m = 64's CI
+    [−0.77, +1.30] is."""
+    edge = stats.Comparison(0.02, -0.0028, 0.0428, 0.063, 1.0, "paired t", 3, 2)
+    inside = stats.Comparison(0.00267, -0.0077, 0.0130, 0.38, 0.5, "paired t", 3, 2)
+    assert not stats.within_margin(edge, 0.02) and stats.within_margin(inside, 0.02)
+    assert not stats.within_margin(stats.compare_runs([0.1], [0.1]), 0.02)  # one run: no CI
+
+
 # --- multiplicity -------------------------------------------------------------------------------
 
 

@@ -389,6 +389,16 @@ def sentences(comparison: pd.DataFrame, metric: str = "test error") -> str:
     return "\n".join(lines)
 
 
+def within_margin(comparison: Comparison, margin: float) -> bool:
+    """Whether the whole 95 % CI of Δ lies inside ±``margin`` (in Δ's units): "as good as the
+    baseline, to within ``margin``" is shown only then — a point estimate inside the margin with
+    an interval reaching past it (03: m = 8 at +2.00 points, CI up to +4.28) is not shown to be
+    inside. False when the CI is undefined (one run)."""
+    if math.isnan(comparison.low) or math.isnan(comparison.high):
+        return False
+    return -margin <= comparison.low and comparison.high <= margin
+
+
 def t_power(effect_size: float, n: int, alpha: float = ALPHA, paired: bool = True) -> float:
     """The power of the two-sided t-test at level ``alpha`` to detect a standardised difference
     ``effect_size`` with ``n`` runs (paired: ``n`` pairs and Cohen's d_z = Δ / std of the
