@@ -135,7 +135,7 @@ def plot_schedules(schedules: dict[str, Sequence[float]], tail: int | None = 20)
     ax.legend(loc="upper left", fontsize=8)
     n = max((len(v) for v in schedules.values()), default=0)
     if tail and n > tail:
-        inset = ax.inset_axes([0.58, 0.42, 0.38, 0.45])
+        inset = ax.inset_axes([0.15, 0.1, 0.3, 0.33])  # below the decaying lines
         for values in schedules.values():
             inset.plot(range(len(values) - tail + 1, len(values) + 1), values[-tail:])
         inset.axhline(0.0, color="black", lw=0.8)
