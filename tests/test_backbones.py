@@ -251,11 +251,11 @@ def test_layer_groups_of_ours_are_top_down_and_cover_every_parameter_once():
     model = tiny_classifier(n_layer=3)
     assert isinstance(model, SequenceClassifier) and model.pool == "last"
     layers = layer_groups(model)
-    assert [layer.name for layer in layers] == ["head", "ln_f", "block 2", "block 1", "block 0",
+    assert [layer.name for layer in layers] == ["head", "ln_f", "block 3", "block 2", "block 1",
                                                 "embeddings"]
     assert covers_every_parameter_once(model, layers)
     merged = layer_groups(model, merge_final_norm=True)
-    assert [layer.name for layer in merged][:2] == ["head", "block 2 + ln_f"]
+    assert [layer.name for layer in merged][:2] == ["head", "block 3 + ln_f"]
     assert covers_every_parameter_once(model, merged)
     # the tied lm_head is the token embedding: in "embeddings", not a layer of its own
     assert model.lm_head.weight is model.encoder.tok_emb.weight
@@ -265,14 +265,14 @@ def test_layer_groups_of_ours_are_top_down_and_cover_every_parameter_once():
 def test_layer_groups_of_bert():
     model = tiny_bert_classifier()
     layers = layer_groups(model)
-    assert [layer.name for layer in layers] == ["head", "layer 0", "embeddings"]
+    assert [layer.name for layer in layers] == ["head", "layer 1", "embeddings"]
     # every parameter once, except BERT's pooler: SequenceClassifier reads the hidden state, never the
     # pooler's output, so the pooler belongs to no layer (it never gets a gradient either)
     ids = [id(p) for layer in layers for p in layer.parameters()]
     missing = {n.split(".")[1] for n, p in model.named_parameters() if id(p) not in ids}
     assert len(ids) == len(set(ids)) and missing == {"pooler"}
     assert [layer.name for layer in layer_groups(model, merge_final_norm=True)] == [
-        "head", "layer 0", "embeddings"]  # BERT has no final norm to merge
+        "head", "layer 1", "embeddings"]  # BERT has no final norm to merge
 
 
 def test_layer_groups_of_a_llama_decoder():
@@ -283,10 +283,10 @@ def test_layer_groups_of_a_llama_decoder():
 
     model = SequenceClassifier(LlamaModel(cfg), num_labels=3, pool="last")
     layers = layer_groups(model)
-    assert [layer.name for layer in layers] == ["head", "norm", "layer 1", "layer 0", "embeddings"]
+    assert [layer.name for layer in layers] == ["head", "norm", "layer 2", "layer 1", "embeddings"]
     assert covers_every_parameter_once(model, layers)
     merged = layer_groups(model, merge_final_norm=True)
-    assert [layer.name for layer in merged] == ["head", "layer 1 + norm", "layer 0", "embeddings"]
+    assert [layer.name for layer in merged] == ["head", "layer 2 + norm", "layer 1", "embeddings"]
     assert covers_every_parameter_once(model, merged)
 
 

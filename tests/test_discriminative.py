@@ -69,9 +69,9 @@ def test_groups_have_one_scale_per_layer_from_the_top():
     groups = layer_param_groups(_clf(), weight_decay=0.01, factor=XI)
     by_name = {g["name"]: (g["depth"], g["lr_scale"]) for g in groups}
     assert by_name["head"] == (0, 1.0)
-    assert by_name["block 2 + ln_f"] == (1, pytest.approx(1 / XI))
+    assert by_name["block 3 + ln_f"] == (1, pytest.approx(1 / XI))
     assert by_name["embeddings"] == (4, pytest.approx(XI ** -4))
-    assert {g["name"] for g in groups} == {"head", "block 2 + ln_f", "block 1", "block 0",
+    assert {g["name"] for g in groups} == {"head", "block 3 + ln_f", "block 2", "block 1",
                                           "embeddings"}
 
 
@@ -139,10 +139,10 @@ def test_frozen_parameters_stay_in_the_groups_unless_asked():
     model = _clf()
     freeze(model, r"blocks\.0\.")
     names = {g["name"] for g in layer_param_groups(model, weight_decay=0.01, factor=XI)}
-    assert "block 0" in names  # so gradual unfreezing needs no new optimizer
+    assert "block 1" in names  # so gradual unfreezing needs no new optimizer
     names = {g["name"] for g in layer_param_groups(model, weight_decay=0.01, factor=XI,
                                                    include_frozen=False)}
-    assert "block 0" not in names
+    assert "block 1" not in names
 
 
 def test_stlr_schedule_hook_and_the_default_schedule_for_plots():

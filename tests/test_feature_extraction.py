@@ -58,7 +58,7 @@ def test_pooled_states_top_entry_is_what_the_head_sees():
     states = pooled_states(backbone, ids, mask)
     assert states.shape == (2, clf.config.n_layer + 1, 16)
     torch.testing.assert_close(states[:, -1], clf.pooled(ids, mask))
-    assert feature_layer_names(backbone) == ["embeddings", "block 0", "block 1", "block 2 (+ ln_f)"]
+    assert feature_layer_names(backbone) == ["embeddings", "block 1", "block 2", "block 3 (+ ln_f)"]
 
 
 def test_pooled_states_of_a_bert_encoder_read_the_first_token():
@@ -69,7 +69,7 @@ def test_pooled_states_of_a_bert_encoder_read_the_first_token():
     states = pooled_states(backbone, ids, mask)
     assert states.shape == (2, 2, 16)
     torch.testing.assert_close(states[:, -1], clf.pooled(ids, mask))
-    assert feature_layer_names(backbone) == ["embeddings", "layer 0"]
+    assert feature_layer_names(backbone) == ["embeddings", "layer 1"]
 
 
 def test_extract_features_keeps_every_layer_and_the_labels_in_order():
@@ -121,6 +121,8 @@ def test_feature_extraction_runs_end_to_end(with_data):
             "trained_pct", "peak_mib", "backbone"} <= set(table.columns)
     assert (table["trainable_params"] < table["total_params"]).all()
     assert table["test_error"].between(0, 1).all()
+    majority = task.majority_baseline()["accuracy"]  # the floor stats.compare guards with
+    assert table["test_error_floor"].tolist() == pytest.approx([1 - majority] * 4)
     assert backbone.name == "scratch"
     # the same seed, the same cached features: the same probe
     again, _, _ = feature_extraction_runs(task, budget, scale=smoke, backbone="scratch",

@@ -12,7 +12,7 @@ import pytest
 import torch
 from datasets import Dataset
 
-from tutorial_lib import config, finetuning, tasks
+from tutorial_lib import config, finetuning, stats, tasks
 from tutorial_lib.config import CACHE_ENV_VAR, DATA_ENV_VAR
 from tutorial_lib.params import freeze
 from tutorial_lib.settings import AdaptationSettings
@@ -82,6 +82,13 @@ def test_compare_methods_runs_every_method_and_seed_and_reuses_plain_runs(task):
     assert {"test_error", "seconds_per_epoch", "trained_pct", "peak_mib", "total_params",
             "cached"} <= set(table)
     assert not table["cached"].any() and (table["peak_mib"] >= 0).all()
+    # every run carries the task's majority floors, so stats.compare guards without being told
+    majority = task.majority_baseline()["accuracy"]
+    assert table["test_error_floor"].tolist() == pytest.approx([1 - majority] * 3)
+    assert table["test_accuracy_floor"].tolist() == pytest.approx([majority] * 3)
+    guarded = stats.compare(table, "full")
+    assert guarded.loc["full", "floor"] == pytest.approx(100 * (1 - majority))
+    assert "floor p" in guarded.columns
     full, head = (table[table["method"] == m] for m in methods)
     assert (full["trained_pct"] == 100).all() and (head["trained_pct"] < 10).all()
     assert max(r["lr"] for r in runs["head only"][0].history.train) == pytest.approx(0.01)

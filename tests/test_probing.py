@@ -87,6 +87,11 @@ def test_selectivity_is_probe_minus_control_accuracy():
     row = table.iloc[0]
     assert row["selectivity"] == pytest.approx(row["accuracy"] - row["control_accuracy"])
     assert 0 <= row["majority"] <= 1
+    # the trivial classifier on the same words: its mean is the table's majority rate
+    majority = probing.majority_correct_by_word(feats, feats, sentences, sentences, "upos")
+    assert majority.mean() == pytest.approx(row["majority"])
+    assert majority.index.equals(probing.correct_by_word(feats, feats, sentences, sentences,
+                                                         "upos", 0, 50).index)
 
 
 @pytest.mark.parametrize("causal", [True, False])

@@ -165,8 +165,15 @@ def test_with_transfer_adds_an_evaluation_and_keeps_each_methods_own_hooks():
         assert hooks[name].records == [pytest.approx(errors)]
     table = pd.DataFrame({"method": ["fine-tuning", "R-Drop"], "seed": [0, 0]}, index=[7, 9])
     out = regularized.transfer_columns(table, hooks)
-    assert list(out.columns) == ["method", "seed", "a_error", "b_error"]
+    assert list(out.columns) == ["method", "seed", "a_error", "b_error", "a_error_floor",
+                                 "b_error_floor"]
     assert list(out.index) == [7, 9]
+    # each set's floor: the error of its best constant guess (what stats.compare guards with)
+    for name, loader in sets.items():
+        labels = torch.cat([b["labels"] for b in loader]).tolist()
+        best = max(labels.count(y) for y in set(labels)) / len(labels)
+        assert out[f"{name}_error_floor"].tolist() == pytest.approx([1 - best] * 2)
+    assert regularized.majority_error([{"labels": torch.tensor([1, 1, 0, 1])}]) == 0.25
     assert out.loc[9, "b_error"] == pytest.approx(hooks["R-Drop"].records[0]["b_error"])
 
 

@@ -301,6 +301,57 @@ def test_compare_with_guards_writes_them_in_the_table_and_the_sentences():
     assert "floor" not in plain.columns and plain.loc["prompt", "verdict"] == "better"
 
 
+def error_runs(floor: float, **groups) -> pd.DataFrame:
+    """A runs table as ``finetuning.compare_methods`` writes it: errors and the floor column."""
+    return pd.DataFrame([{"method": name, "seed": s, "test_error": v,
+                          stats.floor_column("test_error"): floor}
+                         for name, values in groups.items() for s, v in enumerate(values)])
+
+
+def test_compare_reads_the_floor_from_the_runs_table_and_voids_an_at_floor_baseline():
+    """No hand-written floor: a baseline at its majority-class error (0.49) is void; one that
+    learned is not; ``floor=False`` turns the guard off; an explicit floor wins."""
+    at_floor = error_runs(0.49, baseline=[1 - v for v in AT_CHANCE], method=[0.2, 0.22, 0.21, 0.19, 0.2])
+    out = stats.compare(at_floor, "baseline")
+    assert out.loc["baseline", "floor"] == pytest.approx(49.0)
+    assert out.loc["method", "verdict"] == stats.VOID_AT_CHANCE
+    assert stats.compare(at_floor, "baseline", floor=False).loc["method", "verdict"] == "better"
+    assert "floor" not in stats.compare(at_floor, "baseline", floor=False).columns
+    assert stats.compare(at_floor, "baseline", floor=0.60).loc["method", "verdict"] == "better"
+    learned = error_runs(0.49, baseline=[1 - v for v in LEARNED], method=[0.1, 0.12, 0.11, 0.09, 0.1])
+    assert stats.compare(learned, "baseline").loc["method", "verdict"] == "better"
+    # a floor per seed (e.g. each seed its own subset) is kept per seed and paired
+    per_seed = at_floor.assign(test_error_floor=[0.40, 0.50, 0.40, 0.50, 0.45] * 2)
+    floor = stats.floor_from_table(per_seed, "baseline")
+    assert floor.what == "majority-class error" and floor.value == {0: 0.40, 1: 0.50, 2: 0.40,
+                                                                   3: 0.50, 4: 0.45}
+    assert stats.floor_from_table(at_floor.drop(columns="test_error_floor"), "baseline") is None
+
+
+def test_compare_items_with_the_trivial_classifier_voids_an_at_floor_baseline():
+    """Probes on the same words: the baseline (a random-weights probe) must beat the majority tag."""
+    rng = np.random.default_rng(0)
+    majority = rng.random(400) < 0.3
+    good = majority | (rng.random(400) < 0.6)  # right on most words
+    echo = majority.copy()  # the baseline predicts the majority tag: at its floor
+    c = stats.compare_items(good, echo, floor_correct=majority)
+    assert c.raw_verdict(True) == "better" and c.floor_check.p == 1.0
+    assert c.verdict(higher_is_better=True) == stats.VOID_AT_CHANCE
+    learned = majority | (rng.random(400) < 0.4)
+    ok = stats.compare_items(good, learned, floor_correct=majority)
+    assert ok.floor_check.raw_verdict(True) == "better"
+    assert ok.verdict(higher_is_better=True) == ok.raw_verdict(True)
+
+
+def test_within_margin_uses_the_whole_interval_not_the_point_estimate():
+    """03: m = 8 is +2.00 points with a CI to +4.28: not shown inside a 2-point bar; m = 64's CI
+    [−0.77, +1.30] is."""
+    edge = stats.Comparison(0.02, -0.0028, 0.0428, 0.063, 1.0, "paired t", 3, 2)
+    inside = stats.Comparison(0.00267, -0.0077, 0.0130, 0.38, 0.5, "paired t", 3, 2)
+    assert not stats.within_margin(edge, 0.02) and stats.within_margin(inside, 0.02)
+    assert not stats.within_margin(stats.compare_runs([0.1], [0.1]), 0.02)  # one run: no CI
+
+
 # --- multiplicity -------------------------------------------------------------------------------
 
 

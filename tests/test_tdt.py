@@ -137,7 +137,7 @@ def test_training_logs_terms_and_confidence_tables():
     assert list(table.index) == ["t6"] and table.loc["t6", "count"] == 3
 
 
-def test_label_association_is_the_largest_smoothed_log_odds_shift():
+def test_label_association_is_the_largest_smoothed_log_ratio_shift():
     import math
 
     confidences = [[("good", 0.9), ("the", 0.5)], [("good", 0.8), ("the", 0.4)],
@@ -152,3 +152,4 @@ def test_label_association_is_the_largest_smoothed_log_odds_shift():
     assert assoc["the"] == pytest.approx(max(abs(math.log(1 / 2) - math.log(p))
                                              for p in prior.values()))
     assert assoc["bad"] > assoc["the"] and assoc["good"] > assoc["the"]
+    assert assoc.name == "|log-ratio|"  # log P(y|tok) − log P(y) is a log-ratio (PMI), not log-odds

@@ -87,11 +87,11 @@ def test_chain_thaw_trains_head_then_each_layer_alone_bottom_up_then_all():
     layers = layer_groups(model, merge_final_norm=True)
     stages = chain_thaw_stages(layers)
     names = [[layer.name for layer in s] for s in stages]
-    assert names[0] == ["head"] and names[1] == ["embeddings"] and names[2] == ["block 0"]
-    assert names[-2] == ["block 2 + ln_f"] and names[-1] == [layer.name for layer in layers]
+    assert names[0] == ["head"] and names[1] == ["embeddings"] and names[2] == ["block 1"]
+    assert names[-2] == ["block 3 + ln_f"] and names[-1] == [layer.name for layer in layers]
     handler = UnfreezingHandler(model, stages, every=1)
     handler.apply(2)
-    assert handler.trainable_layers() == ["block 0"]
+    assert handler.trainable_layers() == ["block 1"]
 
 
 def test_bad_arguments():

@@ -210,12 +210,14 @@ class Backbone:
 
     @property
     def layer_names(self) -> list[str]:
-        """Names of the hidden states of :func:`layer_states`, bottom to top (ours: "block i", as
-        in models.py; the top one has gone through the final LayerNorm): as the encoder declares
-        them (``layer_names``), else Hugging Face's "layer i"."""
+        """Names of the hidden states of :func:`layer_states`, bottom to top, numbered as the
+        tutorial numbers layers everywhere (:data:`LAYER_NUMBERING`): "embeddings" is state 0 and
+        "block i" / "layer i" is state i, the output of the i-th block (ours: ``blocks[i - 1]`` of
+        models.py; the top one has gone through the final LayerNorm). The word is what the encoder
+        declares (``layer_names``: ours, blocks), else Hugging Face's "layer"."""
         word, top = getattr(self.encoder, "layer_names", ("layer", ""))
-        return ["embeddings", *(f"{word} {i}" for i in range(self.n_layers - 1)),
-                f"{word} {self.n_layers - 1}{top}"]
+        return ["embeddings", *(f"{word} {i}" for i in range(1, self.n_layers)),
+                f"{word} {self.n_layers}{top}"]
 
     @property
     def lm_head(self) -> nn.Module:
@@ -480,9 +482,13 @@ class Layer(NamedTuple):
         return list(seen.values())
 
 
+LAYER_NUMBERING = ("layer 0 is the embedding output; layer i (1 … L) is the output of the i-th "
+                   "Transformer block, as in Hugging Face's hidden_states and ELMo's h_j")
+
+
 def layer_groups(model: nn.Module, merge_final_norm: bool = False) -> list[Layer]:
-    """The layers of a classifier from the top down: head, [final norm,] layer N-1 … layer 0,
-    embeddings.
+    """The layers of a classifier from the top down: head, [final norm,] layer N … layer 1,
+    embeddings — numbered as :data:`LAYER_NUMBERING` says (layer i: the i-th block).
 
     The classifier's ``encoder`` is ours (``head, ln_f, block N-1, …, block 0, embeddings``:
     token and position embeddings; a tied ``lm_head`` is the token embedding), BERT-style
@@ -501,7 +507,7 @@ def layer_groups(model: nn.Module, merge_final_norm: bool = False) -> list[Layer
         names = ("layer", "norm")
     else:
         raise TypeError(f"layer_groups does not know the layers of {type(model).__name__}")
-    layers = [Layer(f"{names[0]} {i}", (b,)) for i, b in enumerate(blocks)][::-1]
+    layers = [Layer(f"{names[0]} {i}", (b,)) for i, b in enumerate(blocks, start=1)][::-1]
     top = [] if norm is None else [Layer(names[1], (norm,))]
     if norm is not None and merge_final_norm:
         layers[0] = Layer(f"{layers[0].name} + {names[1]}", (*layers[0].modules, norm))

@@ -30,6 +30,7 @@ from .config import Scale, cache_dir
 from .models import count_parameters
 from .runtime import PeakMemory, atomic_write, autocast_dtype, device, seed_everything
 from .settings import Budget
+from .stats import floor_column
 from .tasks import Task
 from .training import PLAIN, History, Method, eval_loader, evaluate, fit, pad_collate, resumable_loader
 
@@ -199,6 +200,15 @@ def cached_finetune(backbone: str, task: Task, budget: Budget, seed: int, *, sca
     return result, False
 
 
+def floor_columns(task: Task) -> dict[str, float]:
+    """The trivial floors of a run on ``task``'s test split, as the columns :func:`compare_methods`
+    adds to every row (``stats.floor_column``): the majority-class accuracy and its error, from
+    ``task.majority_baseline()``. ``stats.compare`` reads them, so every comparison of these runs
+    first checks that its baseline beat the majority class (the learned-baseline guard)."""
+    accuracy = float(task.majority_baseline()["accuracy"])
+    return {floor_column("test_accuracy"): accuracy, floor_column("test_error"): 1.0 - accuracy}
+
+
 RUN_KEYS = ("backbone", "budget", "seeds")  # what a method's entry may override besides the Method
 
 
@@ -245,9 +255,12 @@ def compare_methods(
     fine-tuning comes from :func:`cached_finetune` when ``cache`` (column ``cached``: True when an
     identical earlier run was reused). With ``measure_memory`` each run is wrapped in
     :class:`~tutorial_lib.runtime.PeakMemory` (column ``peak_mib``; NaN for a cached run).
+    Every row also carries the task's majority-class floors (:func:`floor_columns`), which
+    ``stats.compare`` uses to void a comparison whose baseline did not beat them.
     """
     runs: dict[str, list[FinetuneResult]] = {}
     rows = []
+    floors = floor_columns(task)
     for name, spec in methods.items():
         method, run = method_and_run(spec)
         bb, b = run.get("backbone", backbone), run.get("budget", budget)
@@ -261,7 +274,7 @@ def compare_methods(
                     result = finetune(bb, task, b, seed, scale=scale, method=method, **options)
             epochs = result.history.evals[-1]["epoch"] if result.history.evals else 1.0
             row = {**result.row(), "method": name, "seconds_per_epoch": result.seconds / epochs,
-                   "cached": reused}
+                   "cached": reused, **floors}
             if measure_memory:
                 row["peak_mib"] = float("nan") if reused else mem.peak_mib
             rows.append(row)

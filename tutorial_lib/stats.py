@@ -166,6 +166,37 @@ def majority_floor(train_labels: Sequence[int], eval_labels: Sequence[int], *, e
     return Floor(1.0 - rate if error else rate, name)
 
 
+FLOOR_SUFFIX = "_floor"
+
+
+def floor_column(column: str) -> str:
+    """The column of a runs table that holds ``column``'s trivial floor, one value per run
+    (``"test_error"`` → ``"test_error_floor"``), written by the library functions that know the
+    task (``finetuning.compare_methods``, ``regularized.transfer_columns``, …) so that
+    :func:`compare` guards every comparison without a hand-written floor."""
+    return column + FLOOR_SUFFIX
+
+
+def floor_from_table(table: pd.DataFrame, baseline: str, *, by: str = "method",
+                     column: str = "test_error", pair_on: str | None = "seed") -> Floor | None:
+    """The baseline's floor from ``table``'s :func:`floor_column` (None when the table has no such
+    column or the baseline's rows have no value): one number when the baseline's runs share it,
+    else one per ``pair_on`` key. Named "majority-class error" for an error column, else
+    "majority class"."""
+    name = floor_column(column)
+    if name not in table:
+        return None
+    rows = table[table[by] == baseline]
+    values = rows[name].dropna()
+    if values.empty:
+        return None
+    what = "majority-class error" if "error" in column else "majority class"
+    if values.nunique() == 1 or pair_on is None or pair_on not in rows:
+        return Floor(float(values.mean()), what)
+    keyed = rows.dropna(subset=[name])
+    return Floor({k: float(v) for k, v in zip(keyed[pair_on], keyed[name])}, what)
+
+
 def _as_floor(floor: Floor | float | None, what: str) -> Floor | None:
     if floor is None or isinstance(floor, Floor):
         return floor
@@ -263,7 +294,8 @@ def _compare_runs(method: Sequence[float], baseline: Sequence[float],
 def compare(
     table: pd.DataFrame, baseline: str, *, by: str = "method", column: str = "test_error",
     higher_is_better: bool = False, pair_on: str | None = "seed", percent: bool = True,
-    floor: Floor | float | None = None, starts: Mapping[str, Floor | float] | None = None,
+    floor: Floor | float | bool | None = None,
+    starts: Mapping[str, Floor | float] | None = None,
 ) -> pd.DataFrame:
     """Every group of ``table[by]`` against ``baseline`` on ``column``: one row each with Δ, its
     95 % CI, the effect size, the test, p, the verdict and ``n`` (runs, pairs when paired) with the
@@ -275,8 +307,15 @@ def compare(
     :func:`majority_floor`); ``starts`` — ``{group: its starting point}`` (a prompt's zero-shot
     accuracy; the baseline may be one of them). A floor adds the columns ``floor`` and ``floor p``
     (on the baseline's row: the baseline against its floor), starts add ``start`` and ``start p``
-    (on each row with a start); the verdicts are voided where a guard fails.
+    (on each row with a start); the verdicts are voided where a guard fails. Without ``floor``,
+    the floor comes from the table itself when its runs carry one (:func:`floor_from_table`:
+    ``finetuning.compare_methods`` writes it from the task), so every such comparison is
+    guarded; ``floor=False`` turns the guard off.
     """
+    if floor is None:
+        floor = floor_from_table(table, baseline, by=by, column=column, pair_on=pair_on)
+    elif floor is False:
+        floor = None
     groups = {name: g for name, g in table.groupby(by, sort=False)}
     if baseline not in groups:
         raise ValueError(f"baseline {baseline!r} is not in the table's {by!r} column: {list(groups)}")
@@ -350,6 +389,16 @@ def sentences(comparison: pd.DataFrame, metric: str = "test error") -> str:
     return "\n".join(lines)
 
 
+def within_margin(comparison: Comparison, margin: float) -> bool:
+    """Whether the whole 95 % CI of Δ lies inside ±``margin`` (in Δ's units): "as good as the
+    baseline, to within ``margin``" is shown only then — a point estimate inside the margin with
+    an interval reaching past it (03: m = 8 at +2.00 points, CI up to +4.28) is not shown to be
+    inside. False when the CI is undefined (one run)."""
+    if math.isnan(comparison.low) or math.isnan(comparison.high):
+        return False
+    return -margin <= comparison.low and comparison.high <= margin
+
+
 def t_power(effect_size: float, n: int, alpha: float = ALPHA, paired: bool = True) -> float:
     """The power of the two-sided t-test at level ``alpha`` to detect a standardised difference
     ``effect_size`` with ``n`` runs (paired: ``n`` pairs and Cohen's d_z = Δ / std of the
@@ -401,10 +450,19 @@ def holm(pvalues: Sequence[float | None]) -> list[float]:
     return out.tolist()
 
 
-def compare_items(method_correct: Sequence[bool], baseline_correct: Sequence[bool]) -> Comparison:
+def compare_items(method_correct: Sequence[bool], baseline_correct: Sequence[bool],
+                  floor_correct: Sequence[bool] | None = None) -> Comparison:
     """Two classifiers on the same test items: Δ accuracy, its 95 % CI (normal approximation of
     the paired difference) and McNemar's exact two-sided p on the discordant items; effect size:
-    the odds ratio of the discordant counts, in log form."""
+    the odds ratio of the discordant counts, in log form.
+
+    ``floor_correct``: the trivial classifier on the same items (e.g. the majority tag,
+    ``probing.majority_correct_by_word``); the baseline is then tested against it the same way
+    (``floor_check``) and :meth:`Comparison.verdict` is "void: baseline at chance" unless the
+    baseline is better."""
+    if floor_correct is not None:
+        check = compare_items(baseline_correct, floor_correct)
+        return replace(compare_items(method_correct, baseline_correct), floor_check=check)
     a = np.asarray(method_correct, dtype=bool)
     b = np.asarray(baseline_correct, dtype=bool)
     n = len(a)

@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from ..backbones import Backbone, layer_states, load_backbone
 from ..config import Scale
+from ..finetuning import floor_columns
 from ..models import pool_hidden
 from ..params import trainable_summary
 from ..runtime import PeakMemory, autocast, autocast_dtype, device, seed_everything
@@ -188,7 +189,7 @@ def feature_extraction_runs(
     train on that cache. Rows have the columns of ``finetuning.compare_methods``; ``seconds`` =
     the one extraction pass (shared, counted in every row) + that probe's training, and
     ``seconds_per_epoch`` = the probe's time per epoch over the cache. Trained parameters: the
-    probe; total: backbone + probe.
+    probe; total: backbone + probe. The task's majority floors too (``finetuning.floor_columns``).
     """
     seed_everything(seeds[0])
     bb = load_backbone(backbone, scale)
@@ -201,6 +202,7 @@ def feature_extraction_runs(
     extract_seconds = sum(f.seconds for f in feats)
     backbone_params = trainable_summary(bb.encoder).total
     rows, probes = [], {}
+    floors = floor_columns(task)
     for name, mix in (("features: top layer", False), ("features: scalar mix", True)):
         probes[name] = []
         for seed in seeds:
@@ -216,7 +218,7 @@ def feature_extraction_runs(
                          "trainable_params": res.trainable_params, "total_params": total,
                          "trained_pct": 100 * res.trainable_params / total, "method": name,
                          "seconds_per_epoch": res.seconds / epochs,
-                         "peak_mib": max(extract_mem.peak_mib, mem.peak_mib)})
+                         "peak_mib": max(extract_mem.peak_mib, mem.peak_mib), **floors})
     return pd.DataFrame(rows), probes, bb
 
 

@@ -329,6 +329,15 @@ def correct_by_word(train: WordFeatures, test: WordFeatures, train_sentences: Se
     return pd.Series(ok, index=pd.MultiIndex.from_arrays([test.sentence, test.word]))
 
 
+def majority_correct_by_word(train: WordFeatures, test: WordFeatures, train_sentences: Sentences,
+                             test_sentences: Sentences, prop: str) -> pd.Series:
+    """Whether the majority tag of the training words is each test word's ``prop``, indexed as
+    :func:`correct_by_word`: the floor of a probe comparison (``stats.compare_items``)."""
+    guess = np.bincount(train.labels(train_sentences, prop)).argmax()
+    ok = test.labels(test_sentences, prop) == guess
+    return pd.Series(ok, index=pd.MultiIndex.from_arrays([test.sentence, test.word]))
+
+
 def spread_layers(n_states: int, k: int | None) -> list[int]:
     """At most ``k`` layer indices of ``n_states``, evenly spread, always with the first (the
     embeddings) and the last (None: all): a 31-state model costs what an 8-state one does."""

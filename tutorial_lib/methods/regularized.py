@@ -44,6 +44,7 @@ from torch.utils.data import DataLoader
 
 from ..backbones import Backbone
 from ..finetuning import method_and_run
+from ..stats import floor_column
 from ..tasks import Task, load_task, subsample
 from ..training import Batch, Method, eval_loader, evaluate, pad_collate
 
@@ -271,9 +272,22 @@ def with_transfer(methods: Mapping[str, Method | Mapping[str, object]], num_labe
     return wired, hooks
 
 
+def majority_error(loader: DataLoader) -> float:
+    """The error of the best constant guess on ``loader``'s labels (1 − the majority-class rate of
+    that very set): the floor of a transfer set, which the training task's majority label may not
+    even reach on another domain."""
+    labels = torch.cat([batch["labels"].reshape(-1) for batch in loader])
+    return 1.0 - torch.bincount(labels).max().item() / len(labels)
+
+
 def transfer_columns(table: pd.DataFrame, hooks: Mapping[str, TransferEvaluation]) -> pd.DataFrame:
-    """``table`` (one row per run, methods in the order of ``hooks``) with the transfer errors."""
+    """``table`` (one row per run, methods in the order of ``hooks``) with the transfer errors
+    ``<name>_error`` and their floors ``<name>_error_floor`` (:func:`majority_error`, which
+    ``stats.compare`` reads to guard each transfer comparison)."""
     extra = pd.DataFrame([r for h in hooks.values() for r in h.records], index=table.index)
+    sets = next(iter(hooks.values())).sets if hooks else {}
+    for name, loader in sets.items():
+        extra[floor_column(f"{name}_error")] = majority_error(loader)
     return pd.concat([table, extra], axis=1)
 
 

@@ -59,7 +59,13 @@ from .regularized import (
 @dataclass(frozen=True)
 class TDTConfig:
     """Loss weights: ``m_rate`` (CE on the distilled view), ``kl_rate`` (the KL hinge, batchmean
-    KL) and the hinge's ``margin`` (upstream's ``--m_rate``, ``--kl_rate``, ``--maxg``)."""
+    KL) and the hinge's ``margin`` (upstream's ``--m_rate``, ``--kl_rate``, ``--maxg``).
+
+    ``margin = 0`` is the released launch script's ``--maxg 0`` (its grid: {0, 2}); the paper's
+    value could not be read here. At 0 the hinge is zero as soon as the distilled prediction is
+    closer to the clean one than the negative prediction is, so the triplet term — the scorer's
+    only push apart — is ≈ 0 for most batches; a positive margin keeps it active. The released
+    code has no further penalty on the confidences m (none against collapse either)."""
 
     m_rate: float = 1.0
     kl_rate: float = 1.0
@@ -233,11 +239,12 @@ def confidence_table(confidences: Sequence[Sequence[tuple[str, float]]],
 def label_association(confidences: Sequence[Sequence[tuple[str, float]]], labels: Sequence[int],
                       min_count: int = 5) -> pd.Series:
     """How much a token type alone says about the label: max over classes y of
-    |log P(y | token) − log P(y)| (add-one smoothed), for types seen ≥ ``min_count`` times."""
+    |log P(y | token) − log P(y)| (add-one smoothed), for types seen ≥ ``min_count`` times — a
+    log-ratio (pointwise mutual information of token and label), not log-odds."""
     frame = pd.DataFrame([(tok, y) for conf, y in zip(confidences, labels) for tok, _ in conf],
                          columns=["token", "label"])
     counts = pd.crosstab(frame["token"], frame["label"])
     counts = counts[counts.sum(1) >= min_count]
     prior = np.log(pd.Series(labels).value_counts(normalize=True).reindex(counts.columns).to_numpy())
     cond = np.log((counts + 1).div(counts.sum(1) + counts.shape[1], axis=0).to_numpy())
-    return pd.Series(np.abs(cond - prior).max(1), index=counts.index, name="|log-odds|")
+    return pd.Series(np.abs(cond - prior).max(1), index=counts.index, name="|log-ratio|")

@@ -10,17 +10,23 @@ import pandas as pd
 
 from ..training import History
 
+NOT_MEASURED = "not measured in this run"
+
 
 def plot_cost_vs_error(table: pd.DataFrame, by: str = "method") -> plt.Figure:
     """Test error (mean ± std over seeds) against % of parameters trained (log scale); wall time
-    per epoch and peak memory (if the table has ``peak_mib``) as median bars with min–max
-    whiskers (the first run of a process pays one-time costs, which the median ignores)."""
+    per epoch (mean, min–max whiskers, as the notebooks' tables) and peak memory (if the table has
+    ``peak_mib``; median, min–max: the first run of a process pays one-time costs) as bars.
+
+    Only runs made *in this run* are measured: a row reused from the run cache (``cached``) or
+    with no value has no bar, and the method says "not measured in this run" in its place — an
+    empty slot would read as zero cost, and another run's time is not comparable."""
     g = table.groupby(by, sort=False)
     err = 100 * g["test_error"].agg(["mean", "std"]).fillna(0.0)
     pct = g["trained_pct"].mean()
-    panels = [("seconds_per_epoch", "seconds / epoch")]
+    panels = [("seconds_per_epoch", "seconds / epoch", "mean")]
     if "peak_mib" in table:
-        panels.append(("peak_mib", "peak memory (MiB)"))
+        panels.append(("peak_mib", "peak memory (MiB)", "median"))
     fig, axes = plt.subplots(1, 1 + len(panels), figsize=(4.4 * (1 + len(panels)), 3.8))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, name in enumerate(err.index):
@@ -29,14 +35,20 @@ def plot_cost_vs_error(table: pd.DataFrame, by: str = "method") -> plt.Figure:
     axes[0].set(xscale="log", xlabel="% of parameters trained (log)", ylabel="test error (%)",
                 title="error vs parameters trained")
     axes[0].legend(fontsize=7)
-    for ax, (column, label) in zip(axes[1:], panels):
-        stats = g[column].agg(["median", "min", "max"])
-        whiskers = np.vstack([stats["median"] - stats["min"], stats["max"] - stats["median"]])
-        ax.barh(range(len(stats)), stats["median"], xerr=whiskers,
+    measured = table[~table["cached"].eq(True)] if "cached" in table else table  # NaN: not cached
+    for ax, (column, label, centre) in zip(axes[1:], panels):
+        stats = measured.groupby(by, sort=False)[column].agg([centre, "min", "max"])
+        stats = stats.reindex(err.index)
+        whiskers = np.vstack([stats[centre] - stats["min"], stats["max"] - stats[centre]])
+        ax.barh(range(len(stats)), stats[centre].fillna(0.0), xerr=np.nan_to_num(whiskers),
                 color=[colors[i % len(colors)] for i in range(len(stats))])
+        for row, value in enumerate(stats[centre]):
+            if np.isnan(value):
+                ax.text(0.02, row, NOT_MEASURED, transform=ax.get_yaxis_transform(),
+                        va="center", fontsize=8, color="0.35", style="italic")
         ax.set_yticks(range(len(stats)), stats.index, fontsize=8)
         ax.invert_yaxis()
-        ax.set(xlabel=f"{label} — median, min–max over seeds", title=label)
+        ax.set(xlabel=f"{label} — {centre}, min–max over seeds", title=label)
     fig.tight_layout()
     return fig
 
@@ -111,12 +123,25 @@ def plot_group_lrs(history: History, names: Sequence[str],
     return fig
 
 
-def plot_schedules(schedules: dict[str, Sequence[float]]) -> plt.Figure:
-    """Several learning-rate schedules (base rate over iterations) on one axis."""
+def plot_schedules(schedules: dict[str, Sequence[float]], tail: int | None = 20) -> plt.Figure:
+    """Several learning-rate schedules (base rate over iterations) on one axis, with an inset that
+    zooms on the last ``tail`` iterations (None: no inset) and a line at zero: a tail of a few
+    percent of the peak — e.g. the negative end of ULMFiT's Eq. 3 as printed — is invisible at the
+    full scale."""
     fig, ax = plt.subplots(figsize=(6.5, 3.4))
     for name, values in schedules.items():
         ax.plot(range(1, len(values) + 1), values, label=name)
     ax.set(xlabel="iteration", ylabel="learning rate (base)", title="schedules")
-    ax.legend()
+    ax.legend(loc="upper left", fontsize=8)
+    n = max((len(v) for v in schedules.values()), default=0)
+    if tail and n > tail:
+        inset = ax.inset_axes([0.15, 0.1, 0.3, 0.33])  # below the decaying lines
+        for values in schedules.values():
+            inset.plot(range(len(values) - tail + 1, len(values) + 1), values[-tail:])
+        inset.axhline(0.0, color="black", lw=0.8)
+        inset.set_title(f"last {tail} iterations (zoom)", fontsize=7)
+        inset.tick_params(labelsize=6)
+        inset.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+        inset.yaxis.get_offset_text().set_fontsize(6)
     fig.tight_layout()
     return fig

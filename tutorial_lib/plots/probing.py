@@ -11,9 +11,20 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+DEPTH_LABEL = "relative depth (layer / L: 0 = embeddings, 1 = last block)"
+
+
+def relative_depth(table: pd.DataFrame) -> pd.Series:
+    """Each row's layer divided by its model's number of blocks L (the largest layer probed for
+    that model: ``probing.spread_layers`` always keeps the last), so a 4-block and a 30-block model
+    share one 0–1 axis. Layers are numbered 0 = embeddings, ℓ = block ℓ."""
+    top = table.groupby("model")["layer"].transform("max").clip(lower=1)
+    return table["layer"] / top
+
 
 def plot_probe_layers(table: pd.DataFrame, props: Sequence[str] = ("upos", "deprel")) -> plt.Figure:
-    """Probe accuracy by layer, one line per model, one panel per property.
+    """Probe accuracy by layer, one line per model, one panel per property, against relative
+    depth (:func:`relative_depth`; each model's L in its legend entry).
 
     ``table`` has columns model, property, layer, accuracy, majority (and optionally
     control_accuracy, drawn dotted in the same colour).
@@ -21,13 +32,15 @@ def plot_probe_layers(table: pd.DataFrame, props: Sequence[str] = ("upos", "depr
     fig, axes = plt.subplots(1, len(props), figsize=(5.6 * len(props), 3.8), squeeze=False)
     for ax, prop in zip(axes[0], props):
         part = table[table["property"] == prop]
+        depth = relative_depth(part)
         for model, rows in part.groupby("model", sort=False):
-            line, = ax.plot(rows["layer"], rows["accuracy"], marker="o", label=model)
+            label = f"{model} (L = {int(rows['layer'].max())})"
+            line, = ax.plot(depth[rows.index], rows["accuracy"], marker="o", label=label)
             if "control_accuracy" in rows:
-                ax.plot(rows["layer"], rows["control_accuracy"], ":", marker=".",
+                ax.plot(depth[rows.index], rows["control_accuracy"], ":", marker=".",
                         color=line.get_color())
         ax.axhline(part["majority"].iloc[0], color="grey", lw=1, ls="--", label="majority class")
-        ax.set(xlabel="layer (0 = embeddings)", ylabel="test accuracy", ylim=(0, 1),
+        ax.set(xlabel=DEPTH_LABEL, ylabel="test accuracy", ylim=(0, 1), xlim=(-0.03, 1.03),
                title=f"{prop}: probe (solid) and control task (dotted)")
         ax.legend(fontsize=8)
     fig.tight_layout()
@@ -35,14 +48,17 @@ def plot_probe_layers(table: pd.DataFrame, props: Sequence[str] = ("upos", "depr
 
 
 def plot_selectivity(table: pd.DataFrame, props: Sequence[str] = ("upos", "deprel")) -> plt.Figure:
-    """Selectivity (probe − control accuracy) by layer, one line per model and property."""
+    """Selectivity (probe − control accuracy) by relative depth, one line per model and property."""
     fig, axes = plt.subplots(1, len(props), figsize=(5.6 * len(props), 3.4), squeeze=False)
     for ax, prop in zip(axes[0], props):
         part = table[table["property"] == prop]
+        depth = relative_depth(part)
         for model, rows in part.groupby("model", sort=False):
-            ax.plot(rows["layer"], rows["selectivity"], marker="o", label=model)
+            ax.plot(depth[rows.index], rows["selectivity"], marker="o",
+                    label=f"{model} (L = {int(rows['layer'].max())})")
         ax.axhline(0, color="grey", lw=1)
-        ax.set(xlabel="layer", ylabel="probe − control accuracy", title=f"{prop}: selectivity")
+        ax.set(xlabel=DEPTH_LABEL, ylabel="probe − control accuracy", xlim=(-0.03, 1.03),
+               title=f"{prop}: selectivity (below 0: the control task is easier)")
         ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -12,30 +12,35 @@ import pandas as pd
 CMAP = "RdYlGn"  # red = low confidence (perturbed most), green = high confidence
 
 
+def _example_label(titles: Sequence[str] | None, i: int) -> str:
+    return titles[i] if titles else f"#{i + 1}"
+
+
 def plot_token_confidences(examples: Sequence[Sequence[tuple[str, float]]],
                            titles: Sequence[str] | None = None,
                            width: float = 11.0) -> plt.Figure:
     """Each example's tokens as text, each on a box coloured by its confidence m. The colour scale
     spans the confidences shown (a scorer that barely moved from 0.5 would otherwise paint every
-    token the same); the colour bar gives the range."""
+    token the same); the colour bar gives the range. A long example wraps: its label stands on its
+    first row, and the rows it continues on are marked "↳"."""
     cmap = matplotlib.colormaps[CMAP]
     values = [m for tokens in examples for _, m in tokens] or [0.0, 1.0]
     lo, hi = min(values), max(values)
     norm = plt.Normalize(lo, hi if hi > lo else lo + 1e-6)
     # rough layout: lines of at most ~width*9 characters, wrapped between tokens
     lines: list[list[tuple[str, float]]] = []
-    labels: list[str] = []
+    labels: list[str] = []  # an example's label on its *first* row; "↳" on the rows it wraps onto
     for i, tokens in enumerate(examples):
-        current, chars = [], 0
+        current, chars, first = [], 0, True
         for tok, m in tokens:
             if current and chars + len(tok) + 2 > width * 8.5:
                 lines.append(current)
-                labels.append("")
-                current, chars = [], 0
+                labels.append(_example_label(titles, i) if first else "↳")
+                current, chars, first = [], 0, False
             current.append((tok, m))
             chars += len(tok) + 2
         lines.append(current)
-        labels.append(titles[i] if titles else f"#{i + 1}")
+        labels.append(_example_label(titles, i) if first else "↳")
     fig, ax = plt.subplots(figsize=(width, 0.42 * len(lines) + 0.9))
     ax.set_xlim(0, width * 8.5)
     ax.set_ylim(len(lines), -0.5)

@@ -1,0 +1,95 @@
+"""The figures issue 21 found misleading, checked by what they draw (labels, texts, data)."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from tutorial_lib.plots import adaptation, probing, tdt  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    plt.close("all")
+
+
+def _texts(fig) -> list[str]:
+    return [t.get_text() for ax in fig.axes for t in ax.texts]
+
+
+def cost_table() -> pd.DataFrame:
+    """03's design: full fine-tuning reused from the run cache (no memory, another run's time)."""
+    rows = []
+    for method, pct, cached, peak in (("full fine-tuning", 48.0, True, np.nan),
+                                      ("adapters m=8", 0.4, False, 426.0)):
+        for seed in range(3):
+            rows.append({"method": method, "seed": seed, "test_error": 0.04 + 0.01 * seed,
+                         "trained_pct": pct, "seconds_per_epoch": 30.0 + seed, "cached": cached,
+                         "peak_mib": peak + seed})
+    rows.append({"method": "features: top layer", "seed": 0, "test_error": 0.26, "trained_pct": 0.01,
+                 "seconds_per_epoch": 0.1, "peak_mib": 465.0})  # no "cached" column: NaN
+    return pd.DataFrame(rows)
+
+
+def test_cost_panels_say_not_measured_instead_of_an_empty_bar():
+    fig = adaptation.plot_cost_vs_error(cost_table())
+    _, time_ax, memory_ax = fig.axes
+    for ax in (time_ax, memory_ax):
+        assert [t.get_text() for t in ax.texts] == [adaptation.NOT_MEASURED]  # full FT only
+        widths = [p.get_width() for p in ax.patches]
+        assert widths[0] == 0 and widths[1] > 0 and widths[2] > 0
+    assert time_ax.get_xlabel().startswith("seconds / epoch — mean")
+    assert memory_ax.get_xlabel().startswith("peak memory (MiB) — median")
+    assert memory_ax.patches[1].get_width() == pytest.approx(427.0)  # median of 426, 427, 428
+
+
+def test_schedules_have_a_zoomed_tail_with_a_zero_line():
+    values = list(np.linspace(1e-4, -2e-6, 158))
+    fig = adaptation.plot_schedules({"STLR, Eq. 3 as printed": values})
+    (main,) = fig.axes
+    (inset,) = main.child_axes
+    assert inset.get_title() == "last 20 iterations (zoom)"
+    line = inset.get_lines()[0]
+    assert list(line.get_xdata()) == list(range(139, 159))
+    assert line.get_ydata()[-1] == pytest.approx(-2e-6)
+    assert any(list(ln.get_ydata()) == [0.0, 0.0] for ln in inset.get_lines())
+    assert not adaptation.plot_schedules({"a": values}, tail=None).axes[0].child_axes
+
+
+def probe_table() -> pd.DataFrame:
+    rows = []
+    for model, layers in (("ours", range(5)), ("smollm2", (0, 4, 9, 15, 20, 25, 30))):
+        for layer in layers:
+            rows.append({"model": model, "property": "upos", "layer": layer, "accuracy": 0.5,
+                         "control_accuracy": 0.4, "selectivity": 0.1, "majority": 0.17})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("plot", [probing.plot_probe_layers, probing.plot_selectivity])
+def test_probe_figures_use_relative_depth(plot):
+    fig = plot(probe_table(), props=("upos",))
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == probing.DEPTH_LABEL
+    lines = [ln for ln in ax.get_lines() if ln.get_label() in ("ours (L = 4)", "smollm2 (L = 30)")]
+    assert len(lines) == 2
+    for ln in lines:  # every model spans 0 … 1
+        assert min(ln.get_xdata()) == 0 and max(ln.get_xdata()) == pytest.approx(1.0)
+    ours = next(ln for ln in lines if ln.get_label().startswith("ours"))
+    assert list(ours.get_xdata()) == pytest.approx([0, 0.25, 0.5, 0.75, 1.0])
+
+
+def test_a_wrapped_example_has_its_label_on_its_first_row():
+    long = [(f"tok{i}", 0.3 + 0.01 * i) for i in range(40)]
+    fig = tdt.plot_token_confidences([long, [("short", 0.5)]], titles=["negative", "positive"],
+                                     width=4.0)
+    labels = [t for t in fig.axes[0].texts if t.get_ha() == "right"]
+    rows = {t.get_text(): [] for t in labels}
+    for t in labels:
+        rows[t.get_text()].append(t.get_position()[1])
+    assert rows["negative"] == [0] and min(rows["↳"]) == 1  # first row, then its continuations
+    assert rows["positive"] == [max(rows["↳"]) + 1]
