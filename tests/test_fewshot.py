@@ -242,3 +242,16 @@ def test_logreg_probe_chooses_c_on_dev_and_tests_once(with_data):
     assert out["test_error"].tolist() == pytest.approx((1 - out["test_accuracy"]).tolist())
     # one test set, texts seen by the model: separable on train → dev and test follow the words
     assert out["dev_accuracy"].between(0, 1).all()
+
+
+def test_pooled_features_mean_or_last_token(with_data):
+    from tutorial_lib import config
+    from tutorial_lib.backbones import load_backbone
+
+    b = load_backbone("scratch", config.get_scale("smoke"))
+    rows = toy_split().train
+    mean, last = (fewshot.pooled_features(b, rows, pool) for pool in ("mean", "last"))
+    assert mean.shape == last.shape == (len(rows), b.hidden_size)
+    assert not (mean == last).all()
+    with pytest.raises(ValueError, match="pool"):
+        fewshot.pooled_features(b, rows, "first")

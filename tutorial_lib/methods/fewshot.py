@@ -272,25 +272,34 @@ LOGREG = "logistic regression (frozen)"
 
 
 @torch.no_grad()
-def pooled_features(b: Backbone, rows: Sequence[Mapping], batch_size: int = 64,
+def pooled_features(b: Backbone, rows: Sequence[Mapping], pool: str = "mean", batch_size: int = 64,
                     max_len: int | None = None) -> np.ndarray:
-    """The frozen backbone's vector at the pooled position (the input of head fine-tuning's new
-    head: a causal LM's last token), one row per example, float32."""
+    """The frozen backbone's final hidden states, one vector per example (float32): their mean
+    over the real tokens (``pool="mean"``) or the pooled position head fine-tuning reads
+    (``"last"``: a causal LM's last token, the end-of-text token it appends)."""
+    if pool not in ("mean", "last"):
+        raise ValueError(f"pool must be 'mean' or 'last', got {pool!r}")
     model = b.classifier(2).to(device()).eval()
     loader = eval_loader(b.encode_rows(rows, max_len), batch_size, pad_collate(b.pad_id))
     out = []
     with autocast(device(), autocast_dtype(device())):
         for batch in loader:
-            out.append(model.pooled(batch["input_ids"].to(device()),
-                                    batch["attention_mask"].to(device())).float().cpu())
+            ids, mask = batch["input_ids"].to(device()), batch["attention_mask"].to(device())
+            if pool == "last":
+                out.append(model.pooled(ids, mask).float().cpu())
+                continue
+            h = model.encoder(input_ids=ids, attention_mask=mask).last_hidden_state.float()
+            m = mask.unsqueeze(-1).float()
+            out.append(((h * m).sum(1) / m.sum(1)).cpu())
     return torch.cat(out).numpy()
 
 
 def logreg_probe(backbone: str, scale: Scale, splits: Sequence[FewShotSplit],
-                 cs: Sequence[float], *, max_len: int | None = None, seed: int = 0,
-                 method: str = LOGREG) -> pd.DataFrame:
+                 cs: Sequence[float], *, pool: str = "mean", max_len: int | None = None,
+                 seed: int = 0, method: str = LOGREG) -> pd.DataFrame:
     """scikit-learn's logistic regression (standardised features, L2, lbfgs) on the frozen
-    backbone's pooled features of each split's K-per-class train set; C from ``cs`` chosen on the
+    backbone's features (:func:`pooled_features`: by default the mean of the final hidden states)
+    of each split's K-per-class train set; C from ``cs`` chosen on the
     few-shot dev set, tested once. Rows like :func:`compare_fewshot`'s (``lr`` holds the C).
     Splits that share a test set share its features (computed once)."""
     b = load_backbone(backbone, scale)
@@ -299,7 +308,7 @@ def logreg_probe(backbone: str, scale: Scale, splits: Sequence[FewShotSplit],
     def feats(rows: Sequence[Mapping]) -> np.ndarray:
         key = tuple(r["text"] for r in rows)
         if key not in cache:
-            cache[key] = pooled_features(b, rows, max_len=max_len)
+            cache[key] = pooled_features(b, rows, pool, max_len=max_len)
         return cache[key]
 
     out = []
