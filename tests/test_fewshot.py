@@ -255,3 +255,16 @@ def test_pooled_features_mean_or_last_token(with_data):
     assert not (mean == last).all()
     with pytest.raises(ValueError, match="pool"):
         fewshot.pooled_features(b, rows, "first")
+
+
+def test_pooled_features_come_in_the_rows_order(with_data):
+    from tutorial_lib import config
+    from tutorial_lib.backbones import load_backbone
+
+    b = load_backbone("scratch", config.get_scale("smoke"))
+    rows = [{"text": "good fun and more fun and good", "label": 1}, {"text": "bad", "label": 0},
+            {"text": "a dog", "label": 0}]
+    together = fewshot.pooled_features(b, rows, "mean", batch_size=8)
+    alone = [fewshot.pooled_features(b, [r], "mean")[0] for r in rows]
+    for got, want in zip(together, alone):
+        assert got == pytest.approx(want, abs=2e-2)

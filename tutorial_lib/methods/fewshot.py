@@ -280,7 +280,8 @@ def pooled_features(b: Backbone, rows: Sequence[Mapping], pool: str = "mean", ba
     if pool not in ("mean", "last"):
         raise ValueError(f"pool must be 'mean' or 'last', got {pool!r}")
     model = b.classifier(2).to(device()).eval()
-    loader = eval_loader(b.encode_rows(rows, max_len), batch_size, pad_collate(b.pad_id))
+    loader = eval_loader(b.encode_rows(rows, max_len), batch_size, pad_collate(b.pad_id),
+                         by_length=False)  # one vector per row, in the rows' order
     out = []
     with autocast(device(), autocast_dtype(device())):
         for batch in loader:
