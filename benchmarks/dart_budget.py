@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> dict:
                                                           trainable_layers=layers, head_lr=hl)}
     for steps in args.steps:
         for split in splits:
-            for name in args.methods:
+            for name in [m for m in args.methods if m in builders]:  # "none": the probe only
                 for head_lr in (args.head_lr if name == "head fine-tuning" else [None]):
                     for lr in args.lrs:
                         key = dict(method=name, split=split.seed, steps=steps, lr=lr,
