@@ -408,9 +408,9 @@ class DARTSettings(Settings):
     tasks: TaskNames = ("sst2",)
     k: int = 16
     # 3 splits: with 2-value grids, 3 methods × 2 rates × 3 splits of 20 steps fill the classroom
-    # budget (5 splits at the larger scales). Rates from benchmarks/results/dart_budget.json: at 20
-    # steps the prompts' top layers move only at 1e-3 (3e-4 and 1e-4 end at zero-shot); dev ties
-    # go to the first rate of a grid.
+    # budget (5 splits at the larger scales). Rates from benchmarks/results/dart_budget.json (1-2
+    # splits, not yet enough to call): at 20 steps only 1e-3 moved the manual prompt far from its
+    # zero-shot start (split 13 up, split 21 down); dev ties go to the first rate of a grid.
     splits: tuple[int, ...] = (13, 21, 42)
     steps: int = 20
     batch_size: int = 8
