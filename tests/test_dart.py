@@ -150,3 +150,18 @@ def test_dart_method_trains_a_fresh_copy_in_the_few_shot_loop(mlm):
     assert not torch.equal(run.model.embedding.labels.detach(), start)  # the prompts moved
     assert not isinstance(mlm.input_embeddings(), dart.ExtendedEmbedding)  # original untouched
     assert table.iloc[0]["method"] == "DART" and 0 <= table.iloc[0]["test_accuracy"] <= 1
+
+
+def test_prompt_vectors_train_at_the_runs_rate_by_default(mlm):
+    model = make(mlm)
+    groups = model.param_groups()(model, 1e-3, 0.01)
+    prompt = {id(p) for p in model.prompt_parameters()}
+    scales = {g.get("lr_scale", 1.0) for g in groups if {id(p) for p in g["params"]} & prompt}
+    assert scales == {1.0}
+
+
+def test_paper_table_puts_each_method_on_one_row():
+    out = dart.paper_table(["sst2", "trec"], rename={"DART": "DART-style"})
+    assert list(out.index) == ["head fine-tuning", "manual prompt", "DART-style"]
+    assert out.loc["head fine-tuning", "sst2"] == "81.4 ± 3.8 (unverified)"
+    assert out.loc["DART-style", "trec"] == "—"

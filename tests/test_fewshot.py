@@ -1,11 +1,13 @@
 """Tests for tutorial_lib.methods.fewshot: the few-shot loop of notebook 09 (train, choose on the
-few-shot dev set, test once), the [CLS] and prompt methods, zero-shot scoring and the verdicts
+few-shot dev set, test once), the head and prompt methods, the logistic-regression probe, zero-shot
+scoring and the verdicts with the learned-baseline guard
 (the stats rule, paired by split). Tiny models; one test loads our smoke tokenizer."""
 
 import pandas as pd
 import pytest
 import torch
 
+from tutorial_lib import stats
 from tutorial_lib.backbones import Backbone
 from tutorial_lib.methods import fewshot, prompting
 from tutorial_lib.models import TransformerClassifier, TransformerConfig, TransformerLM
@@ -181,3 +183,88 @@ def test_summarize_is_mean_and_std_over_splits_in_percent():
     row = out.loc[("sst2", "fine-tuning")]
     assert row["mean"] == pytest.approx(0.70) and row["std"] == pytest.approx(0.10)
     assert row["runs"] == 3 and row["test_accuracy (mean ± std)"] == "70.0 ± 10.0 %"
+
+
+def test_head_lr_gives_the_new_head_its_own_rate(with_data):
+    from tutorial_lib import config
+
+    split = toy_split()
+    built = fewshot.cls_method("scratch", config.get_scale("smoke"), head_lr=1e-2)(split)()
+    groups = built.method.param_groups(built.model, 1e-4, 0.01)
+    head = {id(p) for p in built.model.head.parameters()}
+    scales = {id(p): g.get("lr_scale", 1.0) for g in groups for p in g["params"]}
+    assert [scales[i] for i in head] == pytest.approx([100.0] * len(head))
+    assert {s for i, s in scales.items() if i not in head} == {1.0}
+    assert len(scales) == sum(1 for p in built.model.parameters() if p.requires_grad)
+    run = fewshot.train_fewshot(lambda: built, split, steps=2, batch_size=2, lr=1e-4,
+                                eval_every=2)
+    assert run.test["confusion"].sum().item() == len(split.test)
+
+
+def test_majority_floors_are_each_splits_test_majority_rate():
+    a = toy_split(13)
+    b = toy_split(21)
+    b.test = [{"text": "x", "label": 1}] * 3 + [{"text": "y", "label": 0}]
+    floors = fewshot.majority_floors([a, b])
+    assert floors["sst2"].value == {13: pytest.approx(0.5), 21: pytest.approx(0.75)}
+    assert floors["sst2"].what == "majority class"
+
+
+def test_verdicts_guard_a_baseline_at_its_floor_and_a_prompt_at_its_start():
+    table = _table()
+    sst2 = table[table["task"] == "sst2"]
+    # the baseline (0.60, 0.70, 0.80) does not beat a 0.70 floor: the comparison is void
+    out = fewshot.verdicts(sst2, "fine-tuning", floors={"sst2": 0.70}).set_index("method")
+    assert out.loc["DART", "verdict"] == "void: baseline at chance"
+    assert out.loc["fine-tuning", "floor"] == pytest.approx(70.0)
+    # a floor it beats on every split (paired by split): the verdict stands
+    low = stats.Floor({13: 0.5, 21: 0.55, 42: 0.6})
+    out = fewshot.verdicts(sst2, "fine-tuning", floors={"sst2": low}).set_index("method")
+    assert out.loc["DART", "verdict"] == "better"
+    # DART's start equal to where it ends on average: "did not train"
+    out = fewshot.verdicts(sst2, "fine-tuning", floors={"sst2": low},
+                           starts={"sst2": {"DART": 0.75}}).set_index("method")
+    assert out.loc["DART", "verdict"] == "did not train"
+    # a baseline with a start it does not beat: "void: baseline did not train"
+    out = fewshot.verdicts(sst2, "fine-tuning", starts={"sst2": {"fine-tuning": 0.70,
+                                                                 "absent method": 0.5}})
+    assert out.set_index("method").loc["DART", "verdict"] == "void: baseline did not train"
+
+
+def test_logreg_probe_chooses_c_on_dev_and_tests_once(with_data):
+    from tutorial_lib import config
+
+    splits = [toy_split(13), toy_split(21)]
+    out = fewshot.logreg_probe("scratch", config.get_scale("smoke"), splits, (0.01, 1.0))
+    assert list(out["split"]) == [13, 21] and set(out["method"]) == {fewshot.LOGREG}
+    assert set(out["lr"]) <= {0.01, 1.0}
+    assert ((out["test_accuracy"] >= 0) & (out["test_accuracy"] <= 1)).all()
+    assert out["test_error"].tolist() == pytest.approx((1 - out["test_accuracy"]).tolist())
+    # one test set, texts seen by the model: separable on train → dev and test follow the words
+    assert out["dev_accuracy"].between(0, 1).all()
+
+
+def test_pooled_features_mean_or_last_token(with_data):
+    from tutorial_lib import config
+    from tutorial_lib.backbones import load_backbone
+
+    b = load_backbone("scratch", config.get_scale("smoke"))
+    rows = toy_split().train
+    mean, last = (fewshot.pooled_features(b, rows, pool) for pool in ("mean", "last"))
+    assert mean.shape == last.shape == (len(rows), b.hidden_size)
+    assert not (mean == last).all()
+    with pytest.raises(ValueError, match="pool"):
+        fewshot.pooled_features(b, rows, "first")
+
+
+def test_pooled_features_come_in_the_rows_order(with_data):
+    from tutorial_lib import config
+    from tutorial_lib.backbones import load_backbone
+
+    b = load_backbone("scratch", config.get_scale("smoke"))
+    rows = [{"text": "good fun and more fun and good", "label": 1}, {"text": "bad", "label": 0},
+            {"text": "a dog", "label": 0}]
+    together = fewshot.pooled_features(b, rows, "mean", batch_size=8)
+    alone = [fewshot.pooled_features(b, [r], "mean")[0] for r in rows]
+    for got, want in zip(together, alone):
+        assert got == pytest.approx(want, abs=2e-2)

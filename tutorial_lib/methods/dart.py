@@ -7,23 +7,29 @@ Starting from a manual prompt (``tutorial_lib.methods.prompting``), DART makes b
 * **differentiable labels** — every class y gets a pseudo token whose embedding e_y (initialised
   from its verbalizer word) is both its *input* embedding and its *output* (decoder) row, as in a
   tied MLM head: p(y | x) = softmax_y(h_[MASK] · e_y + b_y);
-* **fluency constraint** — a second pass fills [MASK] with a *random* class ỹ, masks a fraction of
-  the input-text tokens, and asks the MLM for each masked original token x_m. A binary
-  cross-entropy pushes p(x_m | ·) to 1 when ỹ is the gold class and to 0 otherwise:
+* **fluency constraint** (masked LMs) — a second pass fills [MASK] with a *random* class ỹ,
+  masks a fraction of the input-text tokens, and asks the MLM for each masked original token
+  x_m. A binary cross-entropy (BCE: −t log p − (1 − t) log(1 − p)) pushes p(x_m | ·) to 1 when ỹ
+  is the gold class and to 0 otherwise:
 
       L = L_C + λ · L_F,   L_F = BCE( p(x_m | x̃, ỹ), 1[ỹ = y] ).
 
   The upstream refactored code compared the *pseudo* label id with the real label-word id, so its
-  target was always 0; here the comparison is between class indices (tested). A **causal LM**
-  cannot condition its input tokens on a label that comes after them, so its fluency term is the
-  LM's own objective on the input text, L_F = −Σ log p(x_{t+1} | x_≤t): it keeps the prompt-tuned
-  model a language model (P-tuning, which DART follows for GPT-style models, has no such term).
+  target was always 0; here the comparison is between class indices (tested).
+
+**On a causal LM this is DART-style, not DART.** A causal LM's input tokens come before the
+answer slot and cannot be conditioned on the label there, so the regulariser used instead is the
+LM's own next-token loss on the input text, L_F = −Σ log p(x_{t+1} | x_≤t). That term involves
+neither the label nor the label vectors: on a causal LM the method is **P-tuning with label
+vectors** (a continuous template, Liu et al. 2021, plus trainable label rows) with an LM-loss
+regulariser — what notebook 09 runs on SmolLM2 and calls "DART-style".
 
 The new vectors are *not* hijacked vocabulary rows (the upstream code reused the last real ids):
 the input embedding module is wrapped by :class:`ExtendedEmbedding`, which maps ids ≥ V to the
 template and label parameters, so nothing in the real vocabulary changes meaning. The prompt
-parameters get their own learning rate (``prompt_lr``), the backbone the run's rate (or none:
-``freeze_backbone=True``).
+parameters train at the run's learning rate, the same as every other trained weight and as the
+manual prompt's (``prompt_lr=None``), or at their own ``prompt_lr``; the backbone at the run's rate
+(or not at all: ``freeze_backbone=True``).
 """
 
 from __future__ import annotations
@@ -50,21 +56,25 @@ from .prompting import (
     verbalizer_ids,
 )
 
-# DART Table 1 / LM-BFF Table 3, RoBERTa-large, K = 16, mean (std) over the 5 splits.
-# Recalled in the reference notes and tagged VERIFY there: shown as "unverified".
+# DART Table 1 / LM-BFF Table 3, RoBERTa-large, K = 16, mean (std) over the 5 splits; the
+# papers' head fine-tuning reads [CLS] (ours: a causal LM's last token). Recalled in the reference
+# notes and tagged VERIFY there: shown as "unverified".
 PAPER_K16 = {
-    "fine-tuning ([CLS])": {"sst2": (81.4, 3.8), "mr": (76.9, 5.9), "cr": (75.8, 3.2)},
+    "head fine-tuning": {"sst2": (81.4, 3.8), "mr": (76.9, 5.9), "cr": (75.8, 3.2)},
     "manual prompt": {"sst2": (92.3, 1.0), "mr": (85.5, 2.8), "cr": (89.0, 1.4)},
     "DART": {"sst2": (93.5, 0.5), "mr": (88.2, 1.0), "cr": (91.8, 0.5)},
 }
 
 
-def paper_table(tasks: Sequence[str]) -> pd.DataFrame:
-    """The paper's numbers for ``tasks`` as strings "93.5 ± 0.5 (unverified)" ("—" if absent)."""
+def paper_table(tasks: Sequence[str], rename: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The paper's numbers for ``tasks`` as strings "93.5 ± 0.5 (unverified)" ("—" if absent);
+    ``rename`` maps the paper's method names to the rows of this run's table (e.g. ``{"DART":
+    "DART-style"}``), so that each method is one row."""
     rows = {}
     for method, by_task in PAPER_K16.items():
-        rows[method] = {t: (f"{by_task[t][0]:.1f} ± {by_task[t][1]:.1f} (unverified)"
-                            if t in by_task else "—") for t in tasks}
+        rows[(rename or {}).get(method, method)] = {
+            t: (f"{by_task[t][0]:.1f} ± {by_task[t][1]:.1f} (unverified)" if t in by_task else "—")
+            for t in tasks}
     return pd.DataFrame(rows).T.rename_axis("method")
 
 
@@ -94,7 +104,8 @@ class ExtendedEmbedding(nn.Module):
 
 
 class DARTClassifier(PromptClassifier):
-    """DART on any :class:`~tutorial_lib.backbones.Backbone` with an LM head (see the module docstring).
+    """DART on any :class:`~tutorial_lib.backbones.Backbone` with an LM head (a masked LM: DART;
+    a causal LM: DART-style, P-tuning with label vectors — see the module docstring).
 
     ``init``: "words" (from the template's and verbalizer's words — at step 0 the model equals the
     manual prompt) or "random" (U(−max|w|, max|w|) as in DART's code).
@@ -203,7 +214,8 @@ class DARTClassifier(PromptClassifier):
 
     def _causal_fluency(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                         text_mask: torch.Tensor) -> tuple[torch.Tensor, dict]:
-        """A causal LM's fluency term: next-token cross-entropy on the input text's tokens."""
+        """A causal LM's stand-in for the fluency term: next-token cross-entropy on the input
+        text's tokens — plain LM loss, conditioned on no label (so: DART-style, not DART)."""
         keep = text_mask[:, 1:].bool()
         h = self.backbone.features(input_ids, attention_mask)[:, :-1][keep]
         logits = h @ self.backbone.decoder_weight.T.to(h.dtype)
@@ -222,14 +234,17 @@ class DARTClassifier(PromptClassifier):
 
     # --- optimisation and inspection ----------------------------------------------------------
 
-    def param_groups(self, prompt_lr: float) -> ParamGroups:
+    def param_groups(self, prompt_lr: float | None = None) -> ParamGroups:
         """A Method's AdamW groups: the backbone at the run's rate (decay as in pretraining), the
-        prompt parameters at ``prompt_lr`` without weight decay (an ``lr_scale`` on the schedule)."""
+        prompt parameters without weight decay at the run's rate too (``prompt_lr=None``: equal
+        rates, the controlled comparison with the manual prompt) or at ``prompt_lr`` (an
+        ``lr_scale`` on the schedule)."""
 
         def groups(_: nn.Module, lr: float, weight_decay: float) -> list[dict]:
             prompt = [p for p in self.prompt_parameters() if p.requires_grad]
             out = decay_groups(self, weight_decay, exclude=prompt)
-            return out + [{"params": prompt, "weight_decay": 0.0, "lr_scale": prompt_lr / lr}]
+            scale = 1.0 if prompt_lr is None else prompt_lr / lr
+            return out + [{"params": prompt, "weight_decay": 0.0, "lr_scale": scale}]
 
         return groups
 
@@ -264,7 +279,7 @@ def dart_method(
     templates: Mapping[str, str],
     verbalizers: Mapping[str, Mapping[str, str]],
     *,
-    prompt_lr: float,
+    prompt_lr: float | None = None,
     fluency_weight: float = 1.0,
     mask_rate: float = 0.1,
     init: str = "words",
@@ -272,8 +287,10 @@ def dart_method(
     max_len: int | None = None,
     trainable_layers: int | None = None,
 ) -> Callable[[FewShotSplit], Callable[[], FewShotModel]]:
-    """DART for ``fewshot.compare_fewshot``; each run starts from a fresh copy of ``lm``
-    (``trainable_layers``: a causal LM trains only its top layers, see ``prompting.freeze_below``)."""
+    """DART (on a causal LM: DART-style, P-tuning with label vectors; see the module docstring) for
+    ``fewshot.compare_fewshot``; each run starts from a fresh copy of ``lm`` (``trainable_layers``:
+    a causal LM trains only its top layers, see ``prompting.freeze_below``; ``prompt_lr=None``: the
+    prompt vectors train at the run's rate)."""
 
     def for_split(split: FewShotSplit) -> Callable[[], FewShotModel]:
         def build() -> FewShotModel:

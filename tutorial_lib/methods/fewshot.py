@@ -1,31 +1,42 @@
 """The few-shot loop of notebook 09: train, choose on the few-shot dev set, test once.
 
-Every method — [CLS]-head fine-tuning, manual-prompt fine-tuning (:mod:`.prompting`), DART
-(:mod:`.dart`) — is a function from a :class:`~tutorial_lib.tasks.FewShotSplit` to a ``build``
+Every method — head fine-tuning (a new linear head on the pooled position: [CLS] for a masked
+LM, the last token for a causal LM), manual-prompt fine-tuning (:mod:`.prompting`), DART-style
+prompts (:mod:`.dart`) — is a function from a :class:`~tutorial_lib.tasks.FewShotSplit` to a ``build``
 that makes a fresh :class:`FewShotModel` (model, encoder of rows, collate, and the
 :class:`~tutorial_lib.training.Method` it trains with). :func:`train_fewshot` trains a fixed
 number of steps with the one recipe (:func:`tutorial_lib.training.fit`) and keeps the checkpoint
 with the best few-shot **dev** accuracy; :func:`select_and_test` is LM-BFF's per-split learning-rate grid
 (chosen on dev only); :func:`compare_fewshot` runs every method on every split.
+:func:`logreg_probe` is the cheap strong baseline: scikit-learn's logistic regression on the
+frozen backbone's pooled features, its C chosen on dev. :func:`verdicts` guards every comparison
+(:mod:`tutorial_lib.stats`): the baseline against each split's majority rate
+(:func:`majority_floors`), a prompt against its zero-shot start.
 """
 
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
+import torch
 from ignite.engine import Engine
 from ignite.handlers import Checkpoint
 from ignite.handlers.checkpoint import BaseSaveHandler
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 from torch import nn
 
 from .. import stats
 from ..backbones import Backbone, layer_groups, load_backbone
 from ..config import Scale
-from ..params import freeze, unfreeze
-from ..runtime import device, seed_everything
+from ..params import decay_groups, freeze, unfreeze
+from ..runtime import autocast, autocast_dtype, device, seed_everything
 from ..tasks import FewShotSplit
 from ..training import PLAIN, Method, eval_loader, evaluate, fit, pad_collate, resumable_loader
 from .prompting import PromptClassifier, freeze_below, fresh_copy, prompt_collate, verbalizer_ids
@@ -153,11 +164,14 @@ def select_and_test(build: Callable[[], FewShotModel], split: FewShotSplit, lrs:
 # --- the three methods of notebook 09 ------------------------------------------------------------
 
 
-def cls_method(backbone: str, scale: Scale, trainable_layers: int | None = None
+def cls_method(backbone: str, scale: Scale, trainable_layers: int | None = None,
+               head_lr: float | None = None
                ) -> Callable[[FewShotSplit], Callable[[], FewShotModel]]:
-    """[CLS]-head fine-tuning: a new linear head on the backbone's pooled position (a causal LM:
-    its last token). ``trainable_layers``: train only the head and the top layers (the budget of
-    the prompt methods on a CPU, see ``prompting.freeze_below``)."""
+    """Head fine-tuning: a new linear head on the backbone's pooled position ([CLS] for a masked
+    LM, a causal LM's last token). ``trainable_layers``: train only the head and the top layers
+    (the budget of the prompt methods on a CPU, see ``prompting.freeze_below``). ``head_lr``: the
+    new head's own rate (None: the run's) — a randomly initialised head needs a far larger rate
+    than the pretrained layers under it."""
 
     def for_split(split: FewShotSplit) -> Callable[[], FewShotModel]:
         def build() -> FewShotModel:
@@ -168,11 +182,23 @@ def cls_method(backbone: str, scale: Scale, trainable_layers: int | None = None
                 freeze(model)
                 unfreeze(model, *(m for layer in layers[: trainable_layers + 1]
                                   for m in layer.modules))
-            return FewShotModel(model, b.encode_rows, pad_collate(b.pad_id))
+            method = PLAIN if head_lr is None else Method(param_groups=head_groups(model, head_lr))
+            return FewShotModel(model, b.encode_rows, pad_collate(b.pad_id), method)
 
         return build
 
     return for_split
+
+
+def head_groups(model: nn.Module, head_lr: float):
+    """AdamW groups: the pretrained layers at the run's rate, the new ``model.head`` at ``head_lr``."""
+
+    def groups(_: nn.Module, lr: float, weight_decay: float) -> list[dict]:
+        head = [p for p in model.head.parameters() if p.requires_grad]
+        return (decay_groups(model, weight_decay, exclude=head)
+                + decay_groups(model, weight_decay, params=head, lr_scale=head_lr / lr))
+
+    return groups
 
 
 def prompt_method(
@@ -240,18 +266,106 @@ def zero_shot(lm: Backbone, split: FewShotSplit, template: str, verbalizer: Mapp
     return evaluate(model, loader, num_labels=split.num_labels)
 
 
+# --- the cheap strong baseline: logistic regression on frozen features ----------------------------
+
+LOGREG = "logistic regression (frozen)"
+
+
+@torch.no_grad()
+def pooled_features(b: Backbone, rows: Sequence[Mapping], pool: str = "mean", batch_size: int = 64,
+                    max_len: int | None = None) -> np.ndarray:
+    """The frozen backbone's final hidden states, one vector per example (float32): their mean
+    over the real tokens (``pool="mean"``) or the pooled position head fine-tuning reads
+    (``"last"``: a causal LM's last token, the end-of-text token it appends)."""
+    if pool not in ("mean", "last"):
+        raise ValueError(f"pool must be 'mean' or 'last', got {pool!r}")
+    model = b.classifier(2).to(device()).eval()
+    loader = eval_loader(b.encode_rows(rows, max_len), batch_size, pad_collate(b.pad_id),
+                         by_length=False)  # one vector per row, in the rows' order
+    out = []
+    with autocast(device(), autocast_dtype(device())):
+        for batch in loader:
+            ids, mask = batch["input_ids"].to(device()), batch["attention_mask"].to(device())
+            if pool == "last":
+                out.append(model.pooled(ids, mask).float().cpu())
+                continue
+            h = model.encoder(input_ids=ids, attention_mask=mask).last_hidden_state.float()
+            m = mask.unsqueeze(-1).float()
+            out.append(((h * m).sum(1) / m.sum(1)).cpu())
+    return torch.cat(out).numpy()
+
+
+def logreg_probe(backbone: str, scale: Scale, splits: Sequence[FewShotSplit],
+                 cs: Sequence[float], *, pool: str = "mean", max_len: int | None = None,
+                 seed: int = 0, method: str = LOGREG) -> pd.DataFrame:
+    """scikit-learn's logistic regression (standardised features, L2, lbfgs) on the frozen
+    backbone's features (:func:`pooled_features`: by default the mean of the final hidden states)
+    of each split's K-per-class train set; C from ``cs`` chosen on the
+    few-shot dev set, tested once. Rows like :func:`compare_fewshot`'s (``lr`` holds the C).
+    Splits that share a test set share its features (computed once)."""
+    b = load_backbone(backbone, scale)
+    cache: dict[tuple, np.ndarray] = {}
+
+    def feats(rows: Sequence[Mapping]) -> np.ndarray:
+        key = tuple(r["text"] for r in rows)
+        if key not in cache:
+            cache[key] = pooled_features(b, rows, pool, max_len=max_len)
+        return cache[key]
+
+    out = []
+    for split in splits:
+        split.require("train", "dev", "test")
+        start = time.perf_counter()
+        y = {p: np.array([r["label"] for r in getattr(split, p)]) for p in ("train", "dev", "test")}
+        x = {p: feats(getattr(split, p)) for p in ("train", "dev", "test")}
+        fits = []
+        for c in cs:
+            clf = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=5000,
+                                                                     random_state=seed))
+            clf.fit(x["train"], y["train"])
+            fits.append((float(clf.score(x["dev"], y["dev"])), c, clf))
+        dev_acc, c, clf = max(fits, key=lambda f: f[0])  # first best on ties
+        acc = float(clf.score(x["test"], y["test"]))
+        out.append({"task": split.task, "K": split.k if split.k else "full", "split": split.seed,
+                    "method": method, "test_accuracy": acc, "test_error": 1.0 - acc,
+                    "dev_accuracy": dev_acc, "best_step": 0, "lr": c,
+                    "seconds": time.perf_counter() - start})
+    return pd.DataFrame(out)
+
+
+# --- results and their verdicts --------------------------------------------------------------------
+
+
+def majority_floors(splits: Sequence[FewShotSplit]) -> dict[str, stats.Floor]:
+    """Per task, the floor a classifier must beat: each split's majority-class rate on its test
+    set (the most frequent test label's share; ``{split seed: rate}``, so checks pair by split)."""
+    rates: dict[str, dict[int, float]] = {}
+    for s in splits:
+        labels = np.array([r["label"] for r in s.test])
+        rates.setdefault(s.task, {})[s.seed] = float(np.bincount(labels).max() / len(labels))
+    return {task: stats.Floor(by_split, "majority class") for task, by_split in rates.items()}
+
+
 def summarize(table: pd.DataFrame, by: Sequence[str] = ("task", "method")) -> pd.DataFrame:
     """Mean ± std over splits of test accuracy in %, one row per task and method."""
     return stats.summarize(table, list(by), "test_accuracy", digits=1)
 
 
-def verdicts(table: pd.DataFrame, baseline: str) -> pd.DataFrame:
+def verdicts(table: pd.DataFrame, baseline: str, *,
+             floors: Mapping[str, stats.Floor | float] | None = None,
+             starts: Mapping[str, Mapping[str, float]] | None = None) -> pd.DataFrame:
     """Per task, every method against ``baseline`` on test accuracy over the splits (the rule of
-    :mod:`tutorial_lib.stats`: paired by split)."""
+    :mod:`tutorial_lib.stats`: paired by split), with the learned-baseline guard: ``floors[task]``
+    — the baseline's floor (:func:`majority_floors`); ``starts[task][method]`` — a method's
+    starting point (a prompt's zero-shot accuracy), checked for the methods in the table."""
     parts = []
     for task, g in table.groupby("task", sort=False):
+        present = set(g["method"])
+        task_starts = {m: stats.Floor(v, "zero-shot start")
+                       for m, v in ((starts or {}).get(task) or {}).items() if m in present}
         c = stats.compare(g, baseline, by="method", column="test_accuracy", higher_is_better=True,
-                          pair_on="split")
+                          pair_on="split", floor=(floors or {}).get(task),
+                          starts=task_starts or None)
         c.insert(0, "task", task)
         parts.append(c.reset_index())
     return pd.concat(parts, ignore_index=True)
