@@ -518,7 +518,7 @@ class AmnesicSettings(Settings):
         "gpu": dict(
             train_sentences=5000, dev_sentences=1000, test_sentences=2000, mask_rounds=3,
             inlp_positions=None, inlp_max_iterations=40, inlp_classifier_max_iter=2000,
-            probe_max_iter=200, lambdas=(0.0, 0.1, 0.3, 1.0, 3.0), adv_seeds=(0, 1, 2),
+            probe_max_iter=200, lambdas=(0.0, 0.1, 0.3, 1.0, 3.0),
             adv_train_examples=None, adv_sentences=4000, adv_batch_size=32,
             adv_probe_train=2000, adv_probe_test=1000, budget=Budget(epochs=3, lr=1e-4)),
         "paper": dict(
