@@ -71,7 +71,7 @@ def adversary(args, settings: AmnesicSettings, scale: str, rows: list[dict]) -> 
                                  "majority": round(majority, 4), "train_seconds": round(run.seconds, 1),
                                  "seconds": round(time.perf_counter() - t0, 1)})
                     print(rows[-1], flush=True)
-                    save(args.out, rows)
+                    save(args.out, rows, args.scale)
     return rows
 
 
@@ -104,15 +104,15 @@ def inlp_part(args, settings: AmnesicSettings, scale: str, rows: list[dict]) -> 
                          "positions_seconds": positions_seconds,
                          "seconds": round(time.perf_counter() - t0, 1)})
             print(rows[-1], flush=True)
-            save(args.out, rows)
+            save(args.out, rows, args.scale)
     return rows
 
 
-def save(path: Path, rows: list[dict]) -> None:
+def save(path: Path, rows: list[dict], scale: str = "classroom") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"written": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                               "machine": runtime.describe(config.get_scale("classroom")).splitlines(),
+                               "machine": runtime.describe(config.get_scale(scale)).splitlines(),
                                "threads": torch.get_num_threads(), "runs": rows}, indent=1))
     tmp.replace(path)  # atomic: an interrupted sweep keeps its earlier rows
 
@@ -127,11 +127,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--inlp-max-iter", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--inlp-tol", type=float, default=1e-4)
     parser.add_argument("--props", nargs="+", default=["upos", "position"])
+    parser.add_argument("--scale", default="classroom", help="classroom (the sweep); smoke: a check")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     runtime.quiet()
-    scale = config.get_scale("classroom")
+    scale = config.get_scale(args.scale)
     settings = AmnesicSettings.at(scale)
     rows = json.loads(args.out.read_text())["runs"] if args.out.exists() else []
     run = adversary if args.part == "adversary" else inlp_part

@@ -496,7 +496,7 @@ class AmnesicSettings(Settings):
     probe_max_iter: int = 100
     random_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     adv_backbone: BackboneName = "minilm"
-    lambdas: tuple[float, ...] = (0.0, 1.0, 3.0)
+    lambdas: tuple[float, ...] = (0.0, 1.0)
     adv_seeds: tuple[int, ...] = (0, 1, 2)
     adv_train_examples: int | None = 500
     adv_sentences: int = 1500
@@ -510,9 +510,9 @@ class AmnesicSettings(Settings):
 
     scales: ClassVar[Overrides] = {
         "smoke": dict(
-            train_sentences=150, dev_sentences=60, test_sentences=80, mask_rounds=1,
+            train_sentences=150, dev_sentences=60, test_sentences=40, mask_rounds=1,
             inlp_positions=None, inlp_seeds=(0, 1), inlp_max_iterations=3,
-            probe_max_iter=30, random_seeds=(0, 1), lambdas=(0.0, 1.0),
+            probe_max_iter=30, random_seeds=(0, 1),
             adv_seeds=(0, 1), adv_head_warmup_steps=4, adv_train_examples=128, adv_sentences=64,
             adv_probe_train=60, adv_probe_test=40, budget=Budget(epochs=1, lr=1e-4)),
         "gpu": dict(
