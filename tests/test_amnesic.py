@@ -16,7 +16,7 @@ from torch import nn
 from tutorial_lib import tasks
 from tutorial_lib.backbones import Backbone
 from tutorial_lib.config import PRECISION_ENV_VAR
-from tutorial_lib.heads import GradientReversalLayer, MultiHeadModel
+from tutorial_lib.heads import GradientReversalLayer, HeadConfig, MultiHeadModel
 from tutorial_lib.methods import amnesic, inlp, probing
 from tutorial_lib.models import IGNORE_INDEX, Output, TransformerConfig, TransformerLM
 from tutorial_lib.settings import Budget
@@ -241,6 +241,26 @@ def test_projection_table_counts_directions(tokenizer):
         assert row.kl == pytest.approx(amnesic.lm_metrics(bb, mp, P)["kl"])
 
 
+def test_reinjecting_the_gold_label_brings_the_lm_back_and_no_label_does_not(tokenizer):
+    bb, targets = designed_backbone(tokenizer)
+    train, test = designed_positions(targets), designed_positions(targets, n=24)
+    P = inlp.projection_removing(np.eye(16)[:, :4], 16)  # the four target directions: the "upos"
+    out = amnesic.reinjection_metrics(bb, train, test, P, "upos", seed=0)
+    assert set(out) == {"re-injected, gold label", "re-injected, shuffled label"}
+    projected = amnesic.lm_metrics(bb, test, P)
+    assert projected["lm_accuracy"] <= 0.25
+    assert out["re-injected, gold label"]["lm_accuracy"] == 1.0  # the label restores the word
+    assert out["re-injected, gold label"]["kl"] < 0.05 * projected["kl"]
+    assert out["re-injected, shuffled label"]["lm_accuracy"] < 0.6
+    _, overall = inlp.removed_means(train.hidden, train.labels["upos"], P)
+    assert amnesic.lm_metrics(bb, test, P, shift=overall)["lm_accuracy"] <= 0.25  # no label
+    # the shift is P h + m_z, as inlp.reinject computes it
+    by_class, _ = inlp.removed_means(train.hidden, train.labels["upos"], P, classes=4)
+    want = amnesic.lm_logits(bb, inlp.reinject(test.hidden, P, by_class[test.labels["upos"]]))
+    got = amnesic.lm_logits(bb, test.hidden, P, by_class[test.labels["upos"]])
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
 # --- adversarial heads ----------------------------------------------------------------------------
 
 
@@ -334,6 +354,49 @@ def test_adversarial_finetune_end_to_end(tokenizer, monkeypatch):
     assert all(torch.equal(a[k], c[k]) for k in a)  # seeded: the same λ gives the same encoder
     assert amnesic.adversarial_finetune(bb, task, adv, ptr, pte, budget, lambda_=0.0,
                                         seed=0, adv_batch_size=4, probe_max_iter=30).model is None
+
+
+def test_head_warmup_trains_only_the_pos_head_and_the_head_gets_its_own_rate(tokenizer, monkeypatch):
+    monkeypatch.setattr(probing, "upos_names", lambda: [f"TAG{i}" for i in range(17)])
+    bb = tiny_backbone(tokenizer, causal=True)
+    model = MultiHeadModel(bb.encoder, {"main": HeadConfig(2, "sequence"),
+                                        "pos": HeadConfig(17, "token",
+                                                                  reverse_gradient=True)})
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    rows = probing.token_label_rows(bb, upos_sentences(16, 1), "upos")
+    seconds = amnesic._train_head_alone(model, "pos", rows, pad_collate(bb.pad_id),
+                                        Budget(batch_size=4), lr=1e-2, steps=3, batch_size=4, seed=0)
+    assert seconds > 0
+    after = model.state_dict()
+    changed = {k for k in after if not torch.equal(after[k], before[k])}
+    assert changed == {"heads.pos.linear.weight", "heads.pos.linear.bias"}
+    assert all(p.requires_grad for p in model.encoder.parameters())  # unfrozen again
+    groups = amnesic._head_rate(30.0)(model, 1e-4, 0.01)
+    head = {id(p) for p in model.heads["pos"].parameters()}
+    for g in groups:
+        ids = {id(p) for p in g["params"]}
+        assert ids <= head if g["name"] == "pos head" else not ids & head
+        assert g.get("lr_scale", 1.0) == (30.0 if g["name"] == "pos head" else 1.0)
+    assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
+
+
+def test_a_warmed_up_head_at_its_own_rate_reads_pos_at_lambda_zero(tokenizer, monkeypatch):
+    """The adversary must learn before its reversal means anything: with a head warm-up at its own
+    rate, at λ = 0 it beats the majority rate on a tag that is a function of the word."""
+    monkeypatch.setattr(probing, "upos_names", lambda: [f"TAG{i}" for i in range(17)])
+    tok = train_wordpiece(LINES, vocab_size=200, min_frequency=1)  # whole words: tags readable
+    bb = tiny_backbone(tok, causal=False, d=32)
+    adv, ptr, pte = upos_sentences(64, 1), upos_sentences(30, 2), upos_sentences(30, 3)
+    budget = Budget(epochs=1, batch_size=8, lr=1e-4, eval_batch_size=16)
+    y_tr = np.concatenate([np.asarray(u) for u in ptr.upos])
+    y_te = np.concatenate([np.asarray(u) for u in pte.upos])
+    majority = probing.majority_rate(y_tr, y_te)
+    kw = dict(seed=0, adv_batch_size=8, probe_max_iter=200)
+    cold = amnesic.adversarial_finetune(bb, tiny_task(), adv, ptr, pte, budget, lambda_=0.0, **kw)
+    warm = amnesic.adversarial_finetune(bb, tiny_task(), adv, ptr, pte, budget, lambda_=0.0,
+                                        head_lr=3e-2, head_warmup_steps=40, **kw)
+    assert cold.head_accuracy < majority + 0.1  # 3 steps at the encoder's rate: not learned
+    assert warm.head_accuracy > majority + 0.2
 
 
 def test_an_ours_mlm_backbone_pools_its_cls_at_the_end(tokenizer, monkeypatch):

@@ -98,3 +98,51 @@ def test_rowspace_basis_uses_a_relative_tolerance():
     assert inlp.rowspace_basis(np.zeros((3, 10))).shape == (10, 0)
     basis = inlp.rowspace_basis(W)
     assert inlp.extend_basis(basis, basis).shape == (10, 2)  # nothing new
+
+
+def test_every_probe_converged_and_the_solver_iterations_are_recorded(erased):
+    _, _, r = erased
+    assert len(r.solver_iterations) == len(r.accuracies)
+    assert r.solver_cap == 1000 and r.probes_converged
+    assert all(0 < n < r.solver_cap for n in r.solver_iterations)
+
+
+def test_a_probe_stopped_at_its_cap_warns_or_fails_loudly():
+    X, y = gaussian_task(600, d=16, classes=3)
+    capped = lambda: inlp.default_classifier(max_iter=2, tol=1e-12)  # noqa: E731
+    with pytest.warns(inlp.ProbeNotConverged, match="max_iter = 2"):
+        r = inlp.inlp(X[:400], y[:400], X[400:], y[400:], max_iterations=1, classifier=capped)
+    assert not r.probes_converged and r.solver_iterations[0] == 2
+    with pytest.raises(inlp.ProbeNotConverged, match="raise max_iter"):
+        inlp.inlp(X[:400], y[:400], X[400:], y[400:], max_iterations=1, classifier=capped,
+                  strict=True)
+
+
+def test_converged_inlp_accuracy_does_not_rise_over_iterations():
+    X, y = gaussian_task(4000, d=24, classes=4, seed=5)
+    r = inlp.inlp(X[:3000], y[:3000], X[3000:], y[3000:], max_iterations=6, strict=True)
+    assert r.probes_converged
+    assert all(b <= a + 0.02 for a, b in zip(r.accuracies, r.accuracies[1:]))  # within noise
+
+
+def test_reinjecting_the_gold_labels_removed_mean_restores_what_the_label_explains():
+    # the removed subspace carries only the label (no noise there): the class means restore x
+    rng = np.random.default_rng(0)
+    d, n = 8, 600
+    y = rng.integers(0, 3, size=n)
+    B = np.linalg.qr(rng.standard_normal((d, 2)))[0]  # the property's two directions
+    codes = 3.0 * rng.standard_normal((3, 2))
+    rest = rng.standard_normal((n, d))
+    X = rest - (rest @ B) @ B.T + codes[y] @ B.T
+    P = inlp.projection_removing(B, d)
+    by_class, overall = inlp.removed_means(X, y, P)
+    assert by_class.shape == (3, d)
+    np.testing.assert_allclose(inlp.reinject(X, P, by_class[y]), X, atol=1e-10)
+    np.testing.assert_allclose(overall, (X - X @ P).mean(0), atol=1e-12)
+    # without the label (the overall mean, or shuffled labels) x does not come back
+    assert np.abs(inlp.reinject(X, P, overall) - X).max() > 1.0
+    shuffled = rng.permutation(y)
+    assert np.abs(inlp.reinject(X, P, by_class[shuffled]) - X).max() > 1.0
+    # a class absent from the labels gets the overall mean
+    by4, _ = inlp.removed_means(X, y, P, classes=4)
+    np.testing.assert_allclose(by4[3], overall)

@@ -32,12 +32,13 @@ import torch.nn.functional as F
 from ..backbones import Backbone
 from ..heads import HeadConfig, MultiHeadModel, MultiTaskLoader, multihead_loss
 from ..models import IGNORE_INDEX
+from ..params import decay_groups
 from ..runtime import autocast, autocast_dtype, device, seed_everything
 from ..settings import Budget
 from ..tasks import Task
 from ..training import Method, eval_loader, fit, pad_collate, resumable_loader
 from . import probing
-from .inlp import directions_removed
+from .inlp import directions_removed, removed_means
 
 # Word-index buckets of the control property "where in the sentence is the word":
 # 0-3, 4-8, 9-15, 16+.
@@ -160,29 +161,56 @@ def _positions(sentences: probing.Sentences, hidden: list, target: list, where: 
 
 
 @torch.no_grad()
-def lm_logits(backbone: Backbone, hidden: np.ndarray, P: np.ndarray | None = None) -> torch.Tensor:
-    """The LM's logits for hidden states h, optionally projected first: lm_head(P h)."""
+def lm_logits(backbone: Backbone, hidden: np.ndarray, P: np.ndarray | None = None,
+              shift: np.ndarray | None = None) -> torch.Tensor:
+    """The LM's logits for hidden states h, optionally projected first and shifted:
+    lm_head(P h + shift) (``shift``: one vector, or one per row — re-injection)."""
     h = torch.as_tensor(hidden, dtype=torch.float32)
     if P is not None:
         h = h @ torch.as_tensor(P, dtype=torch.float32).T
+    if shift is not None:
+        h = h + torch.tensor(np.asarray(shift), dtype=torch.float32)  # a copy: shift may be read-only
     return backbone.lm_head.to("cpu").float()(h)
 
 
 def lm_metrics(
-    backbone: Backbone, positions: MaskedPositions, P: np.ndarray | None = None, chunk: int = 1024
+    backbone: Backbone, positions: MaskedPositions, P: np.ndarray | None = None, chunk: int = 1024,
+    shift: np.ndarray | None = None,
 ) -> dict[str, float]:
-    """The LM's accuracy at the positions with h ↦ P h (masked word, or next word for a causal
-    LM), and D_KL(p_original ‖ p_projected) (nats, mean). Computed in chunks: a 49k-word vocabulary
-    makes the logits of every position at once several GB."""
+    """The LM's accuracy at the positions with h ↦ P h (+ ``shift``: one vector or one per
+    position) — masked word, or next word for a causal LM — and D_KL(p_original ‖ p_projected)
+    (nats, mean). Computed in chunks: a 49k-word vocabulary makes the logits of every position at
+    once several GB."""
     correct, kl, n = 0, 0.0, len(positions)
+    shift = None if shift is None else np.broadcast_to(shift, positions.hidden.shape)
     for i in range(0, n, chunk):
         h = positions.hidden[i:i + chunk]
         original = F.log_softmax(lm_logits(backbone, h), dim=-1)
-        projected = original if P is None else F.log_softmax(lm_logits(backbone, h, P), -1)
+        s = None if shift is None else shift[i:i + chunk]
+        projected = (original if P is None and s is None
+                     else F.log_softmax(lm_logits(backbone, h, P, s), -1))
         target = torch.as_tensor(positions.target[i:i + chunk])
         correct += int((projected.argmax(-1) == target).sum())
         kl += float((original.exp() * (original - projected)).sum(-1).sum())
     return {"lm_accuracy": correct / n, "kl": kl / n}
+
+
+def reinjection_metrics(
+    backbone: Backbone, train: MaskedPositions, test: MaskedPositions, P: np.ndarray, prop: str,
+    seed: int = 0,
+) -> dict[str, dict[str, float]]:
+    """The re-injection control (:func:`inlp.reinject`) at the test positions, for one
+    projection P of property ``prop`` (P h alone is :func:`lm_metrics` with P): the LM after
+    P h + m_z with z the **gold** label and m_z the mean removed component of class z on the
+    *training* positions (``"re-injected, gold label"``), and the same with the test labels
+    shuffled (``"re-injected, shuffled label"``: vectors of the same kind and frequencies, no
+    information about this word). Two LM passes over the vocabulary each: the costly part."""
+    y_test = test.labels[prop]
+    by_class, _ = removed_means(train.hidden, train.labels[prop], P,
+                                classes=int(max(train.labels[prop].max(), y_test.max())) + 1)
+    shuffled = np.random.default_rng(seed).permutation(y_test)
+    return {"re-injected, gold label": lm_metrics(backbone, test, P, shift=by_class[y_test]),
+            "re-injected, shuffled label": lm_metrics(backbone, test, P, shift=by_class[shuffled])}
 
 
 def projection_table(
@@ -247,16 +275,24 @@ def adversarial_finetune(
     seed: int = 0,
     adv_batch_size: int = 16,
     adv_weight: float = 1.0,
+    head_lr: float | None = None,
+    head_warmup_steps: int = 0,
     probe_max_iter: int = 100,
     keep_model: bool = False,
 ) -> AdversarialRun:
     """Fine-tune ``backbone``'s encoder on ``task`` with a POS head behind a gradient reversal of
     strength ``lambda_`` (λ = 0: the head trains, the encoder ignores it), then measure.
 
-    Every step sums the main loss on one task batch and ``adv_weight`` × the POS loss on one
-    batch of ``adv_sentences``. After training: main-task test accuracy, the adversary head's
-    accuracy, and a fresh linear UPOS probe on the encoder output (trained on ``probe_train``,
-    tested on ``probe_test``).
+    The adversary must first *be able to read POS*, or reversing its gradient shows nothing:
+
+    1. ``head_warmup_steps`` steps train the POS head alone, on the frozen pretrained encoder (no
+       reversal, no main task) — it starts the joint phase as a linear POS probe;
+    2. every joint step sums the main loss on one task batch and ``adv_weight`` × the POS loss on
+       one batch of ``adv_sentences``; the POS head learns at its own rate ``head_lr`` (None:
+       the budget's), the encoder and the main head at ``budget.lr``.
+
+    After training: main-task test accuracy, the adversary head's accuracy, and a fresh linear
+    UPOS probe on the encoder output (trained on ``probe_train``, tested on ``probe_test``).
     """
     seed_everything(seed)
     encoder = copy.deepcopy(backbone.encoder)
@@ -266,18 +302,27 @@ def adversarial_finetune(
                           reverse_gradient=True, lambda_=lambda_),
     }, pool=backbone.pool)
     collate = pad_collate(backbone.pad_id)
+    pos_rows = probing.token_label_rows(backbone, adv_sentences, "upos")
+    head_lr = budget.lr if head_lr is None else head_lr
+    model.to(device())
+    seconds = 0.0
+    if head_warmup_steps > 0:
+        seconds += _train_head_alone(model, "pos", pos_rows, collate, budget, lr=head_lr,
+                                     steps=head_warmup_steps, batch_size=adv_batch_size,
+                                     seed=seed + 2)
     loaders = {
         "main": resumable_loader(backbone.encode_rows(task.train), batch_size=budget.batch_size,
                                  seed=seed, collate_fn=collate),
-        "pos": resumable_loader(probing.token_label_rows(backbone, adv_sentences, "upos"),
-                                batch_size=adv_batch_size, seed=seed + 1, collate_fn=collate),
+        "pos": resumable_loader(pos_rows, batch_size=adv_batch_size, seed=seed + 1,
+                                collate_fn=collate),
     }
     train_loader = MultiTaskLoader(loaders, main="main")
-    model.to(device())
     total = budget.epochs * len(train_loader)
-    seconds = fit(model, train_loader, lr=budget.lr, weight_decay=budget.weight_decay,
-                  epochs=budget.epochs, method=Method(loss_fn=multihead_loss),
-                  warmup=int(budget.warmup_frac * total), max_norm=budget.max_norm).seconds
+    seconds += fit(model, train_loader, lr=budget.lr, weight_decay=budget.weight_decay,
+                   epochs=budget.epochs,
+                   method=Method(loss_fn=multihead_loss,
+                                 param_groups=_head_rate(head_lr / budget.lr)),
+                   warmup=int(budget.warmup_frac * total), max_norm=budget.max_norm).seconds
 
     test_loader = eval_loader(backbone.encode_rows(task.test), budget.eval_batch_size, collate)
     pos_test = eval_loader(probing.token_label_rows(backbone, probe_test, "upos"),
@@ -287,6 +332,36 @@ def adversarial_finetune(
     return AdversarialRun(lambda_, seed, head_accuracy(model, test_loader, "main"),
                           head_accuracy(model, pos_test, "pos"), probe, seconds,
                           model if keep_model else None)
+
+
+def _head_rate(scale: float):
+    """``Method.param_groups``: every parameter at the base rate, the POS head's × ``scale``."""
+    def groups(model: MultiHeadModel, lr: float, weight_decay: float) -> list[dict]:
+        head = list(model.heads["pos"].parameters())
+        return (decay_groups(model, weight_decay, exclude=head, name="model")
+                + decay_groups(model, weight_decay, params=head, name="pos head", lr_scale=scale))
+    return groups
+
+
+def _train_head_alone(model: MultiHeadModel, head: str, rows, collate, budget: Budget, *,
+                      lr: float, steps: int, batch_size: int, seed: int) -> float:
+    """Train one head for ``steps`` steps with the encoder frozen (its other heads untouched);
+    returns the seconds. The head's gradient reversal does not matter here: nothing upstream
+    of it is trained."""
+    frozen = [p for p in model.encoder.parameters() if p.requires_grad]
+    for p in frozen:
+        p.requires_grad_(False)
+    try:
+        loader = MultiTaskLoader({head: resumable_loader(rows, batch_size=batch_size, seed=seed,
+                                                         collate_fn=collate)}, main=head)
+        params = list(model.heads[head].parameters())
+        return fit(model, loader, lr=lr, weight_decay=budget.weight_decay, steps=steps,
+                   method=Method(loss_fn=multihead_loss,
+                                 param_groups=lambda m, lr_, wd: decay_groups(m, wd, params=params)),
+                   warmup=0, schedule=None, max_norm=budget.max_norm).seconds
+    finally:
+        for p in frozen:
+            p.requires_grad_(True)
 
 
 def final_probe_accuracy(

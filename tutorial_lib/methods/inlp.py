@@ -23,6 +23,13 @@ the rank removed. ``INLPResult.ranks`` says how many each iteration really remov
 INLP result needs. INLP guards only against *linear* read-out: a non-linear probe can still
 recover some of the property (Ravfogel et al. report 85 % for an MLP after linear accuracy fell
 to chance).
+
+**Every probe must converge.** A classifier stopped by its iteration cap reads a direction half
+way to the one the property lies along: removing it says little, and the held-out accuracy can
+even *rise* after a removal (notebook 11's curve once did, at lbfgs ``max_iter=100`` with the
+warnings silenced). :func:`inlp` therefore records each probe's solver iterations
+(``INLPResult.solver_iterations``) and, when one hit its cap, warns with
+:class:`ProbeNotConverged` (``strict=True``: raises it) — raise ``max_iter`` or loosen ``tol``.
 """
 
 from __future__ import annotations
@@ -100,9 +107,41 @@ def directions_removed(P: np.ndarray) -> int:
     return int(round(P.shape[0] - np.trace(P)))
 
 
-def default_classifier(max_iter: int = 100, C: float = 1.0) -> Pipeline:
-    """Standardise, then multinomial logistic regression (lbfgs)."""
-    return make_pipeline(StandardScaler(), LogisticRegression(max_iter=max_iter, C=C))
+def default_classifier(max_iter: int = 1000, C: float = 1.0, tol: float = 1e-4) -> Pipeline:
+    """Standardise, then multinomial logistic regression (lbfgs, stopped at ``tol`` or after
+    ``max_iter`` iterations: check :func:`solver_iterations` against the cap)."""
+    return make_pipeline(StandardScaler(), LogisticRegression(max_iter=max_iter, C=C, tol=tol))
+
+
+class ProbeNotConverged(UserWarning):
+    """An INLP probe stopped at its solver's iteration cap instead of converging."""
+
+
+def solver_iterations(clf) -> tuple[int, int | None]:
+    """(iterations the fitted linear model's solver ran, its cap ``max_iter``); the cap is None
+    for a solver without one (a closed-form classifier)."""
+    model = clf[-1] if isinstance(clf, Pipeline) else clf
+    n_iter = getattr(model, "n_iter_", None)
+    used = 0 if n_iter is None else int(np.max(n_iter))
+    return used, getattr(model, "max_iter", None) if n_iter is not None else None
+
+
+def fit_converged(make: Callable[[], object], X: np.ndarray, y: np.ndarray, *, strict: bool = False,
+                  what: str = "probe"):
+    """Fit ``make()`` on (X, y) single-threaded (see ``probing.single_threaded``). If its solver
+    hit the iteration cap, warn with :class:`ProbeNotConverged` (``strict``: raise it), with
+    what to do. scikit-learn's own ConvergenceWarning is replaced by this one, not silenced."""
+    with threadpool_limits(limits=1), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # reported below, by our own check
+        clf = make().fit(X, y)
+    used, cap = solver_iterations(clf)
+    if cap is not None and used >= cap:
+        message = (f"the {what} did not converge: its solver stopped at max_iter = {cap}; raise "
+                   "max_iter (settings: inlp_classifier_max_iter) or loosen its tol")
+        if strict:
+            raise ProbeNotConverged(message)
+        warnings.warn(message, ProbeNotConverged, stacklevel=2)
+    return clf
 
 
 def weights_in_input_space(clf) -> np.ndarray:
@@ -132,6 +171,13 @@ class INLPResult:
     majority: float = 0.0  # held-out majority-class rate
     converged: bool = False  # True if stopped by the majority rule, not by max_iterations
     ranks: list[int] = field(default_factory=list)  # directions each iteration actually removed
+    solver_iterations: list[int] = field(default_factory=list)  # each probe's solver iterations
+    solver_cap: int | None = None  # the solver's max_iter (None: no cap, e.g. closed form)
+
+    @property
+    def probes_converged(self) -> bool:
+        """Every probe stopped before its solver's iteration cap."""
+        return self.solver_cap is None or max(self.solver_iterations, default=0) < self.solver_cap
 
     @property
     def n_iterations(self) -> int:
@@ -152,6 +198,7 @@ def inlp(
     max_iterations: int = 20,
     tol: float = 0.01,
     classifier: Callable[[], object] | None = None,
+    strict: bool = False,
 ) -> INLPResult:
     """Run INLP; return the projection and the held-out accuracy curve.
 
@@ -159,7 +206,8 @@ def inlp(
     (``accuracies[0]``: the original representation). The loop stops as soon as that accuracy
     is at most ``majority + tol`` (the returned P is the one that achieved it), or after
     ``max_iterations`` removals. ``classifier()`` must return an unfitted sklearn classifier
-    (default: :func:`default_classifier`).
+    (default: :func:`default_classifier`). Every probe is checked for convergence
+    (:func:`fit_converged`: a warning, or with ``strict`` an error, when one is not).
     """
     X_train = np.asarray(X_train, dtype=np.float64)
     X_dev = np.asarray(X_dev, dtype=np.float64)
@@ -171,10 +219,13 @@ def inlp(
     accuracies: list[float] = []
     ranks: list[int] = []
     converged = False
+    used: list[int] = []
+    cap = None
     for i in range(max_iterations + 1):
-        with threadpool_limits(limits=1), warnings.catch_warnings():  # see probing.single_threaded
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            clf = make().fit(X_train @ P, y_train)
+        clf = fit_converged(make, X_train @ P, y_train, strict=strict,
+                            what=f"INLP probe of iteration {i}")
+        n, cap = solver_iterations(clf)
+        used.append(n)
         accuracies.append(float(clf.score(X_dev @ P, y_dev)))
         if accuracies[-1] <= majority + tol:
             converged = True
@@ -186,4 +237,29 @@ def inlp(
         basis = extend_basis(basis, rowspace_basis(W))
         ranks.append(basis.shape[1] - before)
         P = projection_removing(basis, d)
-    return INLPResult(P, basis, accuracies, majority, converged, ranks)
+    return INLPResult(P, basis, accuracies, majority, converged, ranks, used, cap)
+
+
+def removed_means(X: np.ndarray, y: np.ndarray, P: np.ndarray, classes: int | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """What re-injection adds back: the mean of the *removed* component (I − P) x over the rows of
+    each class z (``classes`` × d; a class absent from ``y`` gets the overall mean) and over all
+    rows (d: the label-free control). ``classes``: None for max(y) + 1."""
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y)
+    c = int(y.max()) + 1 if classes is None else classes
+    removed = X - X @ P  # (I − P) x for every row; P is symmetric
+    overall = removed.mean(0)
+    by_class = np.stack([removed[y == z].mean(0) if np.any(y == z) else overall for z in range(c)])
+    return by_class, overall
+
+
+def reinject(X: np.ndarray, P: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """The re-injection control of amnesic probing (Elazar et al. 2021): project the property
+    out, then add information back, x ↦ P x + shift. With ``shift = by_class[y]`` from
+    :func:`removed_means` (the gold label's mean removed component) only what the *label* says
+    about the removed directions returns; with ``overall`` (or a shuffled label) the same kind
+    of vector returns without the label. If the model's behaviour comes back with the gold label
+    and not without it, what the projection took away was the property, not collateral
+    information that shared its directions."""
+    return np.asarray(X, dtype=np.float64) @ P + np.asarray(shift, dtype=np.float64)

@@ -133,11 +133,13 @@ def plot_inlp_curves(curves: Mapping[str, tuple[Sequence[float], float, int]]) -
 
 
 def plot_amnesic_bars(table: pd.DataFrame, metric: str = "lm_accuracy",
-                      title: str = "LM prediction after a projection") -> plt.Figure:
+                      title: str = "LM prediction after a projection",
+                      xlabel: str | None = None) -> plt.Figure:
     """One horizontal bar per projection group (mean ± std over the group's rows: seeds), with the
     number of directions removed in its label.
 
     ``table`` has columns group, directions and ``metric`` (one row per seed for random groups).
+    ``xlabel``: the axis label (default: the column name in words).
     """
     g = table.groupby("group", sort=False)
     mean, std = g[metric].mean(), g[metric].std(ddof=1).fillna(0.0)
@@ -148,7 +150,7 @@ def plot_amnesic_bars(table: pd.DataFrame, metric: str = "lm_accuracy",
     ax.set_yticks(range(len(mean)), [f"{k} ({d} dirs, n={c})" for k, d, c in zip(mean.index, dirs, n)],
                   fontsize=9)
     ax.invert_yaxis()
-    ax.set(xlabel=metric.replace("_", " "), title=title)
+    ax.set(xlabel=xlabel or metric.replace("_", " "), title=title)
     fig.tight_layout()
     return fig
 
