@@ -234,6 +234,10 @@ class Experiment:
                 for n, e in self.data.items()]
         return pd.DataFrame(rows).set_index("task")
 
+    def floors(self) -> dict[str, stats.Floor]:
+        """Every task's trivial floor on its test split (:func:`task_floor`)."""
+        return {name: task_floor(e.task) for name, e in self.data.items()}
+
     def new_model(self, heads: Sequence[str], seed: int) -> MultiHeadModel:
         """A fresh encoder with one new head per task; a Hugging Face encoder's word embeddings
         stay frozen, as in :meth:`tutorial_lib.backbones.Backbone.classifier`."""
@@ -351,12 +355,31 @@ def collect(results: Sequence[RunResult]) -> pd.DataFrame:
     return pd.DataFrame(list(itertools.chain.from_iterable(r.rows() for r in results)))
 
 
-def compare_settings(table: pd.DataFrame, baseline: str = "single-task") -> pd.DataFrame:
+def task_floor(task: Task) -> stats.Floor:
+    """The trivial floor of ``task`` on its test split, computed from the task
+    (:meth:`tasks.Task.majority_baseline`): the GLUE score of always predicting the most frequent
+    training label — the majority rate for accuracy, MCC 0 ("chance") for CoLA."""
+    score = task.majority_baseline("test")["score"]
+    metrics = tuple(task.spec.metrics)
+    what = ("chance (MCC 0)" if metrics == ("mcc",) else "training mean" if task.is_regression
+            else "majority class" if metrics == ("accuracy",)
+            else f"majority class ({' / '.join(metrics)})")
+    return stats.Floor(float(score), what)
+
+
+def compare_settings(table: pd.DataFrame, baseline: str = "single-task", *,
+                     floors: Mapping[str, stats.Floor | float]) -> pd.DataFrame:
     """Per task, every setting against ``baseline`` on the test score (the rule of
-    :mod:`tutorial_lib.stats`: paired by seed). Tasks without a baseline row are skipped."""
+    :mod:`tutorial_lib.stats`: paired by seed), with the learned-baseline guard: ``floors[task]``
+    is the task's trivial floor (:func:`task_floor`, or :meth:`Experiment.floors`), and a
+    comparison whose baseline does not beat it is "void: baseline at chance". Tasks without a
+    baseline row are skipped; a compared task without a floor is an error."""
     parts = {}
     for task, g in table.groupby("task", sort=False):
         if baseline in set(g["setting"]) and g["setting"].nunique() > 1:
+            if task not in floors:
+                raise ValueError(f"no floor for task {task!r}: pass floors=exp.floors() "
+                                 f"(the tasks with one: {sorted(floors)})")
             parts[task] = stats.compare(g, baseline, by="setting", column="test_score",
-                                        higher_is_better=True)
+                                        higher_is_better=True, floor=floors[task])
     return pd.concat(parts, names=["task"]) if parts else pd.DataFrame()
