@@ -291,6 +291,8 @@ class MultitaskSettings(MultiTaskRuns):
     lm_weight: float = 0.5
     sequential: TaskPairs = (("mnli", "rte"),)
     intermediate_steps: int = 100
+    target_steps: int | None = None  # STILTs: the target's steps, alone and after the intermediate
+    # task (None: steps_per_task)
 
     scales: ClassVar[Overrides] = {
         "smoke": dict(

@@ -289,11 +289,12 @@ class Experiment:
     def run(self, setting: str, tasks: Sequence[str], seed: int, *, main: str | None = None,
             evaluate: Sequence[str] | None = None,
             train_rows: Mapping[str, list[dict]] | None = None,
-            keep_model: bool = False) -> RunResult:
+            keep_model: bool = False, steps: int | None = None) -> RunResult:
         """Train one model on ``tasks`` jointly. With ``main``: the main task's share is fixed at
-        ``settings.main_share`` and the run has S/share steps; without: n·S steps."""
+        ``settings.main_share`` and the run has S/share steps; without: n·S steps. ``steps``: S
+        for this run (default ``settings.steps_per_task``)."""
         s = self.settings
-        steps_each = s.steps_per_task
+        steps_each = steps or s.steps_per_task
         sizes = {t: len((train_rows or {}).get(t, self.data[t].train)) for t in tasks}
         if main is not None and len(tasks) > 1:
             share = s.main_share
@@ -309,8 +310,10 @@ class Experiment:
         return RunResult(setting, seed, scores, counts, seconds, losses,
                          model.cpu() if keep_model else None)
 
-    def single(self, task: str, seed: int, keep_model: bool = False) -> RunResult:
-        return self.run("single-task", [task], seed, keep_model=keep_model)
+    def single(self, task: str, seed: int, keep_model: bool = False,
+               steps: int | None = None) -> RunResult:
+        """``task`` alone for ``steps`` (default S = ``settings.steps_per_task``)."""
+        return self.run("single-task", [task], seed, keep_model=keep_model, steps=steps)
 
     def batches(self, task: str, split: str = "train", limit: int | None = None,
                 rows: Sequence[int] | None = None) -> list[dict]:
@@ -332,13 +335,14 @@ class Experiment:
         state = {k: v.detach().cpu().clone() for k, v in model.encoder.state_dict().items()}
         return Intermediate(task, steps, state, self.evaluate(model, [task]), seconds)
 
-    def sequential(self, start: Intermediate, target: str, seed: int) -> RunResult:
+    def sequential(self, start: Intermediate, target: str, seed: int,
+                   steps: int | None = None) -> RunResult:
         """STILTs' second stage: the encoder trained in ``start`` gets a fresh ``target`` head and
-        S steps on ``target`` with this ``seed``. Scores: the target, and the intermediate task
-        as it stood after its stage."""
+        ``steps`` (default S) on ``target`` with this ``seed``. Scores: the target, and the
+        intermediate task as it stood after its stage."""
         model = self.new_model([start.task, target], seed)
         model.encoder.load_state_dict(start.state)
-        steps = self.settings.steps_per_task
+        steps = steps or self.settings.steps_per_task
         _, _, seconds = self.train(model, TaskSampler({target: 1}, seed=seed), steps, seed)
         return RunResult(f"sequential ({start.task} → {target})", seed,
                          {**self.evaluate(model, [target]), **start.scores},
