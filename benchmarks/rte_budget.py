@@ -1,5 +1,7 @@
 """How many RTE steps does MiniLM need before single-task RTE clears chance — and does STILTs'
-MNLI stage still help once it does? The sweep behind notebook 06's STILTs section.
+MNLI stage still help once it does? An older side sweep (2026-11-23, 06's recipe before its batches
+were length-grouped); notebook 06 now runs STILTs at ``MultitaskSettings.target_steps`` itself, and
+``benchmarks/glue_budget.py`` measures each task's single-task score against its floor.
 
 At the classroom budget of 06 (40 steps a task) single-task RTE stays at the majority rate, so a
 gain from MNLI → RTE there is a rescue, not an improvement. This runs, on 06's classroom splits

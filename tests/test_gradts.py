@@ -424,3 +424,50 @@ def test_gradts_settings_end_to_end_on_real_glue_data(with_data, monkeypatch):
         assert (out.taus[aux] > min(kept_taus)).sum() < n // 2  # nothing better was dropped
         lowest.append(min(kept_taus))
     assert out.cutoff == pytest.approx(min(lowest))
+
+
+def test_task_importance_is_the_normalised_mean_of_the_raw_instance_matrices():
+    """The paper's task-level matrix (evaluation batch 1): the mean over instances, not |the
+    gradient of a batch's loss| — the two differ when a batch's examples disagree."""
+    model = ours()
+    b = batch(4)
+    paper = gradts_fg.task_importance(model, [b], loss_of(model))
+    singles = gradts.head_importance(model, rows_unpadded(b), loss_of(model), normalize=False)
+    torch.testing.assert_close(paper, gradts.normalize_importance(singles), rtol=1e-4, atol=1e-6)
+    batched = gradts.head_importance(model, [b], loss_of(model))
+    assert not torch.allclose(paper, batched, atol=1e-3)
+
+
+def test_floor_checks_and_the_pool(with_data, monkeypatch):
+    """A model that always predicts the majority label has not learned (Δ = 0, CI reaches 0);
+    one that predicts the labels has; gradts_settings only draws auxiliaries from ``pool``."""
+    from tutorial_lib import config
+    from tutorial_lib.methods import multitask
+    from tutorial_lib.settings import GradTSSettings
+
+    scale = config.get_scale("smoke")
+    s = GradTSSettings.at(scale).replace(
+        backbone="scratch", seeds=(0,), tasks=("rte", "mrpc", "sst2"), trial_seeds=(0,), max_k=1,
+        steps_per_task=2, train_examples=24, dev_examples=16, test_examples=64)
+    exp = multitask.Experiment(scale, s, s.tasks)
+    single = {t: exp.single(t, 0, keep_model=True) for t in ("rte", "sst2")}
+    test = {t: torch.tensor([r["labels"] for r in exp.data[t].test]) for t in single}
+    majority = {t: int(np.bincount(np.asarray(exp.data[t].task.train["label"])).argmax())
+                for t in single}
+    fake = {"rte": lambda y: torch.full_like(y, majority["rte"]), "sst2": lambda y: y}
+    monkeypatch.setattr(gradts_fg, "_test_predictions",
+                        lambda exp, model, t: (fake[t](test[t]).numpy(), test[t].numpy()))
+    checks = gradts_fg.floor_checks(exp, single, resamples=200)
+    assert checks.loc["rte", "Δ (points)"] == pytest.approx(0.0) and not checks.loc["rte", "learned"]
+    assert checks.loc["sst2", "learned"] and checks.loc["sst2", "Δ (points)"] > 20
+    assert checks.loc["rte", "floor %"] == pytest.approx(100 * multitask.task_floor(
+        exp.data["rte"].task).value)
+
+    specs = gradts.kv_specs(single["sst2"].model)
+    importance = {t: torch.rand(len(specs), specs[0].n_heads, generator=torch.Generator().manual_seed(i))
+                  for i, t in enumerate(s.tasks)}
+    corr = gradts.task_correlation(importance)
+    single["mrpc"] = exp.single("mrpc", 0, keep_model=True)
+    out = gradts_fg.gradts_settings(exp, "sst2", corr, importance, single, pool=["sst2", "rte"])
+    assert out.ranked == ["rte"] and out.chosen == ("rte",)
+    assert {tuple(r.steps_per_task) for r in out.runs if r.setting == "all tasks"} == {("sst2", "rte")}

@@ -221,7 +221,8 @@ def test_compare_settings_pairs_by_seed_and_skips_tasks_without_a_baseline():
         ("rte", "noisy"): [0.40, 0.75, 0.70],  # Δ −1.7 points, differences −10 .. +15: noise
         ("qqp", "all"): [0.8, 0.7, 0.9],  # no baseline for qqp: not compared
     })
-    out = multitask.compare_settings(table)
+    floors = {"rte": 0.3, "qqp": 0.5}
+    out = multitask.compare_settings(table, floors=floors)
     assert set(out.index.get_level_values("task")) == {"rte"}
     rte = out.loc["rte"]
     assert rte.loc["single-task", "verdict"] == "(baseline)"
@@ -232,9 +233,35 @@ def test_compare_settings_pairs_by_seed_and_skips_tasks_without_a_baseline():
     # unpaired, the same scores of "all" are within noise (Welch cannot see the shared seeds)
     shuffled = table.copy()
     shuffled.loc[(shuffled["task"] == "rte") & (shuffled["setting"] == "all"), "seed"] = [10, 11, 12]
-    welch = multitask.compare_settings(shuffled).loc["rte"]
+    welch = multitask.compare_settings(shuffled, floors=floors).loc["rte"]
     assert welch.loc["all", "test"] == "Welch t" and welch.loc["all", "verdict"] == "within noise"
-    assert multitask.compare_settings(table[table["task"] == "qqp"]).empty
+    assert multitask.compare_settings(table[table["task"] == "qqp"], floors=floors).empty
+
+
+def test_compare_settings_voids_a_task_whose_single_task_runs_sit_at_their_floor():
+    table = _runs({
+        ("rte", "single-task"): [0.47, 0.48, 0.47],  # at RTE's 47.3 % majority rate
+        ("rte", "sequential"): [0.55, 0.56, 0.57],  # +8 points on every seed: raw "better"
+        ("sst2", "single-task"): [0.70, 0.75, 0.72],
+        ("sst2", "multi"): [0.75, 0.80, 0.78],
+    })
+    out = multitask.compare_settings(table, floors={"rte": 0.473, "sst2": 0.513})
+    assert out.loc[("rte", "sequential"), "verdict"] == "void: baseline at chance"
+    assert out.loc[("rte", "single-task"), "verdict"].startswith("(baseline) at its floor")
+    assert out.loc[("sst2", "multi"), "verdict"] == "better"
+    assert out.loc[("sst2", "single-task"), "floor"] == pytest.approx(51.3)
+    with pytest.raises(ValueError, match="no floor for task 'sst2'"):
+        multitask.compare_settings(table, floors={"rte": 0.473})
+
+
+def test_task_floor_is_computed_from_the_task(with_data):
+    """The floor is the task's own majority-class score on its test split (MCC 0 for CoLA)."""
+    for name in ("rte", "cola", "mrpc"):
+        task = tasks.load_task(name, train_examples=200, test_examples=100)
+        floor = multitask.task_floor(task)
+        assert floor.value == pytest.approx(task.majority_baseline("test")["score"])
+    cola = multitask.task_floor(tasks.load_task("cola", train_examples=200, test_examples=100))
+    assert cola.value == 0.0 and cola.what == "chance (MCC 0)"
 
 
 def test_a_hugging_face_backbone_keeps_its_word_embeddings_frozen(with_data):

@@ -21,6 +21,11 @@ import pandas as pd
 import torch
 from torch import nn
 
+from .. import stats
+from ..batches import eval_loader, pad_collate
+from ..runtime import autocast_dtype, device
+from ..tasks import compute_metrics, predictions_from_logits
+from ..training import logits_step
 from .gradts import (
     KVSpec,
     LossFn,
@@ -135,6 +140,57 @@ def _per_example_matrices(
     return torch.stack(layers, dim=1)
 
 
+def task_importance(model: nn.Module, batches: Iterable[Any], loss_fn: LossFn, **kwargs: Any
+                    ) -> torch.Tensor:
+    """The paper's task-level matrix: the mean over instances of each instance's raw
+    mean |∂L_i/∂W_K| + mean |∂L_i/∂W_V| per head (GradTS's release evaluated with batch size 1),
+    then :func:`normalize_importance`. :func:`gradts.head_importance` instead takes |∂L_B/∂W| of
+    whole batches: where a batch's examples pull a weight in opposite directions their gradients
+    cancel before the |·|, so it is smaller and noisier per head; the per-instance gradients come
+    from one backward pass per batch here, so the paper's quantity costs about the same."""
+    raw = instance_importance(model, batches, loss_fn, normalize=False, **kwargs)
+    return normalize_importance(raw.mean(0))
+
+
+def floor_checks(exp: Experiment, single: Mapping[str, RunResult], *, resamples: int = 1000,
+                 seed: int = 0) -> pd.DataFrame:
+    """Did each task's single-task model (``keep_model=True``) learn? Its test score against the
+    task's floor (:func:`multitask.task_floor`: the majority-class score, MCC 0 for CoLA), with a
+    paired bootstrap over the test items (the model and the majority-class guess scored on the
+    same resample): Δ, its 95 % percentile interval, and ``learned`` = the interval lies above 0
+    (the α = 0.05 of :mod:`tutorial_lib.stats`). One model per task, so the test items are the
+    units; GradTS fingerprints only the tasks that learned."""
+    rng = np.random.default_rng(seed)
+    floors, rows = exp.floors(), {}
+    for t, run in single.items():
+        preds, labels = _test_predictions(exp, run.model, t)
+        guess = np.full_like(labels, np.bincount(np.asarray(exp.data[t].task.train["label"])).argmax())
+        score = compute_metrics(t, preds, labels)["score"]
+        deltas = []
+        for _ in range(resamples):
+            i = rng.integers(0, len(labels), len(labels))
+            deltas.append(compute_metrics(t, preds[i], labels[i])["score"]
+                          - compute_metrics(t, guess[i], labels[i])["score"])
+        low, high = np.percentile(deltas, [100 * stats.ALPHA / 2, 100 * (1 - stats.ALPHA / 2)])
+        rows[t] = {"test score %": 100 * score, "floor %": 100 * floors[t].value,
+                   "floor": floors[t].what, "Δ (points)": 100 * (score - floors[t].value),
+                   "95% CI": f"[{100 * low:+.1f}, {100 * high:+.1f}]", "learned": bool(low > 0)}
+    return pd.DataFrame(rows).T.rename_axis("task")
+
+
+def _test_predictions(exp: Experiment, model: nn.Module, task: str) -> tuple[np.ndarray, np.ndarray]:
+    """Class ids and labels of ``task``'s test split (the same forward pass as the evaluator)."""
+    if model is None:
+        raise ValueError(f"the single-task run of {task!r} kept no model: run it with keep_model=True")
+    step = logits_step(model.to(device()), device=device(), amp_dtype=autocast_dtype(), head=task)
+    preds, labels = [], []
+    for batch in eval_loader(exp.data[task].test, exp.budget.eval_batch_size, pad_collate(exp.pad_id)):
+        logits, y = step(None, batch)
+        preds.append(predictions_from_logits(task, logits).cpu())
+        labels.append(y.cpu())
+    return torch.cat(preds).numpy(), torch.cat(labels).numpy()
+
+
 def instance_taus(main_matrix: torch.Tensor, instance_matrices: torch.Tensor) -> torch.Tensor:
     """Kendall τ-b of each instance matrix [N, L, H] with the main task's matrix [L, H]: [N].
 
@@ -211,16 +267,19 @@ class GradTSOutcome:
 
 
 def gradts_settings(exp: Experiment, main: str, corr: pd.DataFrame,
-                    importance: Mapping[str, torch.Tensor], single: Mapping[str, RunResult]
-                    ) -> GradTSOutcome:
+                    importance: Mapping[str, torch.Tensor], single: Mapping[str, RunResult],
+                    pool: Sequence[str] | None = None) -> GradTSOutcome:
     """Single-task, all-tasks MTL, GradTS-trial and GradTS-fg for ``main`` at equal main-task budget.
 
     ``single[t]``: task t's single-task run with ``keep_model=True`` (seed = the first seed); its
     model gives the instance-level matrices of t's examples (GradTS-fg, as upstream). Trial sets
     are chosen on the **dev** split with ``settings.trial_seeds``; test is only reported.
+    ``pool``: the tasks that may be auxiliaries (and make up "all tasks"); default every task of
+    ``exp`` (07 passes the tasks whose single-task model beat its floor, :func:`floor_checks`).
     """
     s, seeds = exp.settings, list(exp.settings.seeds)
-    others = [t for t in exp.data if t != main]
+    others = [t for t in (exp.data if pool is None else pool) if t != main]
+    corr = corr.loc[[main, *others], [main, *others]]
     runs = [replace(single[main], model=None)] if seeds[0] == single[main].seed else []
     runs += [exp.single(main, seed) for seed in seeds if seed != single[main].seed]
     runs += [exp.run("all tasks", [main, *others], seed, main=main) for seed in seeds]

@@ -234,6 +234,10 @@ class Experiment:
                 for n, e in self.data.items()]
         return pd.DataFrame(rows).set_index("task")
 
+    def floors(self) -> dict[str, stats.Floor]:
+        """Every task's trivial floor on its test split (:func:`task_floor`)."""
+        return {name: task_floor(e.task) for name, e in self.data.items()}
+
     def new_model(self, heads: Sequence[str], seed: int) -> MultiHeadModel:
         """A fresh encoder with one new head per task; a Hugging Face encoder's word embeddings
         stay frozen, as in :meth:`tutorial_lib.backbones.Backbone.classifier`."""
@@ -285,11 +289,12 @@ class Experiment:
     def run(self, setting: str, tasks: Sequence[str], seed: int, *, main: str | None = None,
             evaluate: Sequence[str] | None = None,
             train_rows: Mapping[str, list[dict]] | None = None,
-            keep_model: bool = False) -> RunResult:
+            keep_model: bool = False, steps: int | None = None) -> RunResult:
         """Train one model on ``tasks`` jointly. With ``main``: the main task's share is fixed at
-        ``settings.main_share`` and the run has S/share steps; without: n·S steps."""
+        ``settings.main_share`` and the run has S/share steps; without: n·S steps. ``steps``: S
+        for this run (default ``settings.steps_per_task``)."""
         s = self.settings
-        steps_each = s.steps_per_task
+        steps_each = steps or s.steps_per_task
         sizes = {t: len((train_rows or {}).get(t, self.data[t].train)) for t in tasks}
         if main is not None and len(tasks) > 1:
             share = s.main_share
@@ -305,8 +310,10 @@ class Experiment:
         return RunResult(setting, seed, scores, counts, seconds, losses,
                          model.cpu() if keep_model else None)
 
-    def single(self, task: str, seed: int, keep_model: bool = False) -> RunResult:
-        return self.run("single-task", [task], seed, keep_model=keep_model)
+    def single(self, task: str, seed: int, keep_model: bool = False,
+               steps: int | None = None) -> RunResult:
+        """``task`` alone for ``steps`` (default S = ``settings.steps_per_task``)."""
+        return self.run("single-task", [task], seed, keep_model=keep_model, steps=steps)
 
     def batches(self, task: str, split: str = "train", limit: int | None = None,
                 rows: Sequence[int] | None = None) -> list[dict]:
@@ -328,13 +335,14 @@ class Experiment:
         state = {k: v.detach().cpu().clone() for k, v in model.encoder.state_dict().items()}
         return Intermediate(task, steps, state, self.evaluate(model, [task]), seconds)
 
-    def sequential(self, start: Intermediate, target: str, seed: int) -> RunResult:
+    def sequential(self, start: Intermediate, target: str, seed: int,
+                   steps: int | None = None) -> RunResult:
         """STILTs' second stage: the encoder trained in ``start`` gets a fresh ``target`` head and
-        S steps on ``target`` with this ``seed``. Scores: the target, and the intermediate task
-        as it stood after its stage."""
+        ``steps`` (default S) on ``target`` with this ``seed``. Scores: the target, and the
+        intermediate task as it stood after its stage."""
         model = self.new_model([start.task, target], seed)
         model.encoder.load_state_dict(start.state)
-        steps = self.settings.steps_per_task
+        steps = steps or self.settings.steps_per_task
         _, _, seconds = self.train(model, TaskSampler({target: 1}, seed=seed), steps, seed)
         return RunResult(f"sequential ({start.task} → {target})", seed,
                          {**self.evaluate(model, [target]), **start.scores},
@@ -351,12 +359,31 @@ def collect(results: Sequence[RunResult]) -> pd.DataFrame:
     return pd.DataFrame(list(itertools.chain.from_iterable(r.rows() for r in results)))
 
 
-def compare_settings(table: pd.DataFrame, baseline: str = "single-task") -> pd.DataFrame:
+def task_floor(task: Task) -> stats.Floor:
+    """The trivial floor of ``task`` on its test split, computed from the task
+    (:meth:`tasks.Task.majority_baseline`): the GLUE score of always predicting the most frequent
+    training label — the majority rate for accuracy, MCC 0 ("chance") for CoLA."""
+    score = task.majority_baseline("test")["score"]
+    metrics = tuple(task.spec.metrics)
+    what = ("chance (MCC 0)" if metrics == ("mcc",) else "training mean" if task.is_regression
+            else "majority class" if metrics == ("accuracy",)
+            else f"majority class ({' / '.join(metrics)})")
+    return stats.Floor(float(score), what)
+
+
+def compare_settings(table: pd.DataFrame, baseline: str = "single-task", *,
+                     floors: Mapping[str, stats.Floor | float]) -> pd.DataFrame:
     """Per task, every setting against ``baseline`` on the test score (the rule of
-    :mod:`tutorial_lib.stats`: paired by seed). Tasks without a baseline row are skipped."""
+    :mod:`tutorial_lib.stats`: paired by seed), with the learned-baseline guard: ``floors[task]``
+    is the task's trivial floor (:func:`task_floor`, or :meth:`Experiment.floors`), and a
+    comparison whose baseline does not beat it is "void: baseline at chance". Tasks without a
+    baseline row are skipped; a compared task without a floor is an error."""
     parts = {}
     for task, g in table.groupby("task", sort=False):
         if baseline in set(g["setting"]) and g["setting"].nunique() > 1:
+            if task not in floors:
+                raise ValueError(f"no floor for task {task!r}: pass floors=exp.floors() "
+                                 f"(the tasks with one: {sorted(floors)})")
             parts[task] = stats.compare(g, baseline, by="setting", column="test_score",
-                                        higher_is_better=True)
+                                        higher_is_better=True, floor=floors[task])
     return pd.concat(parts, names=["task"]) if parts else pd.DataFrame()

@@ -16,7 +16,7 @@ def plot_sampling(probabilities: Mapping[str, Mapping[str, float]]) -> plt.Figur
     fig, ax = plt.subplots(figsize=(7, 3.2))
     frame.plot.bar(ax=ax, rot=0)
     ax.set(ylabel="probability of a step", title="which task a step trains on")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper right", framealpha=0.9)
     fig.tight_layout()
     return fig
 
@@ -51,13 +51,20 @@ def plot_task_scores(stats: pd.DataFrame, baseline: str = "single-task",
     return fig
 
 
-def plot_task_losses(losses: Sequence[tuple[int, str, float]], window: int = 10) -> plt.Figure:
-    """Training loss of each task over the steps of one multi-task run (moving average)."""
+def plot_task_losses(losses: Sequence[tuple[int, str, float]], window: int = 10,
+                     chance: float | None = None) -> plt.Figure:
+    """Training loss of each task in one multi-task run (moving average over the task's own
+    steps), against the task's own step count — comparable with a single-task run's S steps.
+    ``chance``: a dashed line at the loss of a uniform guess (ln 2 for two classes)."""
     frame = pd.DataFrame(losses, columns=["step", "task", "loss"])
     fig, ax = plt.subplots(figsize=(6, 3.2))
     for task, g in frame.groupby("task", sort=False):
-        ax.plot(g["step"], g["loss"].rolling(window, min_periods=1).mean(), label=task)
-    ax.set(xlabel="step", ylabel=f"training loss (moving avg, {window} of the task's steps)",
+        ax.plot(np.arange(1, len(g) + 1), g["loss"].rolling(window, min_periods=1).mean(),
+                label=task)
+    if chance is not None:
+        ax.axhline(chance, color="grey", ls="--", lw=1, label=f"uniform guess ({chance:.2f})")
+    ax.set(xlabel="the task's own training steps",
+           ylabel=f"training loss (moving avg, {window} steps)",
            title="one multi-task run: each task's loss")
     ax.legend(fontsize=8)
     fig.tight_layout()
