@@ -161,6 +161,20 @@ def collate(
 # --- the model ---------------------------------------------------------------------------------
 
 
+@contextmanager
+def only_layers(decoder: nn.Module, start: int, stop: int | None = None, norm: bool = True) -> Iterator[None]:
+    """Inside this block the Hugging Face ``decoder`` runs only its layers ``[start, stop)``, and
+    its final norm only when ``norm`` (the states *between* layers are un-normed)."""
+    layers, final = decoder.layers, decoder.norm
+    decoder.layers = nn.ModuleList(list(layers)[start:stop])
+    if not norm:
+        decoder.norm = nn.Identity()
+    try:
+        yield
+    finally:
+        decoder.layers, decoder.norm = layers, final
+
+
 class DoubleHeads(nn.Module):
     """A Hugging Face causal LM (``lm``: its LM head is the first head) + speaker embeddings + a
     next-utterance classification head (one score per candidate, from its last token).
@@ -202,10 +216,25 @@ class DoubleHeads(nn.Module):
         with self.speakers(segment_ids):
             return self.lm.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
+    def top(self, states: torch.Tensor, segment_ids: torch.Tensor,
+            attention_mask: torch.Tensor) -> torch.Tensor:
+        """Final hidden states ``[rows, T, d]`` from the states *entering* layer
+        ``segment_layer`` (cached by :mod:`~tutorial_lib.methods.dialogue_training`): only the
+        layers from there up run, with the speaker vectors added first (as the hook does)."""
+        decoder = self.lm.get_decoder()
+        x = states + self.segments(segment_ids).to(states.dtype)
+        with only_layers(decoder, self.segment_layer):
+            return decoder(inputs_embeds=x, attention_mask=attention_mask).last_hidden_state
+
     def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """``[B, N, T]`` batch -> (candidate scores ``[B, N]``, hidden states ``[B·N, T, d]``)."""
-        B, N, T = batch["input_ids"].shape
-        h = self.hidden(*(batch[k].reshape(B * N, T) for k in ("input_ids", "segment_ids", "attention_mask")))
+        """``[B, N, T]`` batch -> (candidate scores ``[B, N]``, hidden states ``[B·N, T, d]``);
+        a batch with ``states`` (``[B, N, T, d]``) runs from layer ``segment_layer`` up."""
+        B, N, T = batch["segment_ids"].shape
+        rows = [batch[k].reshape(B * N, T) for k in ("segment_ids", "attention_mask")]
+        if "states" in batch:
+            h = self.top(batch["states"].reshape(B * N, T, -1), *rows)
+        else:
+            h = self.hidden(batch["input_ids"].reshape(B * N, T), *rows)
         last = h[torch.arange(B * N), batch["last"].reshape(-1)]
         return self.mc_head(last).view(B, N).float(), h
 
@@ -227,7 +256,7 @@ def double_heads_loss(
     """λ_lm · (LM loss on the gold reply's tokens) + λ_mc · (cross-entropy of the gold candidate
     among the N), and both parts as floats."""
     scores, h = model(batch)
-    B, N, T = batch["input_ids"].shape
+    B, N, T = batch["segment_ids"].shape
     labels = batch["labels"].reshape(B * N, T)
     lm = token_nll(model, h, labels).sum() / (labels[:, 1:] != IGNORE).sum()
     mc = F.cross_entropy(scores, batch["gold"])
@@ -246,7 +275,7 @@ def candidate_scores(model: DoubleHeads, batch: dict[str, torch.Tensor], how: st
         return scores
     if how != "lm":
         raise ValueError(f"how must be 'mc' or 'lm', got {how!r}")
-    B, N, T = batch["input_ids"].shape
+    B, N, T = batch["segment_ids"].shape
     labels = batch["reply_labels"].reshape(B * N, T)
     nll = token_nll(model, h, labels).sum(-1) / (labels[:, 1:] != IGNORE).sum(-1)
     return -nll.view(B, N)
