@@ -140,3 +140,47 @@ def test_mean_interval() -> None:
     assert decoding.mean_interval([0.5, 0.5]).low == 0.5
     with pytest.raises(ValueError):
         decoding.mean_interval([1.0])
+
+
+def test_detokenize_undoes_wikitexts_markup() -> None:
+    text = " The 1 @,@ 000 @-@ year @-@ old song ( 1999 ) was , he said , 3 @.@ 5 times longer . \n"
+    assert decoding.detokenize(text) == "The 1,000-year-old song (1999) was, he said, 3.5 times longer."
+
+
+class WordIds:
+    """A tokenizer stand-in: one id per word (its length)."""
+
+    def __call__(self, text: str, add_special_tokens: bool = False) -> dict:
+        return {"input_ids": [len(w) for w in text.split()]}
+
+
+def test_text_prompts_cut_long_plain_paragraphs() -> None:
+    texts = ["", " = Heading = \n", "a b c", "one two three four five six", "x <unk> y z w v u",
+             "aa bb cc dd ee ff gg", "s t u v w x y z"]
+    prompts, human = decoding.text_prompts(texts, WordIds(), 3, prompt_tokens=2, continuation_tokens=3)
+    assert prompts.shape == (3, 2) and human.shape == (3, 3)
+    rows = {tuple(r) for r in torch.cat([prompts, human], 1).tolist()}
+    assert rows == {(3, 3, 5, 4, 4), (2, 2, 2, 2, 2), (1, 1, 1, 1, 1)}  # headings, <unk>, short: out
+    with pytest.raises(ValueError, match="paragraphs"):
+        decoding.text_prompts(texts, WordIds(), 4, prompt_tokens=2, continuation_tokens=3)
+
+
+def test_hf_generate_in_batches_is_generate_per_prompt(tiny_llama: LlamaForCausalLM) -> None:
+    g = torch.Generator().manual_seed(2)
+    batch = torch.randint(0, VOCAB, (5, 6), generator=g)
+    for strategy in (Strategy("greedy"), Strategy("beam", num_beams=3)):
+        out = decoding.hf_generate(tiny_llama, batch, strategy, 7, batch_size=2)
+        assert out.shape == (5, 7)
+        for prompt, row in zip(batch, out):
+            assert torch.equal(row, decoding.decode(tiny_llama, prompt[None], strategy, 7)[0])
+
+
+def test_text_rows_measure_each_text(tiny_llama: LlamaForCausalLM) -> None:
+    prompts = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    texts = torch.tensor([[7, 8, 7, 8, 7, 8], [9, 10, 11, 12, 13, 14]])
+    rows = decoding.text_rows(tiny_llama, prompts, texts, "x", n=2)
+    assert [r["repetition"] for r in rows] == [pytest.approx(0.6), 0.0]
+    assert [r["distinct_1"] for r in rows] == [pytest.approx(2 / 6), 1.0]
+    nll, k = decoding.continuation_nll(tiny_llama, prompts[1:], texts[1:])
+    assert rows[1]["nll"] == pytest.approx(nll / k)
+    assert rows[1]["perplexity"] == pytest.approx(math.exp(nll / k))

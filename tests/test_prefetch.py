@@ -44,8 +44,8 @@ def test_classroom_and_paper_needs():
     assert {"trec", "sst2", "mr", "cr", "ud-ewt", "wikitext-2"} <= set(classroom.dataset_names)
     assert classroom.offline_model_names == ["minilm", "smollm2"]
     smollm2 = classroom.offline_models[1]
-    assert smollm2.used_by == ("09", "10", "11") and smollm2.kinds == ("causal", "masked")
-    assert smollm2.kinds_used_by == ("09", "11")  # DART's answer and amnesic's LM need an LM head
+    assert smollm2.used_by == ("09", "10", "11", "15") and smollm2.kinds == ("causal", "masked")
+    assert smollm2.kinds_used_by == ("09", "11", "15")  # DART's answer, amnesic's LM, 15's text: LM head
     assert classroom.hub_model_names == []  # classroom runs offline
     assert "scratch" in classroom.our_names
     paper = prefetch.needs(config.get_scale("paper"))

@@ -608,3 +608,64 @@ def _check(cls: type[Settings]) -> None:
 
 for _cls in NOTEBOOK_SETTINGS:
     _check(_cls)
+
+
+# --- 15: generation and dialogue -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DialogueSettings(Settings):
+    """15: (1) decoding strategies on ``backbone``: ``prompts`` test paragraphs of the scale's
+    pretraining corpus (``scale.pretrain.corpus``: WikiText-2, WikiText-103 at paper) cut to
+    ``prompt_tokens`` tokens, ``new_tokens`` generated for each (batches of ``generate_batch``),
+    repetition of ``repetition_n``-grams, prompts and samples drawn with ``decoding_seed``; our
+    sampler against ``generate`` on ``match_prompts`` prompts of ``match_tokens`` tokens.
+    (2) TransferTransfo on ConvAI2 (the local copy is the validation set only, split by
+    dialogue): the top ``trainable_layers`` layers of ``backbone`` (None: all) with speaker
+    embeddings and a classification head, trained per seed on ``train_turns`` turns (None: all)
+    of ``train_candidates`` candidates for ``budget.epochs``, with
+    λ_lm = ``lm_coef`` and λ_mc = ``mc_coef``; Hits@1 over ``candidates`` (None: all 20; chance 1/N)
+    and the gold reply's perplexity on ``test_turns`` test turns, with and without the persona;
+    ``max_history`` utterances of history. (3) the chat cell: ``chat_tokens`` per reply."""
+
+    notebook: ClassVar[str] = "15_generation_and_dialogue"
+    also_needs: ClassVar[AlsoNeeds] = AlsoNeeds(datasets=("convai2",))  # prompts: the scale's corpus
+
+    backbone: LMName = "smollm2"
+    prompts: int = 40
+    prompt_tokens: int = 32
+    new_tokens: int = 48
+    generate_batch: int = 20
+    repetition_n: int = 4
+    decoding_seed: int = 0
+    match_prompts: int = 2
+    match_tokens: int = 24
+    seeds: tuple[int, ...] = (0, 1, 2)
+    trainable_layers: int | None = 2
+    train_turns: int | None = 240
+    train_candidates: int = 4
+    test_turns: int | None = 100
+    candidates: int | None = 10
+    max_history: int = 5
+    lm_coef: float = 2.0
+    mc_coef: float = 1.0
+    budget: Budget = Budget(epochs=2, batch_size=8, lr=3e-4, eval_batch_size=4)
+    chat_tokens: int = 30
+
+    scales: ClassVar[Overrides] = {
+        "smoke": dict(prompts=6, prompt_tokens=8, new_tokens=12, generate_batch=6, match_tokens=8,
+                      seeds=(0, 1), trainable_layers=1, train_turns=16, test_turns=12, candidates=4,
+                      budget=Budget(epochs=1, batch_size=4, lr=3e-4, eval_batch_size=4), chat_tokens=8),
+        "gpu": dict(prompts=200, new_tokens=128, generate_batch=50, trainable_layers=8,
+                    train_turns=5000, test_turns=None, candidates=None,
+                    budget=Budget(epochs=2, batch_size=8, lr=1e-4, eval_batch_size=8)),
+        # the paper: every layer, 3 epochs at 6.25e-5 (the reference code's README command); the
+        # cached embeddings of every training turn need about 0.2 MB each
+        "paper": dict(prompts=500, new_tokens=200, generate_batch=50, seeds=(0, 1, 2, 3, 4),
+                      trainable_layers=None, train_turns=None, test_turns=None, candidates=None,
+                      budget=Budget(epochs=3, batch_size=8, lr=6.25e-5, eval_batch_size=8)),
+    }
+
+
+NOTEBOOK_SETTINGS += (DialogueSettings,)
+_check(DialogueSettings)

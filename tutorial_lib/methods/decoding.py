@@ -24,6 +24,7 @@ over a set of texts (Li et al. 2016), and the model's own perplexity of what it 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -242,3 +243,87 @@ def mean_interval(values: Sequence[float], method: str = "t", seed: int = 0) -> 
     else:
         raise ValueError(f"method must be 't' or 'bootstrap', got {method!r}")
     return Interval(float(v.mean()), float(ci.low), float(ci.high), len(v))
+
+
+# --- prompts, the production path, and a table of texts ------------------------------------------
+
+WIKITEXT_MARKUP = (("@-@", "-"), ("@,@", ","), ("@.@", "."))
+
+
+def detokenize(text: str) -> str:
+    """WikiText's tokenised text back to plain text (``1 @,@ 000`` → ``1,000``, ``word ,`` → ``word,``)."""
+    text = text.strip()
+    for old, new in WIKITEXT_MARKUP:
+        text = text.replace(f" {old} ", new)
+    text = re.sub(r" ([.,;:!?)]|'s\b)", r"\1", text)
+    return text.replace("( ", "(")
+
+
+def text_prompts(
+    texts: Sequence[str], tokenizer: Any, n: int, prompt_tokens: int, continuation_tokens: int,
+    seed: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` random paragraphs (no headings, no ``<unk>``, long enough), each cut into its first
+    ``prompt_tokens`` tokens and the next ``continuation_tokens`` (the human continuation):
+    two ``[n, T]`` tensors (equal lengths: a batch needs no padding)."""
+    need = prompt_tokens + continuation_tokens
+    rows = []
+    for text in texts:
+        text = text.strip()
+        if text and not text.startswith("=") and "<unk>" not in text:
+            ids = tokenizer(detokenize(text), add_special_tokens=False)["input_ids"]
+            if len(ids) >= need:
+                rows.append(ids[:need])
+    if len(rows) < n:
+        raise ValueError(f"only {len(rows)} paragraphs have {need} tokens; ask for fewer prompts or tokens")
+    chosen = torch.tensor(np.random.default_rng(seed).choice(len(rows), n, replace=False))
+    ids = torch.tensor(rows)[chosen]
+    return ids[:, :prompt_tokens], ids[:, prompt_tokens:]
+
+
+@torch.no_grad()
+def hf_generate(
+    model: torch.nn.Module, prompts: torch.Tensor, strategy: Strategy, new_tokens: int, batch_size: int = 16,
+) -> torch.Tensor:
+    """``transformers``' ``generate`` on ``[P, T]`` prompts of one length, ``batch_size`` at a time:
+    exactly ``new_tokens`` tokens each (``min_new_tokens``: end-of-text cannot end a text early,
+    so every strategy is measured on texts of one length). ``[P, new_tokens]``."""
+    pad = model.generation_config.pad_token_id
+    pad = pad if pad is not None else model.generation_config.eos_token_id
+    out = []
+    for i in range(0, len(prompts), batch_size):
+        chunk = prompts[i:i + batch_size]
+        ids = model.generate(chunk, attention_mask=torch.ones_like(chunk), max_new_tokens=new_tokens,
+                             min_new_tokens=new_tokens, pad_token_id=pad, **strategy.hf_kwargs())
+        out.append(ids[:, chunk.shape[1]:])
+    return torch.cat(out)
+
+
+def text_rows(
+    model: torch.nn.Module, prompts: torch.Tensor, texts: torch.Tensor, name: str, n: int = 4,
+) -> list[dict]:
+    """One row per text (``texts[i]`` continues ``prompts[i]``): ``repetition`` (n-grams),
+    ``distinct_1`` (unique tokens / tokens) and the model's own ``nll`` per token and
+    ``perplexity`` of it."""
+    rows = []
+    for i, (prompt, text) in enumerate(zip(prompts, texts)):
+        nll, k = continuation_nll(model, prompt[None], text[None])
+        tokens = text.tolist()
+        rows.append({"strategy": name, "prompt": i, "repetition": repetition(tokens, n),
+                     "distinct_1": len(set(tokens)) / len(tokens), "nll": nll / k,
+                     "perplexity": math.exp(nll / k)})
+    return rows
+
+
+HOLTZMAN_TABLE_1 = (
+    {"strategy": "human", "perplexity": 12.38, "repetition (%)": 0.28},
+    {"strategy": "greedy", "perplexity": 1.50, "repetition (%)": 73.66},
+    {"strategy": "beam (16)", "perplexity": 1.48, "repetition (%)": 28.94},
+    {"strategy": "pure sampling", "perplexity": 22.73, "repetition (%)": 0.22},
+    {"strategy": "temperature 0.9", "perplexity": 10.25, "repetition (%)": 0.66},
+    {"strategy": "top-k 40", "perplexity": 6.88, "repetition (%)": 0.78},
+    {"strategy": "nucleus 0.95", "perplexity": 13.13, "repetition (%)": 0.36},
+)
+"""Holtzman et al. (2020), Table 1 (GPT-2 large, WebText prompts, 200 tokens) — recalled, not
+checked against the paper. Their repetition is the share of *texts* that end in a repeating loop,
+not our share of repeated n-grams: compare the ordering, not the values."""

@@ -53,19 +53,18 @@ class TurnStates:
 @torch.no_grad()
 def turn_states(
     model: DoubleHeads, tokenizer: Any, turn: Turn, fmt: ChatFormat | None = None,
-    max_history: int = 5, max_len: int = 256,
+    max_history: int = 5, max_len: int = 256, amp_dtype: torch.dtype | None | str = "auto",
 ) -> TurnStates:
     """The states of ``turn`` entering layer ``model.segment_layer`` (bf16 to halve the memory):
     the context once, then all candidates at once on its key/value cache. Too long: the oldest
     context tokens go (as :func:`~tutorial_lib.methods.dialogue.build_input` does). ``fmt``:
-    the speakers' markers (default: ChatML)."""
+    the speakers' markers (default: ChatML); ``amp_dtype``: autocast (``"auto"``: the machine's)."""
     fmt = fmt or ChatFormat()
     replies = [tokenizer(c + fmt.end, add_special_tokens=False)["input_ids"] for c in turn.candidates]
     prompt = build_input(tokenizer, turn.persona, turn.history, None, fmt, max_history)
     keep = max_len - max(map(len, replies))
     context, segments = prompt.input_ids[-keep:], prompt.segment_ids[-keep:]
     decoder = model.lm.get_decoder()
-    ids = torch.tensor([context])
     n, width = len(replies), max(map(len, replies))
     reply_ids = torch.full((n, width), tokenizer.pad_token_id or 0)
     mask = torch.zeros(n, len(context) + width, dtype=torch.long)
@@ -73,18 +72,21 @@ def turn_states(
     for i, r in enumerate(replies):
         reply_ids[i, : len(r)] = torch.tensor(r)
         mask[i, len(context): len(context) + len(r)] = 1
+    dev = next(model.parameters()).device
+    ids, reply_ids, mask = torch.tensor([context], device=dev), reply_ids.to(dev), mask.to(dev)
+    amp = autocast_dtype(dev) if amp_dtype == "auto" else amp_dtype
     if model.segment_layer == 0:  # the paper's place: the token embeddings themselves
         h_context, h_replies = decoder.embed_tokens(ids)[0], decoder.embed_tokens(reply_ids)
     else:
-        with only_layers(decoder, 0, model.segment_layer, norm=False):
+        with only_layers(decoder, 0, model.segment_layer, norm=False), autocast(dev, amp):
             out = decoder(input_ids=ids, use_cache=True)
             cache = out.past_key_values
             cache.batch_repeat_interleave(n)
             h_replies = decoder(input_ids=reply_ids, attention_mask=mask, past_key_values=cache,
                                 use_cache=True).last_hidden_state
         h_context = out.last_hidden_state[0]
-    return TurnStates(h_context.to(torch.bfloat16), segments,
-                      [h_replies[i, : len(r)].to(torch.bfloat16) for i, r in enumerate(replies)],
+    return TurnStates(h_context.to("cpu", torch.bfloat16), segments,
+                      [h_replies[i, : len(r)].to("cpu", torch.bfloat16) for i, r in enumerate(replies)],
                       replies, turn.gold)
 
 
@@ -184,3 +186,31 @@ def evaluate(model: DoubleHeads, turns_: Sequence[TurnStates], how: str = "mc",
         correct += (scores.argmax(-1) == batch["gold"]).tolist()
     return {"hits_at_1": sum(correct) / len(correct), "reply_ppl": float(torch.tensor(nll / tokens).exp()),
             "correct": correct, "turns": len(correct), "candidates": len(turns_[0].replies)}
+
+
+def sample(turns_: Sequence[Turn], n: int | None, seed: int = 0) -> list[Turn]:
+    """``n`` random turns (None: all), kept in their order."""
+    if n is None or n >= len(turns_):
+        return list(turns_)
+    return [turns_[i] for i in sorted(random.Random(seed).sample(range(len(turns_)), n))]
+
+
+def without_persona(turns_: Sequence[Turn]) -> list[Turn]:
+    """The same turns with no persona in the input (the ablation)."""
+    return [replace(t, persona=[]) for t in turns_]
+
+
+def cache(model: DoubleHeads, tokenizer: Any, turns_: Sequence[Turn],
+          max_history: int = 5) -> list[TurnStates]:
+    """:func:`turn_states` of every turn."""
+    return [turn_states(model, tokenizer, t, max_history=max_history) for t in turns_]
+
+
+PAPER = (
+    {"model": "TransferTransfo (GPT, fine-tuned)", "split": "ConvAI2 validation", "Hits@1 (%)": 82.1,
+     "perplexity": 17.51, "source": "Wolf et al. 2019, Table 1 (recalled, unverified)"},
+    {"model": "TransferTransfo (GPT, fine-tuned)", "split": "ConvAI2 hidden test", "Hits@1 (%)": 80.7,
+     "perplexity": 16.28, "source": "Wolf et al. 2019, Table 1 (recalled, unverified)"},
+)
+"""The paper's numbers (20 candidates; word-level perplexity of GPT's BPE, not comparable with a
+sub-word perplexity of another tokenizer) — recalled, not checked against the paper."""
