@@ -109,9 +109,13 @@ def test_finetune_trains_only_the_top_and_lowers_the_loss(tok) -> None:
     states = [dialogue_training.turn_states(model, tok, t, amp_dtype=None) for t in TURNS] * 4
     frozen = {k: v.clone() for k, v in model.lm.model.layers[0].state_dict().items()}
     before = float(dialogue.double_heads_loss(model, dialogue_training.states_batch(states))[0])
-    run = dialogue_training.finetune(model, states, seed=0, lr=3e-3, epochs=4, batch_size=4)
+    run = dialogue_training.finetune(model, states, seed=0, lr=3e-3, epochs=4, batch_size=4, head_lr=3e-2)
     after = float(dialogue.double_heads_loss(model, dialogue_training.states_batch(states))[0])
     assert run.trainer.state.iteration == 12 and after < before
+    new = {id(p) for p in [*model.segments.parameters(), *model.mc_head.parameters()]}
+    groups = run.optimizer.param_groups
+    scales = {(round(g.get("lr_scale", 1.0), 6), {id(p) for p in g["params"]} <= new) for g in groups}
+    assert scales == {(1.0, False), (10.0, True)}  # the new parts at head_lr, the rest at lr
     assert all(torch.equal(v, model.lm.model.layers[0].state_dict()[k]) for k, v in frozen.items())
     assert model.segments.weight.abs().sum() > 0  # the speakers learned something
     assert not model.lm.model.embed_tokens.weight.requires_grad

@@ -624,7 +624,8 @@ class DialogueSettings(Settings):
     dialogue): the top ``trainable_layers`` layers of ``backbone`` (None: all) with speaker
     embeddings and a classification head, trained per seed on ``train_turns`` turns (None: all)
     of ``train_candidates`` candidates for ``budget.epochs``, with
-    λ_lm = ``lm_coef`` and λ_mc = ``mc_coef``; Hits@1 over ``candidates`` (None: all 20; chance 1/N)
+    λ_lm = ``lm_coef`` and λ_mc = ``mc_coef``, the new parts (speakers, head) at ``head_lr`` (None:
+    ``budget.lr``); Hits@1 over ``candidates`` (None: all 20; chance 1/N)
     and the gold reply's perplexity on ``test_turns`` test turns, with and without the persona;
     ``max_history`` utterances of history. (3) the chat cell: ``chat_tokens`` per reply."""
 
@@ -642,13 +643,14 @@ class DialogueSettings(Settings):
     match_tokens: int = 24
     seeds: tuple[int, ...] = (0, 1, 2)
     trainable_layers: int | None = 2
-    train_turns: int | None = 240
+    train_turns: int | None = 200
     train_candidates: int = 4
     test_turns: int | None = 100
     candidates: int | None = 10
     max_history: int = 5
     lm_coef: float = 2.0
     mc_coef: float = 1.0
+    head_lr: float | None = 1e-3
     budget: Budget = Budget(epochs=2, batch_size=8, lr=3e-4, eval_batch_size=4)
     chat_tokens: int = 30
 
@@ -656,14 +658,14 @@ class DialogueSettings(Settings):
         "smoke": dict(prompts=6, prompt_tokens=8, new_tokens=12, generate_batch=6, match_tokens=8,
                       seeds=(0, 1), trainable_layers=1, train_turns=16, test_turns=12, candidates=4,
                       budget=Budget(epochs=1, batch_size=4, lr=3e-4, eval_batch_size=4), chat_tokens=8),
-        "gpu": dict(prompts=200, new_tokens=128, generate_batch=50, trainable_layers=8,
+        "gpu": dict(prompts=200, new_tokens=128, generate_batch=50, trainable_layers=8, head_lr=None,
                     train_turns=5000, test_turns=None, candidates=None,
                     budget=Budget(epochs=2, batch_size=8, lr=1e-4, eval_batch_size=8)),
         # the paper: every layer, 3 epochs at 6.25e-5 (the reference code's README command); the
         # cached embeddings of every training turn need about 0.2 MB each
         "paper": dict(prompts=500, new_tokens=200, generate_batch=50, seeds=(0, 1, 2, 3, 4),
                       trainable_layers=None, train_turns=None, test_turns=None, candidates=None,
-                      budget=Budget(epochs=3, batch_size=8, lr=6.25e-5, eval_batch_size=8)),
+                      head_lr=None, budget=Budget(epochs=3, batch_size=8, lr=6.25e-5, eval_batch_size=8)),
     }
 
 

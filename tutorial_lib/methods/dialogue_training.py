@@ -21,9 +21,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
+from torch import nn
 
+from ..params import decay_groups
 from ..runtime import autocast, autocast_dtype, device, seed_everything
-from ..training import FitResult, Method, fit, resumable_loader
+from ..training import FitResult, Method, ParamGroups, fit, resumable_loader
 from .dialogue import (
     BOT,
     IGNORE,
@@ -142,17 +144,31 @@ def train_top(model: DoubleHeads) -> None:
             p.requires_grad_(True)
 
 
+def new_parts_rate(head_lr: float) -> ParamGroups:
+    """AdamW groups: the pretrained layers at the run's rate, the new parts (speaker embeddings,
+    classification head; no weight decay) at ``head_lr`` (an ``lr_scale`` on the schedule)."""
+
+    def groups(model: nn.Module, lr: float, weight_decay: float) -> list[dict]:
+        new = [*model.segments.parameters(), *model.mc_head.parameters()]
+        return decay_groups(model, weight_decay, exclude=new) + [
+            {"params": new, "weight_decay": 0.0, "lr_scale": head_lr / lr}]
+
+    return groups
+
+
 def finetune(
     model: DoubleHeads, train: Sequence[TurnStates], *, seed: int, lr: float, epochs: int,
-    batch_size: int, lm_coef: float = 2.0, mc_coef: float = 1.0, warmup_frac: float = 0.1,
-    weight_decay: float = 0.01, max_norm: float = 1.0,
+    batch_size: int, lm_coef: float = 2.0, mc_coef: float = 1.0, head_lr: float | None = None,
+    warmup_frac: float = 0.1, weight_decay: float = 0.01, max_norm: float = 1.0,
 ) -> FitResult:
     """The double-heads fine-tuning of the top layers (:func:`train_top`) through the one
-    training recipe (:func:`tutorial_lib.training.fit`), on cached states."""
+    training recipe (:func:`tutorial_lib.training.fit`), on cached states; ``head_lr``: the new
+    parts' own rate (None: ``lr``)."""
     seed_everything(seed)
     train_top(model)
     loader = resumable_loader(list(train), batch_size=batch_size, seed=seed, collate_fn=states_batch)
-    method = Method(loss_fn=lambda m, batch: double_heads_loss(m, batch, lm_coef, mc_coef)[0])
+    method = Method(loss_fn=lambda m, batch: double_heads_loss(m, batch, lm_coef, mc_coef)[0],
+                    param_groups=new_parts_rate(head_lr) if head_lr else None)
     steps = epochs * len(loader)
     return fit(model, loader, lr=lr, weight_decay=weight_decay, epochs=epochs, method=method,
                warmup=int(warmup_frac * steps), max_norm=max_norm)
