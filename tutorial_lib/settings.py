@@ -633,19 +633,19 @@ class DialogueSettings(Settings):
     also_needs: ClassVar[AlsoNeeds] = AlsoNeeds(datasets=("convai2",))  # prompts: the scale's corpus
 
     backbone: LMName = "smollm2"
-    prompts: int = 40
+    prompts: int = 30
     prompt_tokens: int = 32
-    new_tokens: int = 48
-    generate_batch: int = 20
+    new_tokens: int = 40
+    generate_batch: int = 15
     repetition_n: int = 4
     decoding_seed: int = 0
     match_prompts: int = 2
     match_tokens: int = 24
     seeds: tuple[int, ...] = (0, 1, 2)
-    trainable_layers: int | None = 2
-    train_turns: int | None = 200
+    trainable_layers: int | None = 1
+    train_turns: int | None = 160
     train_candidates: int = 4
-    test_turns: int | None = 100
+    test_turns: int | None = 80
     candidates: int | None = 10
     max_history: int = 5
     lm_coef: float = 2.0
@@ -654,9 +654,11 @@ class DialogueSettings(Settings):
     budget: Budget = Budget(epochs=2, batch_size=8, lr=3e-4, eval_batch_size=4)
     chat_tokens: int = 30
 
+    # classroom: sized from CPU-time probes (1 thread) of the states, training, evaluation and
+    # generation: about 8 min estimated on 2 idle cores
     scales: ClassVar[Overrides] = {
         "smoke": dict(prompts=6, prompt_tokens=8, new_tokens=12, generate_batch=6, match_tokens=8,
-                      seeds=(0, 1), trainable_layers=1, train_turns=16, test_turns=12, candidates=4,
+                      seeds=(0, 1), train_turns=16, test_turns=12, candidates=4,
                       budget=Budget(epochs=1, batch_size=4, lr=3e-4, eval_batch_size=4), chat_tokens=8),
         "gpu": dict(prompts=200, new_tokens=128, generate_batch=50, trainable_layers=8, head_lr=None,
                     train_turns=5000, test_turns=None, candidates=None,
