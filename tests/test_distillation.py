@@ -1,6 +1,7 @@
 """Tests for tutorial_lib.methods.distillation: the KD loss in its limits, ensembles, the
 teacher-labelled rows and the truncated student."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -110,3 +111,17 @@ def test_truncated_student_keeps_the_first_layers():
     assert student.encoder.encoder.layer[0] is not encoder.encoder.layer[0]  # a copy
     with pytest.raises(ValueError, match="choose 1 to 3"):
         distillation.truncated_backbone(teacher, 4)
+
+
+def test_items_comparison_tests_item_by_item_and_guards_the_baseline():
+    rng = np.random.default_rng(0)
+    base = rng.random(400) < 0.7
+    better = base | (rng.random(400) < 0.5)
+    floor = np.zeros(400, dtype=bool)
+    floor[:200] = True  # a majority class right on half the items
+    table = distillation.items_comparison({"single": base, "ensemble": better}, "single", floor)
+    assert table.loc["ensemble", "test"] == "McNemar"
+    assert table.loc["ensemble", "verdict"] == "better"
+    assert table.loc["single", "floor"] == 50.0
+    at_chance = distillation.items_comparison({"single": floor, "ensemble": better}, "single", floor)
+    assert at_chance.loc["ensemble", "verdict"] == "void: baseline at chance"

@@ -19,9 +19,12 @@
 from __future__ import annotations
 
 import copy
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+import numpy as np
+import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -29,8 +32,11 @@ from torch.utils.data import DataLoader
 
 from ..backbones import Backbone
 from ..models import IGNORE_INDEX, count_parameters
-from ..runtime import autocast, autocast_dtype, device
-from ..training import Batch, Method, pad_collate
+from ..runtime import autocast, autocast_dtype, device, seed_everything
+from ..settings import Budget
+from ..stats import compare_items
+from ..tasks import Task
+from ..training import Batch, Method, fit, pad_collate, resumable_loader
 
 # --- predictions and ensembles ------------------------------------------------------------
 
@@ -60,6 +66,33 @@ def labels_of(loader: DataLoader) -> torch.Tensor:
 
 def accuracy(probs: torch.Tensor, labels: torch.Tensor) -> float:
     return float((probs.argmax(-1) == labels).float().mean())
+
+
+def items_comparison(correct: Mapping[str, Sequence[bool]], baseline: str,
+                     floor_correct: Sequence[bool] | None = None) -> pd.DataFrame:
+    """Classifiers scored on the *same* test items (one ensemble, single models), each against
+    ``baseline`` item by item (McNemar, ``stats.compare_items``), as a table shaped like
+    ``stats.compare``'s (accuracy in points, higher is better); ``floor_correct``: the majority
+    class on the same items, which the baseline must beat (the learned-baseline guard)."""
+    base = np.asarray(correct[baseline], dtype=bool)
+    row0 = {"method": baseline, "mean (points)": 100 * base.mean(), "Δ (points)": 0.0,
+            "95% CI": "", "effect size": math.nan, "test": "", "p": math.nan,
+            "verdict": "(baseline)", "n": len(base), "df": math.nan}
+    if floor_correct is not None:
+        check = compare_items(base, floor_correct)
+        row0.update({"floor": 100 * float(np.mean(floor_correct)), "floor p": check.p})
+        if check.raw_verdict(True) != "better":
+            row0["verdict"] = "(baseline) at its floor: majority class"
+    rows = [row0]
+    for name, values in correct.items():
+        if name == baseline:
+            continue
+        c = compare_items(values, base, floor_correct)
+        rows.append({"method": name, "mean (points)": 100 * float(np.mean(values)),
+                     "Δ (points)": 100 * c.delta, "95% CI": f"[{100 * c.low:+.2f}, {100 * c.high:+.2f}]",
+                     "effect size": c.effect_size, "test": c.test, "p": c.p,
+                     "verdict": c.verdict(True), "n": c.n, "df": math.nan})
+    return pd.DataFrame(rows).set_index("method")
 
 
 # --- the distillation loss ----------------------------------------------------------------
@@ -125,6 +158,22 @@ def teacher_rows(rows: Sequence[Mapping], teacher_probs: torch.Tensor,
              "teacher": z.tolist()} for r, z in zip(rows, logits)]
 
 
+def transfer_text(task: Task, n: int | None, seed: int = 1) -> list[str]:
+    """``n`` texts of ``task``'s labelled pool that are in neither its train nor its validation
+    split (a fixed random choice by ``seed``), to be used *without* their labels: unlabelled
+    transfer text for the teacher to label."""
+    used = set(task.train["text"]) | set(task.validation["text"])
+    pool = task.pool.shuffle(seed=seed)["text"]
+    out = []
+    for text in pool:
+        if n is not None and len(out) >= n:
+            break
+        if text not in used:
+            out.append(text)
+            used.add(text)
+    return out
+
+
 # --- the student ------------------------------------------------------------------------------
 
 
@@ -142,6 +191,21 @@ def truncated_backbone(backbone: Backbone, layers: int) -> Backbone:
     encoder.config.num_hidden_layers = layers
     return Backbone(f"{backbone.name}[:{layers}]", backbone.kind, backbone.tokenizer, encoder,
                     backbone.max_len, encoder)
+
+
+def train_student(student: Backbone, rows: Sequence[Mapping], num_labels: int, *, method: Method,
+                  steps: int, lr: float, budget: Budget, seed: int) -> tuple[nn.Module, float]:
+    """A fresh classifier on ``student`` (its head seeded by ``seed``) trained for exactly
+    ``steps`` batches of ``rows`` (teacher-labelled: :func:`teacher_rows`) with ``method`` — the
+    one recipe, :func:`tutorial_lib.training.fit`. Returns (the model, training seconds)."""
+    seed_everything(seed)
+    model = student.classifier(num_labels)
+    loader = resumable_loader(list(rows), seed=seed, batch_size=budget.batch_size,
+                              collate_fn=teacher_collate(student.pad_id),
+                              group_by_length=budget.group_by_length)
+    run = fit(model, loader, lr=lr, weight_decay=budget.weight_decay, steps=steps, method=method,
+              warmup=int(budget.warmup_frac * steps), max_norm=budget.max_norm)
+    return model, run.seconds
 
 
 def size_row(model: nn.Module, loader: DataLoader) -> dict:

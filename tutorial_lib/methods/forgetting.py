@@ -43,7 +43,7 @@ from ..config import Scale
 from ..finetuning import finetune
 from ..models import Output, SequenceClassifier, sequence_loss
 from ..runtime import device, seed_everything
-from ..settings import Budget
+from ..settings import Budget, ForgettingSettings
 from ..stats import floor_column
 from ..tasks import Task
 from ..training import Batch, Method, eval_loader, evaluate, fit, pad_collate, resumable_loader
@@ -192,6 +192,20 @@ class Regulariser:
     @property
     def label(self) -> str:
         return "fine-tuning" if self.kind == "none" else f"{self.kind} {self.strength:g}"
+
+
+def regularisers(settings: ForgettingSettings) -> list[Regulariser]:
+    """Plain fine-tuning, then each of ``settings.regularisers`` at each of its strengths."""
+    grids = {"weight decay": settings.decay_strengths, "L2-SP": settings.decay_strengths,
+             "EWC": settings.ewc_strengths, "LwF": settings.lwf_strengths}
+    out = [Regulariser()]
+    for kind in settings.regularisers:
+        if kind not in grids:
+            raise ValueError(f"unknown regulariser {kind!r} in settings.regularisers: choose from "
+                             f"{list(grids)}")
+        beta = settings.head_decay if kind in ("weight decay", "L2-SP") else 0.0
+        out += [Regulariser(kind, s, beta, settings.lwf_temperature) for s in grids[kind]]
+    return out
 
 
 @dataclass
