@@ -194,12 +194,16 @@ def truncated_backbone(backbone: Backbone, layers: int) -> Backbone:
 
 
 def train_student(student: Backbone, rows: Sequence[Mapping], num_labels: int, *, method: Method,
-                  steps: int, lr: float, budget: Budget, seed: int) -> tuple[nn.Module, float]:
+                  steps: int, lr: float, budget: Budget, seed: int,
+                  pool: str | None = None) -> tuple[nn.Module, float]:
     """A fresh classifier on ``student`` (its head seeded by ``seed``) trained for exactly
     ``steps`` batches of ``rows`` (teacher-labelled: :func:`teacher_rows`) with ``method`` — the
-    one recipe, :func:`tutorial_lib.training.fit`. Returns (the model, training seconds)."""
+    one recipe, :func:`tutorial_lib.training.fit`. ``pool``: where its head reads (None: the
+    backbone's default). Returns (the model, training seconds)."""
     seed_everything(seed)
     model = student.classifier(num_labels)
+    if pool is not None:
+        model.pool = pool
     loader = resumable_loader(list(rows), seed=seed, batch_size=budget.batch_size,
                               collate_fn=teacher_collate(student.pad_id),
                               group_by_length=budget.group_by_length)
