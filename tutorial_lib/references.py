@@ -23,6 +23,7 @@ from .settings import (
     AmnesicSettings,
     DARTSettings,
     DiscriminativeSettings,
+    ForgettingSettings,
     GradTSSettings,
     MultitaskSettings,
     TDTSettings,
@@ -124,6 +125,28 @@ REFERENCES: tuple[Reference, ...] = (
               "removing dep / POS hurts far more than as many random directions; copy the cells "
               "from the TACL PDF before quoting"),
 )
+
+
+# 12 · forgetting, regularised fine-tuning, ensembles, distillation (none of these papers is in the
+# reference notes: every entry is recalled and unverified)
+_FORGETTING = ForgettingSettings.notebook
+_RECALLED = "recalled, not in the reference notes: check the paper"
+REFERENCES = (*REFERENCES, *(Reference(_FORGETTING, what, value, unit, source, False, note) for
+                             what, value, unit, source, note in (
+    ("L2-SP vs L2 (weight decay) fine-tuning, target accuracy", "better on every target task", "",
+     "Li, Grandvalet & Davoine 2018 (ICML), image classification (ResNet, Inception)", _RECALLED),
+    ("EWC vs plain SGD on a sequence of tasks", "keeps the old tasks' accuracy where SGD forgets", "",
+     "Kirkpatrick et al. 2017 (PNAS), permuted MNIST and Atari", _RECALLED),
+    ("LwF vs fine-tuning, old task", "less forgetting, new task as good or better", "",
+     "Li & Hoiem 2016 (ECCV) / 2017 (TPAMI), image classification", _RECALLED),
+    ("MNIST test errors: large net / small net (hard labels) / small net distilled", "67 / 146 / 74",
+     "errors of 10,000", "Hinton, Vinyals & Dean 2015, section 3", _RECALLED),
+    ("speech frame accuracy: baseline / 10-model ensemble / distilled single model",
+     "58.9 / 61.1 / 60.8", "% frame accuracy", "Hinton, Vinyals & Dean 2015, Table 1", _RECALLED),
+    ("2019 tutorial slides §4.2.B and §4.3.C", "regularise towards the pretrained weights; "
+     "ensembles and distillation get more signal", "", "NAACL 2019 tutorial slides",
+     "qualitative; the slides could not be read here"),
+)))
 
 
 def for_notebook(notebook: str) -> list[Reference]:
