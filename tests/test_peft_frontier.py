@@ -66,11 +66,21 @@ def test_starts_are_the_untrained_models_and_lora_starts_as_its_base(task):
 @pytest.mark.parametrize("method", [LoRA(r=2, alpha=4), IA3(), BitFit(), PromptTuning(n_tokens=3),
                                     Full(train_embeddings=False)], ids=repr)
 def test_check_and_cost_reports_every_check_passing_on_a_real_step(method, tmp_path, one_thread):
-    row = pf.check_and_cost(method, _TinyBackbone(), 3, batch(), lr=1e-2, steps=1,
+    row = pf.check_and_cost(method, lambda: tiny_classifier("bert"), batch(), lr=1e-2, steps=1,
                             directory=tmp_path)
     assert row["count ok"] and row["frozen changed"] == 0 and row["round trip ok"]
     assert row["checkpoint (KiB)"] > 0 and row["s / step"] > 0
     assert (row["merge |Δ logit|"] is None) == (not method.mergeable)
+
+
+def test_classifiers_of_one_backbone_share_its_encoder_so_checks_take_a_factory(task):
+    """Why check_and_cost takes ``fresh``: a method applied to one classifier of a Backbone would
+    change every other classifier of it (the reload check would compare a model with itself)."""
+    bb = backbones.load_backbone("minilm", SMOKE)
+    a, b = bb.classifier(task.num_labels), bb.classifier(task.num_labels)
+    assert a.encoder is b.encoder
+    c = backbones.load_backbone("minilm", SMOKE).classifier(task.num_labels)
+    assert c.encoder is not a.encoder
 
 
 def test_check_batch_is_one_padded_batch_of_the_split(task):
@@ -80,20 +90,9 @@ def test_check_batch_is_one_padded_batch_of_the_split(task):
     assert b["attention_mask"].sum(1).min() >= 3  # [CLS] … [SEP]
 
 
-class _TinyBackbone:
-    """What check_and_cost needs of a backbone: fresh classifiers on the same base weights."""
-
-    def classifier(self, num_labels: int):
-        return tiny_classifier("bert")
-
-
 def test_counts_on_a_causal_lm_match_their_formulas():
-    class Llama:
-        def classifier(self, num_labels):
-            return tiny_classifier("llama")
-
     table = pf.trained_counts({"LoRA": LoRA(r=2, alpha=4), "(IA)³": IA3(),
-                               "prompt": PromptTuning(n_tokens=3)}, Llama(), 3)
+                               "prompt": PromptTuning(n_tokens=3)}, lambda: tiny_classifier("llama"))
     assert table["count ok"].all() and (table["% trained"] < 100).all()
 
 

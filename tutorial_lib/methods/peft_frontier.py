@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -125,13 +125,19 @@ def check_batch(backbone: Backbone, split: object, n: int) -> Batch:
     return pad_collate(backbone.pad_id)(rows)
 
 
-def check_and_cost(method: PeftMethod, backbone: Backbone, num_labels: int, batch: Batch, *,
-                   lr: float, steps: int = 3, directory: str | Path | None = None) -> dict:
-    """One method on a fresh classifier of ``backbone``: trained parameters against the
-    formula, ``steps`` timed optimizer steps (after one warm-up) at ``lr``, the frozen weights
-    bit-identical afterwards, save → reload into a fresh base → merge (largest |Δ logit| and its
-    tolerance), and the adapter's size on disk. One row for the notebook's table."""
-    model = backbone.classifier(num_labels)
+Fresh = Callable[[], nn.Module]
+"""Makes a new classifier on the same pretrained weights (a new random head) at every call, e.g.
+``lambda: load_backbone(name, scale).classifier(k)``. Not ``backbone.classifier`` twice on one
+Backbone: its classifiers share the backbone's encoder, which a method changes in place."""
+
+
+def check_and_cost(method: PeftMethod, fresh: Fresh, batch: Batch, *, lr: float, steps: int = 3,
+                   directory: str | Path | None = None) -> dict:
+    """One method on a classifier from ``fresh()``: trained parameters against the formula,
+    ``steps`` timed optimizer steps (after one warm-up) at ``lr``, the frozen weights
+    bit-identical afterwards, save → reload into another ``fresh()`` base → merge (largest
+    |Δ logit| and its tolerance), and the adapter's size on disk. One row for the notebook."""
+    model = fresh()
     expected = method.expected_trainable(model)
     method.apply(model)
     actual, total = count_parameters(model, trainable_only=True), count_parameters(model)
@@ -139,10 +145,9 @@ def check_and_cost(method: PeftMethod, backbone: Backbone, num_labels: int, batc
     costs = step_costs(model, batch, lr=lr, steps=steps)
     model.cpu()
     weights = weights_check(before, model)
-    fresh = backbone.classifier(num_labels)  # the same pretrained weights, a new random head
     tmp = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="peft-"))
     try:
-        trip = roundtrip(model, method, fresh, batch, tmp / "adapter")
+        trip = roundtrip(model, method, fresh(), batch, tmp / "adapter")
         size = checkpoint_bytes(tmp / "adapter")
     finally:
         if directory is None:
@@ -157,12 +162,12 @@ def check_and_cost(method: PeftMethod, backbone: Backbone, num_labels: int, batc
             "peak memory (MiB)": costs.peak_mib, "memory measured": costs.memory_what}
 
 
-def trained_counts(methods: Mapping[str, PeftMethod], backbone: Backbone, num_labels: int) -> pd.DataFrame:
-    """Trained parameters of each method on ``backbone`` (formula and counted, no training):
-    what the frontier's x axis would be for a larger model."""
+def trained_counts(methods: Mapping[str, PeftMethod], fresh: Fresh) -> pd.DataFrame:
+    """Trained parameters of each method on a classifier from ``fresh()`` (formula and counted,
+    no training): the frontier's x axis, also for a model too large to train here."""
     rows = []
     for name, method in methods.items():
-        model = backbone.classifier(num_labels)
+        model = fresh()
         expected = method.expected_trainable(model)
         method.apply(model)
         actual, total = count_parameters(model, trainable_only=True), count_parameters(model)
