@@ -632,8 +632,10 @@ class PEFTSettings(Classification):
     # steps of each method: about 7 minutes on 2 cores). Rates: seed-0 probes at these sizes
     # (1 thread): all but embeddings learns at both rates (dev error 14 and 12 % at 1e-4, 3e-4);
     # LoRA needs ≥ 3e-3 in 60 steps (dev 44 % at 1e-3, 18 % at 3e-3); prompt tuning collapsed to
-    # the majority class at 3e-2 and 1e-1, so its grid is lower. The other grids are the papers'
-    # rates, one step up for the short budget (not probed at these sizes).
+    # the majority class at 3e-2 and 1e-1, so its grid is lower: at 1e-3 it stays near its
+    # untrained start (test error 75.6 vs start 74.4 %, dev 66 %), at 1e-2 it moves below it
+    # (test 67.2 %, dev 60 %; majority 81.2 %). The other grids are the papers' rates, one step
+    # up for the short budget (not probed at these sizes).
     train_examples: int | None = 1920
     validation_examples: int | None = 300
     test_examples: int | None = None
