@@ -26,6 +26,7 @@ from .settings import (
     ForgettingSettings,
     GradTSSettings,
     MultitaskSettings,
+    PEFTSettings,
     TDTSettings,
     UnfreezingSettings,
 )
@@ -124,6 +125,30 @@ REFERENCES: tuple[Reference, ...] = (
               "≈ 56–57 vs ≈ 94", "% accuracy", "Elazar et al. 2021 Table 2, recalled", False,
               "removing dep / POS hurts far more than as many random directions; copy the cells "
               "from the TACL PDF before quoting"),
+)
+
+# 13 · parameter-efficient fine-tuning (appended)
+_PEFT = PEFTSettings.notebook
+REFERENCES = (
+    *REFERENCES,
+    Reference(_PEFT, "LoRA vs full fine-tuning, RoBERTa-base, GLUE average", "87.2 vs 86.4", "",
+              "Hu et al. 2021 Table 2, recalled", False,
+              "LoRA r = 8 on W_q and W_v: 0.3M trained parameters against 125M"),
+    Reference(_PEFT, "Houlsby adapters vs full fine-tuning, BERT-large, GLUE",
+              "within 0.4 points with 3.6 % trained per task", "", "Houlsby et al. 2019, abstract, "
+              "recalled", False),
+    Reference(_PEFT, "BitFit vs full fine-tuning, BERT-large, GLUE", "comparable (about a point)",
+              "", "Ben Zaken et al. 2022, recalled", False,
+              "the bias terms are under 0.1 % of BERT-large's parameters"),
+    Reference(_PEFT, "prompt tuning vs model tuning, T5 on SuperGLUE",
+              "the gap closes only near 10B parameters", "", "Lester et al. 2021 Fig. 1, recalled",
+              False, "far behind at small sizes; they train the prompt at lr 0.3 for 30k steps"),
+    Reference(_PEFT, "(IA)³: share of T0-3B's parameters trained", "≈ 0.01", "%",
+              "Liu et al. 2022 (T-Few), recalled", False, "few-shot; ahead of LoRA in their setting"),
+    Reference(_PEFT, "P-tuning v2 (deep prefixes) vs fine-tuning, 330M-10B models",
+              "comparable, with 0.1-3 % trained", "", "Liu et al. 2022, abstract, recalled", False),
+    Reference(_PEFT, "QLoRA: a 65B model fine-tuned on one 48 GB GPU", "4-bit NF4 base + LoRA", "",
+              "Dettmers et al. 2023, abstract, recalled", False),
 )
 
 
