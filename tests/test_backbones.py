@@ -294,3 +294,11 @@ def test_layer_groups_of_a_llama_decoder():
 def test_layer_groups_refuse_an_unknown_model():
     with pytest.raises(TypeError, match="TransformerLM"):
         layer_groups(TransformerLM(tiny_classifier().config))
+
+
+def test_classifier_reads_the_pool_it_is_given_and_refuses_an_unknown_one():
+    llama = tiny_llama()
+    assert llama.classifier(2).pool == "last"
+    assert llama.classifier(2, pool="mean").pool == "mean"
+    with pytest.raises(ValueError, match="pool must be one of"):
+        llama.classifier(2, pool="max")

@@ -201,9 +201,7 @@ def train_student(student: Backbone, rows: Sequence[Mapping], num_labels: int, *
     one recipe, :func:`tutorial_lib.training.fit`. ``pool``: where its head reads (None: the
     backbone's default). Returns (the model, training seconds)."""
     seed_everything(seed)
-    model = student.classifier(num_labels)
-    if pool is not None:
-        model.pool = pool
+    model = student.classifier(num_labels, pool=pool)
     loader = resumable_loader(list(rows), seed=seed, batch_size=budget.batch_size,
                               collate_fn=teacher_collate(student.pad_id),
                               group_by_length=budget.group_by_length)
