@@ -80,7 +80,7 @@ def test_a_backbone_named_in_a_setting_is_needed_with_its_kind(monkeypatch):
     classes = tuple(MaskedOnly if c is AmnesicSettings else c for c in settings.NOTEBOOK_SETTINGS)
     monkeypatch.setattr(prefetch, "NOTEBOOK_SETTINGS", classes)
     smollm2 = next(m for m in prefetch.needs("smoke").offline_models if m.name == "smollm2")
-    assert smollm2.kinds == ("masked",) and smollm2.kinds_used_by == ("09", "11")
+    assert smollm2.kinds == ("masked",) and smollm2.kinds_used_by == ("09", "11", "15")
 
     @dataclasses.dataclass(frozen=True)
     class EncodersOnly(ProbingSettings):
