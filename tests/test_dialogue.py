@@ -212,3 +212,18 @@ def test_respond_is_our_generate_with_speaker_embeddings(tok, model) -> None:
     finally:
         with torch.no_grad():
             model.segments.weight.zero_()
+
+
+def test_a_head_on_the_lm_prior_starts_at_the_lm_ranking_and_trains(tok, model) -> None:
+    b = dialogue.collate([Turn(PERSONA_, ["hi"], ["bye", "good thanks", "no"], 2),
+                          Turn([], ["what do you do"], ["i work as a nurse", "ok", "yes"], 0)], tok, 1)
+    prior = dialogue.DoubleHeads(model.lm, lm_prior=True).eval()
+    lm = dialogue.candidate_scores(model, b, "lm")
+    assert torch.allclose(dialogue.candidate_scores(prior, b, "mc"), lm, atol=1e-6)  # step 0: the LM
+    assert not torch.allclose(dialogue.candidate_scores(model, b, "mc"), lm, atol=1e-3)  # a plain head: not
+    prior.zero_grad()
+    loss, _ = dialogue.double_heads_loss(prior, b)
+    loss.backward()
+    for p in (prior.mc_head.weight, prior.lm.model.layers[0].mlp.up_proj.weight):
+        assert p.grad is not None and p.grad.abs().sum() > 0
+    prior.zero_grad()

@@ -14,7 +14,10 @@ The recipe, from the paper:
   would need new, trained embedding rows;
 * **LM loss on the reply only** — labels are -100 everywhere but on the gold reply's tokens;
 * **next-utterance classification** — the gold reply and distractors each get a score from a
-  linear head on the hidden state of their last token; cross-entropy over the candidates;
+  linear head on the hidden state of their last token; cross-entropy over the candidates
+  (``DoubleHeads(lm_prior=True)``: the head is added to the LM's mean log-probability of the
+  candidate and starts at zero, so training starts from the LM's own ranking — a few hundred
+  turns do not teach a new head alone to beat it);
 * **double-heads loss** — λ_lm · LM + λ_mc · MC (:func:`double_heads_loss`; λ_lm = 2, λ_mc = 1
   as in the training command of the reference code's README, huggingface/transfer-learning-conv-ai,
   which also keeps 2 past exchanges (5 utterances) and trains with 4 candidates).
@@ -182,16 +185,19 @@ class DoubleHeads(nn.Module):
     The speaker vectors join the residual stream where layer ``segment_layer`` reads it: 0 is the
     token embeddings, as in the paper. When only the top layers are trained, putting them at the
     first trained layer keeps the backward pass out of the frozen ones (about half a step's time
-    for SmolLM2 with 2 trained layers) — a choice the notebook states."""
+    for SmolLM2 with 2 trained layers) — a choice the notebook states. ``lm_prior``: a
+    candidate's score is the LM's mean log-probability of its reply (:func:`lm_scores`) plus the
+    head, which starts at zero (the batch then needs ``reply_labels``)."""
 
-    def __init__(self, lm: nn.Module, n_segments: int = 3, segment_layer: int = 0):
+    def __init__(self, lm: nn.Module, n_segments: int = 3, segment_layer: int = 0,
+                 lm_prior: bool = False):
         super().__init__()
-        self.lm, self.segment_layer = lm, segment_layer
+        self.lm, self.segment_layer, self.lm_prior = lm, segment_layer, lm_prior
         d = lm.config.hidden_size
         self.segments = nn.Embedding(n_segments, d)
         nn.init.zeros_(self.segments.weight)  # starts as the pretrained model, exactly
         self.mc_head = nn.Linear(d, 1)
-        nn.init.normal_(self.mc_head.weight, std=0.02)
+        nn.init.normal_(self.mc_head.weight, std=0.0 if lm_prior else 0.02)
         nn.init.zeros_(self.mc_head.bias)
 
     @contextmanager
@@ -236,7 +242,10 @@ class DoubleHeads(nn.Module):
         else:
             h = self.hidden(batch["input_ids"].reshape(B * N, T), *rows)
         last = h[torch.arange(B * N), batch["last"].reshape(-1)]
-        return self.mc_head(last).view(B, N).float(), h
+        scores = self.mc_head(last).view(B, N).float()
+        if self.lm_prior:  # the head corrects the LM's own ranking: at zero it *is* that ranking
+            scores = scores + lm_scores(self, h, batch["reply_labels"].reshape(B * N, T)).view(B, N)
+        return scores, h
 
 
 def token_nll(model: DoubleHeads, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -248,6 +257,13 @@ def token_nll(model: DoubleHeads, h: torch.Tensor, labels: torch.Tensor) -> torc
     logits = model.lm.get_output_embeddings()(h[:, :-1][keep]).float()
     nll[keep] = F.cross_entropy(logits, target[keep], reduction="none")
     return nll
+
+
+def lm_scores(model: DoubleHeads, h: torch.Tensor, reply_labels: torch.Tensor) -> torch.Tensor:
+    """``[rows]``: each row's mean log-probability of its labelled (reply) tokens under the LM
+    head — the score a model without a trained classification head ranks candidates by."""
+    counts = (reply_labels[:, 1:] != IGNORE).sum(-1).clamp(min=1)
+    return -token_nll(model, h, reply_labels).sum(-1) / counts
 
 
 def double_heads_loss(
@@ -276,9 +292,7 @@ def candidate_scores(model: DoubleHeads, batch: dict[str, torch.Tensor], how: st
     if how != "lm":
         raise ValueError(f"how must be 'mc' or 'lm', got {how!r}")
     B, N, T = batch["segment_ids"].shape
-    labels = batch["reply_labels"].reshape(B * N, T)
-    nll = token_nll(model, h, labels).sum(-1) / (labels[:, 1:] != IGNORE).sum(-1)
-    return -nll.view(B, N)
+    return lm_scores(model, h, batch["reply_labels"].reshape(B * N, T)).view(B, N)
 
 
 @torch.no_grad()
