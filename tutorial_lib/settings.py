@@ -628,12 +628,12 @@ class TokenTaskSettings(Settings):
 
     seeds: tuple[int, ...] = (0, 1, 2)
     ner_backbones: BackboneNames = ("scratch", "ours", "minilm")
-    ner_train_sentences: int | None = 1500
+    ner_train_sentences: int | None = 1000
     ner_test_sentences: int | None = 1000
-    budget: Budget = Budget(epochs=3, lr=2e-3, group_by_length=True)
+    budget: Budget = Budget(epochs=4, lr=2e-3, group_by_length=True)
     hf_budget: Budget = Budget(epochs=2, lr=5e-4, group_by_length=True)
     qa_backbones: BackboneNames = ("scratch", "minilm")
-    qa_train_questions: int | None = 600
+    qa_train_questions: int | None = 400
     qa_test_questions: int | None = 300
     qa_budget: Budget = Budget(epochs=2, lr=1e-3, batch_size=16, group_by_length=True)
     qa_hf_budget: Budget = Budget(epochs=2, lr=3e-4, batch_size=16, group_by_length=True)
@@ -650,7 +650,7 @@ class TokenTaskSettings(Settings):
             qa_train_questions=32, qa_test_questions=24,
             qa_budget=Budget(epochs=1, lr=1e-3, batch_size=16, group_by_length=True),
             qa_hf_budget=Budget(epochs=1, lr=3e-4, batch_size=16, group_by_length=True),
-            qa_max_length=64, qa_stride=24, show_errors=3),
+            qa_max_length=64, qa_stride=16, show_errors=3),
         "gpu": dict(
             seeds=ALL_SEEDS, ner_train_sentences=None, ner_test_sentences=None,
             budget=Budget(epochs=5, lr=1e-3, group_by_length=True),
