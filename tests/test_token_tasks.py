@@ -237,7 +237,7 @@ def test_finetune_ner_learns_a_word_lookup(monkeypatch, minilm_tokenizer, one_th
     backbone = Backbone("tiny", "encoder", tok, tiny_encoder(tok.vocab_size), 64)
     monkeypatch.setattr(tt, "load_backbone", lambda *a, **k: backbone)
     train, test = synthetic_ner(96), synthetic_ner(32, seed=1)
-    budget = Budget(epochs=8, lr=3e-3, batch_size=16)
+    budget = Budget(epochs=8, lr=1e-2, batch_size=16)
     run = tt.finetune_ner("tiny", train, test, CONLL_NER, budget, 0, scale=get_scale("smoke"))
     assert run.scores["f1"] > 0.9 and set(run.scores["per_type"]) == {"PER", "LOC"}
     assert [len(p) for p in run.predictions] == [len(t) for t in test["tokens"]]
