@@ -128,3 +128,12 @@ def test_notebook_reads_its_own_settings(path):
     assert f"from tutorial_lib.settings import {cls.__name__}\n" in code, path.stem
     assert re.search(rf"^settings = {cls.__name__}\.at\(scale\)", code, re.M), path.stem
     assert [c.__name__ for c in NOTEBOOK_SETTINGS if c is not cls and c.__name__ in code] == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_committed_notebooks_show_no_machine_paths(path):
+    """Outputs and sources never show where the run happened (a staging folder, a home directory):
+    e.g. a ``results.save(...)`` cell must end with ``;`` so the returned path is not echoed."""
+    text = path.read_text()
+    found = sorted(set(re.findall(r"/(?:work|root|home|tmp)/[\w./-]+", text)))
+    assert not found, f"{path.name} shows machine paths: {found[:3]}"

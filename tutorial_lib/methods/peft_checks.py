@@ -30,14 +30,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from ignite.engine import Events
+from ignite.engine import Engine, Events
 from peft import PeftModel
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from ..params import make_optimizer
-from ..runtime import PeakMemory, autocast_dtype, device
-from ..training import Batch, create_trainer
+from ..runtime import PeakMemory, device
+from ..training import Batch, Method, fit
 from .lora import merge_lora
 from .peft_methods import (
     METHODS,
@@ -227,17 +226,20 @@ class StepCosts:
 def step_costs(model: nn.Module, batch: Batch, *, lr: float = 1e-4, weight_decay: float = 0.0,
                steps: int = 3, warmup: int = 1) -> StepCosts:
     """Time per training step (after ``warmup`` steps) and peak memory of ``warmup + steps``
-    steps of the tutorial's trainer (AdamW, autocast, clipping) on one repeated batch.
+    steps of the one training recipe (:func:`tutorial_lib.training.fit`: AdamW over
+    :func:`param_groups`, autocast, clipping; a constant rate) on one repeated batch.
     It trains ``model``: measure on a fresh one."""
-    dev = device()
-    model.to(dev)
-    optimizer = make_optimizer(model, lr, weight_decay, param_groups(model, weight_decay))
-    trainer = create_trainer(model, optimizer, device=dev, amp_dtype=autocast_dtype(dev))
+    model.to(device())  # fit moves the batches, the caller the model
     stamps: list[float] = []
-    trainer.add_event_handler(Events.ITERATION_COMPLETED,
-                              lambda _: stamps.append(time.perf_counter()))
+
+    def stamp_steps(trainer: Engine, _model: nn.Module, _optimizer: torch.optim.Optimizer) -> None:
+        trainer.add_event_handler(Events.ITERATION_COMPLETED,
+                                  lambda _: stamps.append(time.perf_counter()))
+
+    method = Method(param_groups=lambda m, _lr, decay: param_groups(m, decay), on_trainer=stamp_steps)
     with PeakMemory() as mem:
         start = time.perf_counter()
-        trainer.run([batch] * (warmup + steps), max_epochs=1)
+        fit(model, [batch] * (warmup + steps), lr=lr, weight_decay=weight_decay, method=method,
+            schedule=None)
     first = stamps[warmup - 1] if warmup else start
     return StepCosts((stamps[-1] - first) / steps, mem.peak_mib, mem.what, steps)
