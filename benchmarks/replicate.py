@@ -114,12 +114,12 @@ def status(first: Mapping, held: Mapping | None) -> str:
     verdict = str(first.get("verdict", ""))
     if verdict.startswith(VOID_PREFIXES):
         return f"void in the first run ({verdict})"
+    if verdict not in CLAIMED:
+        return f"nothing to replicate (first run: {verdict})"
     if held is None:
         return "missing in the held-out run"
     if str(held.get("verdict", "")).startswith(VOID_PREFIXES):
         return f"void in the held-out run ({held['verdict']})"
-    if verdict not in CLAIMED:
-        return f"nothing to replicate (first run: {verdict})"
     ci = ci_of(held)
     excludes_zero = (ci[0] > 0 or ci[1] < 0) if ci else (held.get("p") is not None
                                                          and held["p"] < stats.ALPHA)
@@ -224,14 +224,18 @@ def main(argv: Sequence[str] | None = None) -> dict:
                         "(default results/<scale>/held-out)")
     parser.add_argument("--run", action="store_true", help="execute the notebooks with the held-out "
                         "seeds first")
-    parser.add_argument("--only", nargs="*", help="notebook number prefixes, e.g. 02 09")
+    parser.add_argument("--only", nargs="*",
+                        help="re-run only these notebooks (number prefixes, e.g. 02 09); "
+                        "the record covers them all")
     args = parser.parse_args(argv)
     first_dir = (args.first or ROOT / "results" / args.scale).resolve()
     held_dir = (args.held_out or first_dir / HELD_OUT_DIR).resolve()
     if args.run and run_held_out(args.scale, held_dir, args.only) != 0:
         print("some held-out notebooks failed; comparing what was saved", file=sys.stderr)
-    first = [e for e in _effects(first_dir)
-             if not args.only or str(e.get("notebook", ""))[:2] in args.only]
+    # ``--only`` picks what is re-run; the record always covers every effect of the first run
+    # (one not re-run yet reads "missing in the held-out run"), so a partial re-run never drops
+    # the others' replication
+    first = _effects(first_dir)
     held = _effects(held_dir) if held_dir.exists() else []
     notebooks = list(dict.fromkeys(str(e.get("notebook", "")) for e in first))
     record = replicate(first, held,

@@ -374,3 +374,25 @@ def test_replicate_main_writes_replication_json_and_the_results_md_table(tmp_pat
     assert re.search(r"\|\s*02_x\s*\|\s*holds vs base\s*\|.*\|\s*replicated\s*\|", report)
     replicate.main(["--first", str(first_dir), "--held-out", str(held_dir)])  # again: replaced
     assert (first_dir / results.REPORT_NAME).read_text().count("## Held-out replication") == 1
+
+
+def test_replicate_only_narrows_the_re_run_never_the_record(tmp_path):
+    """A re-run of one notebook (``--only 05``) once rewrote replication.json with that notebook
+    alone, dropping every other notebook's replication; the record covers the whole first run."""
+    first_dir, held_dir = tmp_path / "classroom", tmp_path / "classroom" / "held-out"
+    first_dir.mkdir(parents=True)
+    held_dir.mkdir()
+    effects = []
+    for nb in ("02_x", "05_y"):
+        run = _effects_of_run(FIRST, FIRST_SEEDS, notebook=nb)
+        (first_dir / f"{nb}.json").write_text(json.dumps({"notebook": nb, "seeds": FIRST_SEEDS,
+                                                          "effects": run}))
+        effects += run
+        held = _effects_of_run(HELD, HELD_SEEDS, notebook=nb)
+        (held_dir / f"{nb}.json").write_text(json.dumps({"notebook": nb, "seeds": HELD_SEEDS,
+                                                         "effects": held}))
+    (first_dir / results.EFFECTS_NAME).write_text(json.dumps(effects))
+    (first_dir / results.REPORT_NAME).write_text("# Results\n\n## Contents\n")
+    record = replicate.main(["--first", str(first_dir), "--held-out", str(held_dir),
+                             "--only", "05"])
+    assert {e["notebook"] for e in record["effects"]} == {"02_x", "05_y"}

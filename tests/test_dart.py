@@ -165,3 +165,26 @@ def test_paper_table_puts_each_method_on_one_row():
     assert list(out.index) == ["head fine-tuning", "manual prompt", "DART-style"]
     assert out.loc["head fine-tuning", "sst2"] == "81.4 ± 3.8 (unverified)"
     assert out.loc["DART-style", "trec"] == "—"
+
+
+def test_causal_dart_style_reads_the_backbone_once_and_keeps_the_two_pass_loss(tokenizer):
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=len(tokenizer), d_model=32, n_layer=1, n_head=2, d_ff=64,
+                            max_len=32, causal=True, dropout=0.0, pad_id=tokenizer.pad_token_id)
+    clm = Backbone("ours-clm", "causal", tokenizer, TransformerLM(cfg), 32)
+    ids = prompting.verbalizer_ids(clm, VERBALIZER, NAMES)
+    model = dart.DARTClassifier(clm, "<x> It was [MASK]", ids, fluency_weight=0.5).train()
+    b = batch_of(model)
+    calls, features = [], clm.features
+    object.__setattr__(clm, "features", lambda *a, **k: calls.append(1) or features(*a, **k))
+    try:
+        one_pass = model(**b).loss
+        assert len(calls) == 1
+        cls = torch.nn.functional.cross_entropy(
+            model.label_scores(model.mask_features(b["input_ids"], b["attention_mask"],
+                                                   b["mask_pos"])).float(), b["labels"])
+        fluency, _ = model.fluency_loss(b["input_ids"], b["attention_mask"], b["mask_pos"],
+                                        b["text_mask"], b["labels"])
+    finally:
+        object.__setattr__(clm, "features", features)
+    assert one_pass.item() == pytest.approx((cls + 0.5 * fluency).item(), rel=1e-5)

@@ -12,6 +12,7 @@ from tutorial_lib.models import (
     count_parameters,
     last_token,
     load_pretrained,
+    pool_hidden,
     save_pretrained,
 )
 
@@ -129,3 +130,11 @@ def test_last_token_reads_the_last_real_position_of_each_row():
     hidden = torch.arange(2 * 5 * 1.0).view(2, 5, 1)
     mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
     assert last_token(hidden, mask).flatten().tolist() == [2.0, 9.0]
+
+
+def test_mean_pooling_averages_only_the_real_tokens():
+    hidden = torch.arange(2 * 5 * 1.0).view(2, 5, 1)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    assert pool_hidden(hidden, mask, "mean").flatten().tolist() == [1.0, 7.0]
+    with pytest.raises(ValueError, match="pool must be one of"):
+        pool_hidden(hidden, mask, "max")

@@ -72,6 +72,24 @@ def test_prompt_logits_are_the_mlm_logits_of_the_label_words(backbone, request):
     torch.testing.assert_close(logits, expected, rtol=1e-4, atol=1e-5)
 
 
+def test_trained_label_rows_start_at_the_words_and_train_with_the_embeddings_frozen(ours):
+    ids = prompting.verbalizer_ids(ours, {"negative": "bad", "positive": "good"},
+                                   ["negative", "positive"])
+    plain = prompting.PromptClassifier(ours, "<x> It was [MASK] .", ids).eval()
+    rows = [{"text": "The movie was fun", "label": 1}, {"text": "A cat", "label": 0}]
+    batch = prompting.prompt_collate(ours.pad_id)(plain.encode(rows))
+    model = prompting.PromptClassifier(ours, "<x> It was [MASK] .", ids, train_label_rows=True)
+    torch.testing.assert_close(model.eval()(**batch).logits, plain(**batch).logits)
+    for p in ours.lm.parameters():
+        p.requires_grad_(False)
+    embedding = ours.decoder_weight.detach().clone()
+    model.train()(**batch).loss.backward()
+    torch.optim.SGD([model.label_rows], lr=1.0).step()
+    assert model.label_rows.grad.abs().sum() > 0
+    assert torch.equal(ours.decoder_weight, embedding)  # the vocabulary is untouched
+    assert not torch.allclose(model.label_rows, embedding[ids])
+
+
 def test_a_causal_lm_answers_with_the_next_token_and_has_no_mask(tokenizer):
     from tutorial_lib.backbones import BackboneError
 

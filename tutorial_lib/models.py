@@ -273,16 +273,20 @@ def last_token(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tens
     return hidden[torch.arange(hidden.size(0), device=hidden.device), last]
 
 
-POOLS = ("first", "last")
+POOLS = ("first", "last", "mean")
 
 
 def pool_hidden(hidden: torch.Tensor, attention_mask: torch.Tensor, pool: str) -> torch.Tensor:
-    """The sequence vector: position 0 (``"first"``: BERT's [CLS]) or the last real token
-    (``"last"``: our [CLS], a causal LM's summary token)."""
+    """The sequence vector: position 0 (``"first"``: BERT's [CLS]), the last real token
+    (``"last"``: our [CLS], a causal LM's summary token) or the mean over the real tokens
+    (``"mean"``: sentence-transformers' pooling; on a causal LM every token then counts)."""
     if pool == "first":
         return hidden[:, 0]
     if pool == "last":
         return last_token(hidden, attention_mask)
+    if pool == "mean":
+        m = attention_mask.to(hidden.dtype).unsqueeze(-1)
+        return (hidden * m).sum(1) / m.sum(1).clamp(min=1)
     raise ValueError(f"pool must be one of {POOLS}, got {pool!r}")
 
 

@@ -213,11 +213,15 @@ class DARTClassifier(PromptClassifier):
                       "p": log_p.exp().detach()}
 
     def _causal_fluency(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                        text_mask: torch.Tensor) -> tuple[torch.Tensor, dict]:
+                        text_mask: torch.Tensor, h: torch.Tensor | None = None
+                        ) -> tuple[torch.Tensor, dict]:
         """A causal LM's stand-in for the fluency term: next-token cross-entropy on the input
-        text's tokens — plain LM loss, conditioned on no label (so: DART-style, not DART)."""
+        text's tokens — plain LM loss, conditioned on no label (so: DART-style, not DART).
+        ``h``: the backbone's features of this very input, when the caller has them already."""
         keep = text_mask[:, 1:].bool()
-        h = self.backbone.features(input_ids, attention_mask)[:, :-1][keep]
+        if h is None:
+            h = self.backbone.features(input_ids, attention_mask)
+        h = h[:, :-1][keep]
         logits = h @ self.backbone.decoder_weight.T.to(h.dtype)
         if self.backbone.decoder_bias is not None:
             logits = logits + self.backbone.decoder_bias.to(h.dtype)
@@ -225,10 +229,18 @@ class DARTClassifier(PromptClassifier):
         return loss, {"positions": keep}
 
     def forward(self, input_ids, attention_mask, mask_pos, text_mask=None, labels=None) -> Output:
-        out = super().forward(input_ids, attention_mask, mask_pos, text_mask, labels)
         if (labels is None or not self.training or self.fluency_weight == 0
                 or text_mask is None or not bool(text_mask.any())):
-            return out
+            return super().forward(input_ids, attention_mask, mask_pos, text_mask, labels)
+        if self.backbone.answer_slot == "next":
+            # a causal LM reads the same input for both terms: one pass of the backbone serves
+            # the answer slot and the LM loss (the masked-LM fluency pass needs its own input)
+            h = self.backbone.features(input_ids, attention_mask)
+            logits = self.label_scores(h[torch.arange(h.size(0), device=h.device), mask_pos])
+            fluency, _ = self._causal_fluency(input_ids, attention_mask, text_mask, h)
+            loss = F.cross_entropy(logits.float(), labels) + self.fluency_weight * fluency
+            return Output(logits, loss)
+        out = super().forward(input_ids, attention_mask, mask_pos, text_mask, labels)
         fluency, _ = self.fluency_loss(input_ids, attention_mask, mask_pos, text_mask, labels)
         return Output(out.logits, out.loss + self.fluency_weight * fluency)
 

@@ -39,6 +39,7 @@ from ..params import decay_groups, freeze, unfreeze
 from ..runtime import autocast, autocast_dtype, device, seed_everything
 from ..tasks import FewShotSplit
 from ..training import PLAIN, Method, eval_loader, evaluate, fit, pad_collate, resumable_loader
+from .prompt_lms import FrozenStates, TopLayers, on_frozen_states
 from .prompting import PromptClassifier, freeze_below, fresh_copy, prompt_collate, verbalizer_ids
 
 
@@ -165,23 +166,32 @@ def select_and_test(build: Callable[[], FewShotModel], split: FewShotSplit, lrs:
 
 
 def cls_method(backbone: str, scale: Scale, trainable_layers: int | None = None,
-               head_lr: float | None = None
+               head_lr: float | None = None, pool: str | None = None,
+               frozen_states: bool = False
                ) -> Callable[[FewShotSplit], Callable[[], FewShotModel]]:
     """Head fine-tuning: a new linear head on the backbone's pooled position ([CLS] for a masked
     LM, a causal LM's last token). ``trainable_layers``: train only the head and the top layers
     (the budget of the prompt methods on a CPU, see ``prompting.freeze_below``). ``head_lr``: the
     new head's own rate (None: the run's) — a randomly initialised head needs a far larger rate
-    than the pretrained layers under it."""
+    than the pretrained layers under it. ``pool``: where the head reads (None: the backbone's
+    default; ``"mean"``: every real token, as the logistic-regression probe does).
+    ``frozen_states``: a causal LM computes its frozen layers once per input for all the runs
+    (:class:`~.prompt_lms.FrozenStates`; the same numbers, a fraction of the time)."""
+    frozen = FrozenStates(trainable_layers) if frozen_states and trainable_layers else None
 
     def for_split(split: FewShotSplit) -> Callable[[], FewShotModel]:
         def build() -> FewShotModel:
             b = load_backbone(backbone, scale)
             model = b.classifier(split.num_labels)
+            if pool is not None:
+                model.pool = pool
             if trainable_layers is not None:
                 layers = layer_groups(model, merge_final_norm=True)
                 freeze(model)
                 unfreeze(model, *(m for layer in layers[: trainable_layers + 1]
                                   for m in layer.modules))
+            if frozen is not None:
+                model.encoder = TopLayers(model.encoder, frozen)
             method = PLAIN if head_lr is None else Method(param_groups=head_groups(model, head_lr))
             return FewShotModel(model, b.encode_rows, pad_collate(b.pad_id), method)
 
@@ -207,16 +217,24 @@ def prompt_method(
     verbalizers: Mapping[str, Mapping[str, str]],
     max_len: int | None = None,
     trainable_layers: int | None = None,
+    train_label_rows: bool = False,
+    frozen_states: bool = False,
 ) -> Callable[[FewShotSplit], Callable[[], FewShotModel]]:
     """Manual-prompt fine-tuning; each run starts from a fresh copy of ``lm`` (``trainable_layers``:
-    a causal LM trains only its top layers)."""
+    a causal LM trains only its top layers; ``train_label_rows``: the label words' output rows
+    train too, as they do in LM-BFF's full fine-tuning, where the word embeddings are frozen;
+    ``frozen_states``: the frozen layers computed once per input for all runs, as in
+    :func:`cls_method`)."""
+    frozen = FrozenStates(trainable_layers) if frozen_states and trainable_layers else None
 
     def for_split(split: FewShotSplit) -> Callable[[], FewShotModel]:
         def build() -> FewShotModel:
             own = fresh(lm)
             freeze_below(own, trainable_layers)
+            own = on_frozen_states(own, frozen)
             ids = verbalizer_ids(own, verbalizers[split.task], split.label_names)
-            model = PromptClassifier(own, templates[split.task], ids)
+            model = PromptClassifier(own, templates[split.task], ids,
+                                     train_label_rows=train_label_rows)
             return FewShotModel(model, lambda rows: model.encode(rows, max_len),
                                 prompt_collate(own.pad_id))
 

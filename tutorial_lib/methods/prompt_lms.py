@@ -15,6 +15,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 
+import torch
+from torch import nn
+
 from ..backbones import OURS, Backbone, load_backbone
 from ..config import Scale
 
@@ -63,4 +66,74 @@ def freeze_below(lm: Backbone, trainable_layers: int | None) -> None:
             p.requires_grad_(True)
 
 
-__all__ = ["PromptError", "fresh_copy", "freeze_below", "load_mlm", "load_prompt_lm"]
+class FrozenStates:
+    """The states a causal LM's frozen lower layers give each input, computed once.
+
+    Below the top ``trainable_layers`` (:func:`freeze_below`) nothing trains and a causal LM has no
+    dropout, so the input of the first trained layer is a fixed function of the token ids: every
+    run, split and evaluation that sees the same ids would recompute the same states. One
+    ``FrozenStates`` per frozen LM keeps them (keyed by the ids; a real token never attends to the
+    right padding after it, so a row's states do not depend on its batch) and :class:`TopLayers`
+    runs only the trained layers on them. The runs of notebook 09 read each example up to 10 times.
+    """
+
+    def __init__(self, trainable_layers: int) -> None:
+        self.trainable_layers = trainable_layers
+        self.states: dict[tuple[int, ...], torch.Tensor] = {}
+
+    def lower(self, decoder: nn.Module, input_ids: torch.Tensor,
+              attention_mask: torch.Tensor) -> torch.Tensor:
+        """[B, T, D]: the input of layer ``len(decoder.layers) - trainable_layers`` (zeros at pads)."""
+        keys = [tuple(ids[m.bool()].tolist()) for ids, m in zip(input_ids, attention_mask)]
+        missing = [i for i, k in enumerate(keys) if k not in self.states]
+        if missing:
+            below = _truncated(decoder, 0, len(decoder.layers) - self.trainable_layers)
+            below.norm = nn.Identity()  # the last frozen layer's output, before any final norm
+            with torch.no_grad():
+                h = below(input_ids=input_ids[missing], attention_mask=attention_mask[missing],
+                          use_cache=False).last_hidden_state
+            for j, i in enumerate(missing):
+                self.states[keys[i]] = h[j, : len(keys[i])].detach()
+        first = self.states[keys[0]]
+        out = first.new_zeros(*input_ids.shape, first.size(-1))
+        for i, k in enumerate(keys):
+            out[i, : len(k)] = self.states[k]
+        return out
+
+
+def _truncated(decoder: nn.Module, start: int, stop: int) -> nn.Module:
+    """A view of a Hugging Face decoder (Llama family) with only ``layers[start:stop]``: the same
+    modules (shared parameters), the same rotary embedding, mask and final norm."""
+    view = copy.copy(decoder)
+    view._modules = dict(decoder._modules)
+    view.layers = nn.ModuleList(list(decoder.layers)[start:stop])
+    return view
+
+
+class TopLayers(nn.Module):
+    """A causal LM's decoder that runs only its trained top layers, on :class:`FrozenStates`."""
+
+    def __init__(self, decoder: nn.Module, frozen: FrozenStates) -> None:
+        super().__init__()
+        if getattr(decoder.config, "attention_dropout", 0.0) or not hasattr(decoder, "layers"):
+            raise PromptError("frozen states need a Hugging Face decoder without dropout")
+        self.decoder, self.frozen = decoder, frozen
+        self.config = decoder.config
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **_):
+        h = self.frozen.lower(self.decoder, input_ids, attention_mask)
+        n = len(self.decoder.layers)
+        top = _truncated(self.decoder, n - self.frozen.trainable_layers, n)
+        return top(inputs_embeds=h, attention_mask=attention_mask, use_cache=False)
+
+
+def on_frozen_states(lm: Backbone, frozen: FrozenStates | None) -> Backbone:
+    """``lm`` reading its frozen lower layers from ``frozen`` (None: unchanged). Call after
+    :func:`freeze_below` with the same number of trained layers."""
+    if frozen is None:
+        return lm
+    return dataclasses.replace(lm, encoder=TopLayers(lm.encoder, frozen))
+
+
+__all__ = ["FrozenStates", "PromptError", "TopLayers", "fresh_copy", "freeze_below", "load_mlm",
+           "load_prompt_lm", "on_frozen_states"]

@@ -245,12 +245,21 @@ class PromptClassifier(nn.Module):
     """Manual prompt (LM-BFF "prompt-based fine-tuning"): the MLM's logits of the label words at
     [MASK]. All of the backbone trains; no parameter is added."""
 
-    def __init__(self, lm: Backbone, template: str | Template, label_ids: Sequence[int]):
+    def __init__(self, lm: Backbone, template: str | Template, label_ids: Sequence[int],
+                 train_label_rows: bool = False):
         super().__init__()
         self.backbone = lm  # the LM's interface (not a module) …
         self.lm = lm.lm  # … and its network, registered: its parameters train
         self.template = template if isinstance(template, Template) else Template(template)
         self.register_buffer("label_ids", torch.as_tensor(list(label_ids)), persistent=False)
+        # the label words' output rows as their own parameters (same start): they train even
+        # where the word embeddings (the tied LM head) are frozen; nothing else reads them
+        self.label_rows = self.label_row_bias = None
+        if train_label_rows:
+            self.label_rows = nn.Parameter(lm.decoder_weight[self.label_ids].detach().clone())
+            if lm.decoder_bias is not None:
+                self.label_row_bias = nn.Parameter(
+                    lm.decoder_bias[self.label_ids].detach().clone())
 
     @property
     def num_labels(self) -> int:
@@ -261,6 +270,10 @@ class PromptClassifier(nn.Module):
 
     def label_scores(self, h: torch.Tensor) -> torch.Tensor:
         """[B, D] features at [MASK] → [B, C] class logits."""
+        if self.label_rows is not None:
+            logits = h @ self.label_rows.T.to(h.dtype)
+            bias = self.label_row_bias
+            return logits if bias is None else logits + bias.to(h.dtype)
         w = self.backbone.decoder_weight[self.label_ids]
         logits = h @ w.T.to(h.dtype)
         bias = self.backbone.decoder_bias
