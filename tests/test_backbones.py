@@ -228,8 +228,9 @@ def test_pool_hidden_and_hidden_size():
     mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
     assert models.pool_hidden(hidden, mask, "last").flatten().tolist() == [1.0, 7.0]
     assert models.pool_hidden(hidden, mask, "first").flatten().tolist() == [0.0, 4.0]
+    assert models.pool_hidden(hidden, mask, "mean").flatten().tolist() == [0.5, 5.5]
     with pytest.raises(ValueError, match="pool"):
-        models.pool_hidden(hidden, mask, "mean")
+        models.pool_hidden(hidden, mask, "max")
     # the Hugging Face contract, spoken by ours too: no caller asks which family it has
     assert tiny_classifier().encoder.config.hidden_size == 16
     assert tiny_bert_classifier().encoder.config.hidden_size == 16
@@ -293,3 +294,11 @@ def test_layer_groups_of_a_llama_decoder():
 def test_layer_groups_refuse_an_unknown_model():
     with pytest.raises(TypeError, match="TransformerLM"):
         layer_groups(TransformerLM(tiny_classifier().config))
+
+
+def test_classifier_reads_the_pool_it_is_given_and_refuses_an_unknown_one():
+    llama = tiny_llama()
+    assert llama.classifier(2).pool == "last"
+    assert llama.classifier(2, pool="mean").pool == "mean"
+    with pytest.raises(ValueError, match="pool must be one of"):
+        llama.classifier(2, pool="max")

@@ -9,7 +9,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from tutorial_lib.plots import adaptation, probing, tdt  # noqa: E402
+from tutorial_lib.plots import adaptation, peft, probing, tdt  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -93,3 +93,22 @@ def test_a_wrapped_example_has_its_label_on_its_first_row():
         rows[t.get_text()].append(t.get_position()[1])
     assert rows["negative"] == [0] and min(rows["↳"]) == 1  # first row, then its continuations
     assert rows["positive"] == [max(rows["↳"]) + 1]
+
+
+def test_the_frontier_is_the_lower_left_envelope_on_a_log_axis():
+    runs = pd.DataFrame({"method": ["full", "full", "lora", "lora", "prompt", "prompt"],
+                         "seed": [0, 1] * 3, "trained_pct": [50, 50, 0.5, 0.5, 0.01, 0.01],
+                         "test_error": [0.05, 0.07, 0.06, 0.08, 0.5, 0.6]})
+    fig = peft.plot_frontier(runs, floor=0.8)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log"
+    step = next(line for line in ax.get_lines() if line.get_label() == "frontier")
+    # prompt (0.01 %, 55 %), then LoRA (0.5 %, 7 %), then full (50 %, 6 %): each errs less
+    assert list(step.get_xdata()) == [0.01, 0.5, 50] and list(step.get_ydata()) == pytest.approx([55, 7, 6])
+
+
+def test_the_costs_put_checkpoint_sizes_on_a_log_axis():
+    costs = pd.DataFrame({"s / step": [0.4, 0.3], "peak memory (MiB)": [120.0, 10.0],
+                          "checkpoint (KiB)": [45000.0, 20.0]}, index=["full", "LoRA"])
+    fig = peft.plot_costs(costs)
+    assert [ax.get_xscale() for ax in fig.axes] == ["linear", "linear", "log"]

@@ -44,7 +44,7 @@ def test_classroom_and_paper_needs():
     assert {"trec", "sst2", "mr", "cr", "ud-ewt", "wikitext-2"} <= set(classroom.dataset_names)
     assert classroom.offline_model_names == ["minilm", "smollm2"]
     smollm2 = classroom.offline_models[1]
-    assert smollm2.used_by == ("09", "10", "11") and smollm2.kinds == ("causal", "masked")
+    assert smollm2.used_by == ("09", "10", "11", "13") and smollm2.kinds == ("causal", "masked")
     assert smollm2.kinds_used_by == ("09", "11")  # DART's answer and amnesic's LM need an LM head
     assert classroom.hub_model_names == []  # classroom runs offline
     assert "scratch" in classroom.our_names
@@ -69,7 +69,7 @@ def test_a_backbone_named_in_a_setting_is_needed_with_its_kind(monkeypatch):
     assert [(m.name, m.kinds, m.kinds_used_by, m.used_by) for m in n.hub_models] == [
         ("org/some-mlm", ("causal", "masked"), ("11",), ("10", "11"))]
     smollm2 = next(m for m in n.offline_models if m.name == "smollm2")
-    assert smollm2.kinds == ("causal", "masked") and smollm2.used_by == ("09",)
+    assert smollm2.kinds == ("causal", "masked") and smollm2.used_by == ("09", "13")  # 13: counts
 
     # a field whose type accepts only masked LMs narrows the kinds …
     @dataclasses.dataclass(frozen=True)

@@ -54,7 +54,7 @@ from transformers import (
 )
 
 from .config import Scale, cache_dir
-from .models import SequenceClassifier, TransformerClassifier, TransformerLM
+from .models import POOLS, SequenceClassifier, TransformerClassifier, TransformerLM
 from .pretraining import get_tokenizer, load_or_pretrain, model_config
 from .tokenization import encode_with_cls
 from .training import pad_ids
@@ -348,19 +348,25 @@ class Backbone:
             n += int(keep.sum())
         return total, n
 
-    def classifier(self, num_labels: int, dropout: float = 0.1) -> SequenceClassifier:
+    def classifier(self, num_labels: int, dropout: float = 0.1,
+                   pool: str | None = None) -> SequenceClassifier:
         """A :class:`~tutorial_lib.models.SequenceClassifier` on the pooled position, initialised
-        from this backbone (the head is new; ``num_labels == 1``: regression).
+        from this backbone (the head is new; ``num_labels == 1``: regression). ``pool``: where
+        the head reads (one of ``models.POOLS``; None: :attr:`pool`, the backbone's own).
 
         Ours is built as notebook 02 shows it (:class:`~tutorial_lib.models.TransformerClassifier`,
         which keeps the tied LM head for an auxiliary LM loss). Hugging Face backbones keep their
         word embeddings frozen: they are half of MiniLM's parameters, barely move in fine-tuning,
         and their AdamW update dominates a CPU step.
         """
+        if pool is not None and pool not in POOLS:
+            raise ValueError(f"pool must be one of {POOLS}, got {pool!r}")
         if self.is_ours:
-            return TransformerClassifier.from_lm(self.lm, num_labels)
+            model = TransformerClassifier.from_lm(self.lm, num_labels)
+            model.pool = pool or model.pool  # our [CLS] is the last token; any pool reads the same states
+            return model
         self.freeze_word_embeddings()
-        return SequenceClassifier(self.encoder, num_labels, self.pool, dropout)
+        return SequenceClassifier(self.encoder, num_labels, pool or self.pool, dropout)
 
     def freeze_word_embeddings(self) -> None:
         """Freeze a Hugging Face encoder's word embeddings (ours train theirs: they are small and

@@ -23,8 +23,10 @@ from .settings import (
     AmnesicSettings,
     DARTSettings,
     DiscriminativeSettings,
+    ForgettingSettings,
     GradTSSettings,
     MultitaskSettings,
+    PEFTSettings,
     TDTSettings,
     UnfreezingSettings,
 )
@@ -124,6 +126,52 @@ REFERENCES: tuple[Reference, ...] = (
               "removing dep / POS hurts far more than as many random directions; copy the cells "
               "from the TACL PDF before quoting"),
 )
+
+# 13 · parameter-efficient fine-tuning (appended)
+_PEFT = PEFTSettings.notebook
+REFERENCES = (
+    *REFERENCES,
+    Reference(_PEFT, "LoRA vs full fine-tuning, RoBERTa-base, GLUE average", "87.2 vs 86.4", "",
+              "Hu et al. 2021 Table 2, recalled", False,
+              "LoRA r = 8 on W_q and W_v: 0.3M trained parameters against 125M"),
+    Reference(_PEFT, "Houlsby adapters vs full fine-tuning, BERT-large, GLUE",
+              "within 0.4 points with 3.6 % trained per task", "", "Houlsby et al. 2019, abstract, "
+              "recalled", False),
+    Reference(_PEFT, "BitFit vs full fine-tuning, BERT-large, GLUE", "comparable (about a point)",
+              "", "Ben Zaken et al. 2022, recalled", False,
+              "the bias terms are under 0.1 % of BERT-large's parameters"),
+    Reference(_PEFT, "prompt tuning vs model tuning, T5 on SuperGLUE",
+              "the gap closes only near 10B parameters", "", "Lester et al. 2021 Fig. 1, recalled",
+              False, "far behind at small sizes; they train the prompt at lr 0.3 for 30k steps"),
+    Reference(_PEFT, "(IA)³: share of T0-3B's parameters trained", "≈ 0.01", "%",
+              "Liu et al. 2022 (T-Few), recalled", False, "few-shot; ahead of LoRA in their setting"),
+    Reference(_PEFT, "P-tuning v2 (deep prefixes) vs fine-tuning, 330M-10B models",
+              "comparable, with 0.1-3 % trained", "", "Liu et al. 2022, abstract, recalled", False),
+    Reference(_PEFT, "QLoRA: a 65B model fine-tuned on one 48 GB GPU", "4-bit NF4 base + LoRA", "",
+              "Dettmers et al. 2023, abstract, recalled", False),
+)
+
+
+# 12 · forgetting, regularised fine-tuning, ensembles, distillation (none of these papers is in the
+# reference notes: every entry is recalled and unverified)
+_FORGETTING = ForgettingSettings.notebook
+_RECALLED = "recalled, not in the reference notes: check the paper"
+REFERENCES = (*REFERENCES, *(Reference(_FORGETTING, what, value, unit, source, False, note) for
+                             what, value, unit, source, note in (
+    ("L2-SP vs L2 (weight decay) fine-tuning, target accuracy", "better on every target task", "",
+     "Li, Grandvalet & Davoine 2018 (ICML), image classification (ResNet, Inception)", _RECALLED),
+    ("EWC vs plain SGD on a sequence of tasks", "keeps the old tasks' accuracy where SGD forgets", "",
+     "Kirkpatrick et al. 2017 (PNAS), permuted MNIST and Atari", _RECALLED),
+    ("LwF vs fine-tuning, old task", "less forgetting, new task as good or better", "",
+     "Li & Hoiem 2016 (ECCV) / 2017 (TPAMI), image classification", _RECALLED),
+    ("MNIST test errors: large net / small net (hard labels) / small net distilled", "67 / 146 / 74",
+     "errors of 10,000", "Hinton, Vinyals & Dean 2015, section 3", _RECALLED),
+    ("speech frame accuracy: baseline / 10-model ensemble / distilled single model",
+     "58.9 / 61.1 / 60.8", "% frame accuracy", "Hinton, Vinyals & Dean 2015, Table 1", _RECALLED),
+    ("2019 tutorial slides §4.2.B and §4.3.C", "regularise towards the pretrained weights; "
+     "ensembles and distillation get more signal", "", "NAACL 2019 tutorial slides",
+     "qualitative; the slides could not be read here"),
+)))
 
 
 def for_notebook(notebook: str) -> list[Reference]:

@@ -35,6 +35,7 @@ from torch import nn
 from .. import stats
 from ..backbones import Backbone, layer_groups, load_backbone
 from ..config import Scale
+from ..models import pool_hidden
 from ..params import decay_groups, freeze, unfreeze
 from ..runtime import autocast, autocast_dtype, device, seed_everything
 from ..tasks import FewShotSplit
@@ -182,9 +183,7 @@ def cls_method(backbone: str, scale: Scale, trainable_layers: int | None = None,
     def for_split(split: FewShotSplit) -> Callable[[], FewShotModel]:
         def build() -> FewShotModel:
             b = load_backbone(backbone, scale)
-            model = b.classifier(split.num_labels)
-            if pool is not None:
-                model.pool = pool
+            model = b.classifier(split.num_labels, pool=pool)
             if trainable_layers is not None:
                 layers = layer_groups(model, merge_final_norm=True)
                 freeze(model)
@@ -297,19 +296,15 @@ def pooled_features(b: Backbone, rows: Sequence[Mapping], pool: str = "mean", ba
     (``"last"``: a causal LM's last token, the end-of-text token it appends)."""
     if pool not in ("mean", "last"):
         raise ValueError(f"pool must be 'mean' or 'last', got {pool!r}")
-    model = b.classifier(2).to(device()).eval()
+    model = b.classifier(2, pool=None if pool == "last" else pool).to(device()).eval()
     loader = eval_loader(b.encode_rows(rows, max_len), batch_size, pad_collate(b.pad_id),
                          by_length=False)  # one vector per row, in the rows' order
     out = []
     with autocast(device(), autocast_dtype(device())):
         for batch in loader:
             ids, mask = batch["input_ids"].to(device()), batch["attention_mask"].to(device())
-            if pool == "last":
-                out.append(model.pooled(ids, mask).float().cpu())
-                continue
             h = model.encoder(input_ids=ids, attention_mask=mask).last_hidden_state.float()
-            m = mask.unsqueeze(-1).float()
-            out.append(((h * m).sum(1) / m.sum(1)).cpu())
+            out.append(pool_hidden(h, mask, model.pool).cpu())  # pooled in float32
     return torch.cat(out).numpy()
 
 

@@ -48,6 +48,7 @@ TARGETS = {
               "ia3_kv": r".*\.self_attn\.(k_proj|v_proj)",
               "ia3_ff": r".*\.mlp\.down_proj"},
 }
+TARGETS["roberta"] = TARGETS["bert"]  # the same module names (the paper scale's RoBERTa)
 
 
 def family(model: nn.Module) -> str:
@@ -289,7 +290,7 @@ class BitFit(PeftMethod):
 
     def expected_trainable(self, model: nn.Module) -> int:
         cfg = _config(model)
-        if family(model) != "bert":
+        if family(model) not in ("bert", "roberta"):
             raise PeftMethodError(f"a {cfg.model_type} model has no bias terms, so BitFit would train "
                                   "only the head: leave BitFit out for it (or compare the head alone)")
         d, d_ff, n_layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers

@@ -243,7 +243,8 @@ def prompt_collate(pad_id: int) -> Callable[[list[dict]], dict[str, torch.Tensor
 
 class PromptClassifier(nn.Module):
     """Manual prompt (LM-BFF "prompt-based fine-tuning"): the MLM's logits of the label words at
-    [MASK]. All of the backbone trains; no parameter is added."""
+    [MASK]. All of the backbone trains; no parameter is added, unless ``train_label_rows``: then
+    the label words' output rows become parameters of their own (a copy, the same start)."""
 
     def __init__(self, lm: Backbone, template: str | Template, label_ids: Sequence[int],
                  train_label_rows: bool = False):
@@ -270,14 +271,12 @@ class PromptClassifier(nn.Module):
 
     def label_scores(self, h: torch.Tensor) -> torch.Tensor:
         """[B, D] features at [MASK] → [B, C] class logits."""
-        if self.label_rows is not None:
-            logits = h @ self.label_rows.T.to(h.dtype)
-            bias = self.label_row_bias
-            return logits if bias is None else logits + bias.to(h.dtype)
-        w = self.backbone.decoder_weight[self.label_ids]
+        w, bias = self.label_rows, self.label_row_bias
+        if w is None:
+            w, bias = self.backbone.decoder_weight[self.label_ids], self.backbone.decoder_bias
+            bias = None if bias is None else bias[self.label_ids]
         logits = h @ w.T.to(h.dtype)
-        bias = self.backbone.decoder_bias
-        return logits if bias is None else logits + bias[self.label_ids].to(h.dtype)
+        return logits if bias is None else logits + bias.to(h.dtype)
 
     def mask_features(self, input_ids, attention_mask, mask_pos) -> torch.Tensor:
         h = self.backbone.features(input_ids, attention_mask)
