@@ -167,6 +167,10 @@ def test_baselines_by_hand():
     # the second sentence shares "eiffel", "tower", "built"; the question's words are dropped
     assert qa.overlap_sentence_baseline(["When was the Eiffel Tower built?"], [context]) == [
         "The was in 1889 for a fair."]
+    spans = qa.random_span_baseline([context] * 50, [2, 3], seed=0)
+    assert spans == qa.random_span_baseline([context] * 50, [2, 3], seed=0)  # seeded
+    assert all(s in context and len(s.split()) in (2, 3) for s in spans) and len(set(spans)) > 10
+    assert qa.random_span_baseline(["one"], [4]) == ["one"]  # never longer than the context
 
 
 @needs_data
@@ -177,6 +181,9 @@ def test_baselines_on_the_train_subset():
     overlap = qa.squad_scores(qa.overlap_sentence_baseline(ds["question"], ds["context"]), refs)
     assert first["exact_match"] < 0.01 and overlap["exact_match"] < 0.01  # sentences, not spans
     assert 0.03 < first["f1"] < overlap["f1"] < 0.5
+    lengths = [len(a["text"][0].split()) for a in ds["answers"]]
+    chance = qa.squad_scores(qa.random_span_baseline(ds["context"], lengths), refs)
+    assert chance["f1"] < first["f1"]  # chance is the lowest floor
 
 
 # ----------------------------------------------------------------- the model and a run

@@ -17,8 +17,9 @@ answer's **start** and as its **end** (Devlin et al. 2019, §4.2). Around that:
   and the articles a/an/the removed, whitespace collapsed); F1 is over bags of tokens; a
   question scores its best over the reference answers.
 
-Floors: :func:`first_sentence_baseline` and :func:`overlap_sentence_baseline` (the context sentence
-sharing most words with the question).
+Baselines that read no model: :func:`random_span_baseline` (chance: a span of a typical answer's
+length at a random place, the floor a trained model must beat), :func:`first_sentence_baseline`
+and :func:`overlap_sentence_baseline` (the context sentence sharing most words with the question).
 
 The model, :class:`SpanExtractor`, is any backbone's encoder with a linear layer giving every
 position a start and an end score; :func:`finetune_qa` trains it on windows with the one recipe
@@ -27,6 +28,7 @@ position a start and an end score; :func:`finetune_qa` trains it on windows with
 
 from __future__ import annotations
 
+import random
 import re
 import string
 from collections import Counter
@@ -267,8 +269,21 @@ def sentences(context: str) -> list[str]:
 
 
 def first_sentence_baseline(contexts: Sequence[str]) -> list[str]:
-    """The floor: answer every question with the context's first sentence."""
+    """Answer every question with the context's first sentence."""
     return [sentences(c)[0] for c in contexts]
+
+
+def random_span_baseline(contexts: Sequence[str], lengths: Sequence[int], seed: int = 0) -> list[str]:
+    """Chance for a span extractor: a span of whitespace words at a random place of each context,
+    its length drawn from ``lengths`` (the training answers' lengths in words), seeded."""
+    rng = random.Random(seed)
+    out = []
+    for context in contexts:
+        words = context.split()
+        n = min(rng.choice(lengths), len(words))
+        start = rng.randrange(len(words) - n + 1)
+        out.append(" ".join(words[start: start + n]))
+    return out
 
 
 def content_words(text: str) -> set[str]:
