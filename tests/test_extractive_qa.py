@@ -6,11 +6,18 @@ whole dev set) with MiniLM's fast tokenizer, loaded offline the way backbones.py
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
+import torch.nn.functional as F
 from data_helpers import load_local, needs_data
+from tiny import tiny_encoder
 
+from tutorial_lib.backbones import Backbone
+from tutorial_lib.config import get_scale
 from tutorial_lib.methods import extractive_qa as qa
+from tutorial_lib.settings import Budget
 
 
 @pytest.fixture(scope="module")
@@ -160,6 +167,10 @@ def test_baselines_by_hand():
     # the second sentence shares "eiffel", "tower", "built"; the question's words are dropped
     assert qa.overlap_sentence_baseline(["When was the Eiffel Tower built?"], [context]) == [
         "The was in 1889 for a fair."]
+    spans = qa.random_span_baseline([context] * 50, [2, 3], seed=0)
+    assert spans == qa.random_span_baseline([context] * 50, [2, 3], seed=0)  # seeded
+    assert all(s in context and len(s.split()) in (2, 3) for s in spans) and len(set(spans)) > 10
+    assert qa.random_span_baseline(["one"], [4]) == ["one"]  # never longer than the context
 
 
 @needs_data
@@ -170,3 +181,53 @@ def test_baselines_on_the_train_subset():
     overlap = qa.squad_scores(qa.overlap_sentence_baseline(ds["question"], ds["context"]), refs)
     assert first["exact_match"] < 0.01 and overlap["exact_match"] < 0.01  # sentences, not spans
     assert 0.03 < first["f1"] < overlap["f1"] < 0.5
+    lengths = [len(a["text"][0].split()) for a in ds["answers"]]
+    chance = qa.squad_scores(qa.random_span_baseline(ds["context"], lengths), refs)
+    assert chance["f1"] < first["f1"]  # chance is the lowest floor
+
+
+# ----------------------------------------------------------------- the model and a run
+
+
+def test_span_extractor_masks_padding_and_averages_two_losses():
+    model = qa.SpanExtractor(tiny_encoder(40), dropout=0.0).eval()
+    ids = torch.randint(5, 40, (2, 6), generator=torch.Generator().manual_seed(0))
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2])
+    labels = torch.tensor([[2, 4], [1, 1]])
+    out = model(ids, mask, labels)
+    assert out.logits.shape == (2, 6, 2)
+    assert torch.isinf(out.logits[1, 4:]).all() and torch.isfinite(out.logits[0]).all()
+    expected = (F.cross_entropy(out.logits[..., 0], labels[:, 0])
+                + F.cross_entropy(out.logits[..., 1], labels[:, 1])) / 2
+    assert out.loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    assert torch.isfinite(out.loss)
+
+
+def synthetic_squad(n: int, seed: int = 0) -> dict:
+    """"Where is X?" over passages of filler words where X's city follows "in": the answer is
+    the word after "in" (a position the model must find, not a fixed one)."""
+    rng = random.Random(seed)
+    filler, cities = ["the", "old", "house", "stood", "near", "a", "river"], ["paris", "rome", "oslo"]
+    questions, contexts, answers = [], [], []
+    for _ in range(n):
+        before = " ".join(rng.choice(filler) for _ in range(rng.randint(1, 6)))
+        city = rng.choice(cities)
+        context = f"{before} in {city} {' '.join(rng.choice(filler) for _ in range(3))} ."
+        questions.append("where is it ?")
+        contexts.append(context)
+        answers.append({"text": [city], "answer_start": [context.index(f" in {city}") + 4]})
+    return {"question": questions, "context": contexts, "answers": answers}
+
+
+def test_finetune_qa_learns_to_point(monkeypatch, tokenizer, one_thread):
+    """The whole path — windows, start/end labels, the recipe, the span decoder, EM/F1 — learns
+    an answer whose position varies (a label off by one token would score no exact match)."""
+    backbone = Backbone("tiny", "encoder", tokenizer, tiny_encoder(tokenizer.vocab_size), 64)
+    monkeypatch.setattr(qa, "load_backbone", lambda *a, **k: backbone)
+    train, test = synthetic_squad(128), synthetic_squad(32, seed=1)
+    budget = Budget(epochs=10, lr=3e-3, batch_size=16)
+    run = qa.finetune_qa("tiny", train, test, budget, 0, scale=get_scale("smoke"), max_length=32,
+                         stride=8, max_answer_tokens=5)
+    assert all(p in c for p, c in zip(run.predictions, test["context"]))
+    assert run.scores["exact_match"] > 0.8 and run.row()["f1"] >= run.scores["exact_match"]
+    assert run.train_windows >= len(train["question"])

@@ -54,7 +54,7 @@ def test_classroom_and_paper_needs():
     assert {"bert-base-cased", "roberta-large"} <= set(hub)
     assert hub["roberta-large"].kinds == ("causal", "masked")  # DART's answer needs an LM head
     assert hub["roberta-large"].kinds_used_by == ("09",)
-    assert hub["bert-base-cased"].kinds == () and hub["bert-base-cased"].used_by == ("06", "07")
+    assert hub["bert-base-cased"].kinds == () and hub["bert-base-cased"].used_by == ("06", "07", "14")
 
 
 def test_a_backbone_named_in_a_setting_is_needed_with_its_kind(monkeypatch):
@@ -98,7 +98,7 @@ def test_what_a_notebook_loads_without_a_field_naming_it_is_needed():
     n = prefetch.needs("smoke")
     assert "06" in next(d for d in n.datasets if d.name == "trec").used_by  # 06's part (a)
     scratch = next(m for m in n.ours if m.name == "scratch")
-    assert scratch.used_by == ("02", "10")  # 02: its also_needs; 10: its models field
+    assert scratch.used_by == ("02", "10", "14")  # 02: its also_needs; 10, 14: their fields
     for cls in settings.NOTEBOOK_SETTINGS:
         also = cls.also_needs
         assert set(also.tasks) <= set(tasks.TASKS) and set(also.datasets) <= set(n.dataset_names)

@@ -6,13 +6,21 @@ tokenizer, loaded offline the way backbones.py does.
 
 from __future__ import annotations
 
-import pytest
-from data_helpers import DATA_DIR, load_local, needs_data
+import random
 
+import pytest
+import torch
+import torch.nn.functional as F
+from data_helpers import DATA_DIR, load_local, needs_data
+from tiny import tiny_encoder
+
+from tutorial_lib.backbones import Backbone
+from tutorial_lib.config import get_scale
 from tutorial_lib.data import CONLL_NER
 from tutorial_lib.data.local import conll_sentences
 from tutorial_lib.data.verify import verify_file
 from tutorial_lib.methods import token_tasks as tt
+from tutorial_lib.settings import Budget
 
 # sha256 of the original IOB1 files (MANIFEST.md); the loader reads the IOB2 copy only
 IOB1_FILES = {
@@ -179,3 +187,58 @@ def test_baselines_on_testb_and_seqeval_agrees_with_the_definition(conll):
         assert tt.entity_f1_by_hand(gold, pred) == pytest.approx(
             {k: scores[k] for k in ("precision", "recall", "f1")})
         assert set(scores["per_type"]) == {"PER", "LOC", "ORG", "MISC"}
+
+
+# ------------------------------------------------------------------- the model and a run
+
+
+def test_token_classifier_loss_reads_only_labelled_positions():
+    model = tt.TokenClassifier(tiny_encoder(40), num_labels=5, dropout=0.0).eval()
+    ids = torch.randint(5, 40, (2, 6), generator=torch.Generator().manual_seed(0))
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2])
+    labels = torch.tensor([[-100, 1, 2, -100, 0, -100], [-100, 3, 4, -100, -100, -100]])
+    out = model(ids, mask, labels)
+    assert out.logits.shape == (2, 6, 5)
+    keep = labels != -100
+    expected = F.cross_entropy(out.logits[keep], labels[keep])
+    assert out.loss.item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_position_logits_keep_the_rows_order():
+    model = tt.TokenClassifier(tiny_encoder(40), num_labels=3, dropout=0.0)
+    rows = [[7, 8, 9, 10, 11], [12], [13, 14, 15], [16, 17]]
+    logits = tt.position_logits(model, rows, pad_id=0, batch_size=2)
+    assert [tuple(lg.shape) for lg in logits] == [(5, 3), (1, 3), (3, 3), (2, 3)]
+    with torch.no_grad():
+        for row, lg in zip(rows, logits):  # each row alone, unpadded
+            alone = model(torch.tensor([row]), torch.ones(1, len(row), dtype=torch.long)).logits[0]
+            assert torch.allclose(lg, alone.float(), atol=0.05)
+
+
+def synthetic_ner(n: int, seed: int = 0) -> dict:
+    """Sentences of filler words with a person's and a city's name: each word's tag is fixed."""
+    rng = random.Random(seed)
+    people, cities = ["peter", "maria", "john"], ["paris", "london", "berlin"]
+    filler = ["the", "visited", "and", "today", "went", "to"]
+    tokens, tags = [], []
+    for _ in range(n):
+        words = [rng.choice(filler) for _ in range(rng.randint(2, 5))]
+        words.insert(rng.randrange(len(words) + 1), rng.choice(people))
+        words.insert(rng.randrange(len(words) + 1), rng.choice(cities))
+        tokens.append(words)
+        tags.append([1 if w in people else 5 if w in cities else 0 for w in words])  # B-PER, B-LOC
+    return {"tokens": tokens, "ner_tags": tags}
+
+
+def test_finetune_ner_learns_a_word_lookup(monkeypatch, minilm_tokenizer, one_thread):
+    """The whole path — alignment, the recipe, first-piece prediction, seqeval — learns to tag
+    names whose tag is a function of the word (a misaligned label would not)."""
+    tok = minilm_tokenizer
+    backbone = Backbone("tiny", "encoder", tok, tiny_encoder(tok.vocab_size), 64)
+    monkeypatch.setattr(tt, "load_backbone", lambda *a, **k: backbone)
+    train, test = synthetic_ner(96), synthetic_ner(32, seed=1)
+    budget = Budget(epochs=8, lr=1e-2, batch_size=16)
+    run = tt.finetune_ner("tiny", train, test, CONLL_NER, budget, 0, scale=get_scale("smoke"))
+    assert run.scores["f1"] > 0.9 and set(run.scores["per_type"]) == {"PER", "LOC"}
+    assert [len(p) for p in run.predictions] == [len(t) for t in test["tokens"]]
+    assert run.row()["F1 PER"] == run.scores["per_type"]["PER"]["f1"]

@@ -23,6 +23,15 @@ def tiny_bert_classifier(num_labels: int = 3) -> SequenceClassifier:
     return SequenceClassifier(BertModel(cfg), num_labels, dropout=0.0)
 
 
+def tiny_encoder(vocab_size: int, hidden: int = 32) -> BertModel:
+    """A randomly initialised 1-layer BERT encoder (the Hugging Face path), no dropout, seeded."""
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=1,
+                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    return BertModel(cfg)
+
+
 def padded_batch(num_labels: int = 3) -> dict:
     """4 right-padded rows of lengths 8, 6, 3, 5 over a vocabulary of 40, with labels."""
     g = torch.Generator().manual_seed(1)

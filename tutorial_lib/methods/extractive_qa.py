@@ -17,12 +17,18 @@ answer's **start** and as its **end** (Devlin et al. 2019, §4.2). Around that:
   and the articles a/an/the removed, whitespace collapsed); F1 is over bags of tokens; a
   question scores its best over the reference answers.
 
-Floors: :func:`first_sentence_baseline` and :func:`overlap_sentence_baseline` (the context sentence
-sharing most words with the question).
+Baselines that read no model: :func:`random_span_baseline` (chance: a span of a typical answer's
+length at a random place, the floor a trained model must beat), :func:`first_sentence_baseline`
+and :func:`overlap_sentence_baseline` (the context sentence sharing most words with the question).
+
+The model, :class:`SpanExtractor`, is any backbone's encoder with a linear layer giving every
+position a start and an end score; :func:`finetune_qa` trains it on windows with the one recipe
+(:func:`tutorial_lib.training.fit`) and decodes the test questions' answers.
 """
 
 from __future__ import annotations
 
+import random
 import re
 import string
 from collections import Counter
@@ -31,7 +37,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 from transformers import PreTrainedTokenizerBase
+
+from ..backbones import load_backbone
+from ..config import Scale
+from ..models import Output, count_parameters
+from ..runtime import seed_everything
+from ..settings import Budget
+from ..training import PLAIN, Method, fit, pad_collate, resumable_loader
+from .token_tasks import position_logits
 
 Offsets = list[tuple[int, int] | None]  # per token: its characters in the context, None outside it
 ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -253,8 +269,21 @@ def sentences(context: str) -> list[str]:
 
 
 def first_sentence_baseline(contexts: Sequence[str]) -> list[str]:
-    """The floor: answer every question with the context's first sentence."""
+    """Answer every question with the context's first sentence."""
     return [sentences(c)[0] for c in contexts]
+
+
+def random_span_baseline(contexts: Sequence[str], lengths: Sequence[int], seed: int = 0) -> list[str]:
+    """Chance for a span extractor: a span of whitespace words at a random place of each context,
+    its length drawn from ``lengths`` (the training answers' lengths in words), seeded."""
+    rng = random.Random(seed)
+    out = []
+    for context in contexts:
+        words = context.split()
+        n = min(rng.choice(lengths), len(words))
+        start = rng.randrange(len(words) - n + 1)
+        out.append(" ".join(words[start: start + n]))
+    return out
 
 
 def content_words(text: str) -> set[str]:
@@ -273,3 +302,85 @@ def overlap_sentence_baseline(questions: Sequence[str], contexts: Sequence[str])
         rest = [w for w in best.split() if normalize_answer(w) not in asked]
         out.append(" ".join(rest) if rest else best)
     return out
+
+
+# ----------------------------------------------------------------- the model and one run
+
+
+class SpanExtractor(nn.Module):
+    """An encoder + one linear layer that gives every position a start and an end score: logits
+    ``[B, T, 2]`` (padding at −∞). With ``labels`` ``[B, 2]`` (each window's answer start and
+    end, 0 / 0 when it holds none), the mean of the start and end cross-entropies over positions
+    (Devlin et al. 2019, §4.2)."""
+
+    def __init__(self, encoder: nn.Module, dropout: float = 0.1):
+        super().__init__()
+        self.encoder = encoder
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(encoder.config.hidden_size, 2)
+        nn.init.normal_(self.head.weight, std=0.02)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                labels: torch.Tensor | None = None) -> Output:
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        logits = self.head(self.dropout(hidden)).float()
+        logits = logits.masked_fill(~attention_mask.bool()[..., None], float("-inf"))
+        if labels is None:
+            return Output(logits)
+        loss = (F.cross_entropy(logits[..., 0], labels[:, 0])
+                + F.cross_entropy(logits[..., 1], labels[:, 1])) / 2
+        return Output(logits, loss)
+
+
+@dataclass
+class QARun:
+    """One fine-tuning run: SQuAD EM / F1 on the test questions, its predictions, time, size."""
+
+    backbone: str
+    seed: int
+    scores: dict[str, float]
+    predictions: list[str] = field(repr=False)
+    train_windows: int
+    seconds: float
+    trainable_params: int
+
+    def row(self) -> dict:
+        return {"backbone": self.backbone, "seed": self.seed, "exact_match": self.scores["exact_match"],
+                "f1": self.scores["f1"], "train_windows": self.train_windows,
+                "seconds": self.seconds, "trainable_params": self.trainable_params}
+
+
+def finetune_qa(backbone_name: str, train: Any, test: Any, budget: Budget, seed: int, *,
+                scale: Scale, max_length: int = 384, stride: int = 128,
+                max_answer_tokens: int = 30, method: Method = PLAIN) -> QARun:
+    """Fine-tune ``backbone_name`` + :class:`SpanExtractor` on ``train``'s windows (SQuAD
+    columns ``question``, ``context``, ``answers``) with the one recipe, then answer ``test``'s
+    questions (:func:`decode`) and score them (:func:`squad_scores`). Windows are at most
+    ``max_length`` tokens (and the backbone's limit); HF backbones keep their word embeddings
+    frozen, as every classifier here does; ``method`` changes the recipe as everywhere."""
+    seed_everything(seed)
+    bb = load_backbone(backbone_name, scale, seed=seed)
+    bb.freeze_word_embeddings()
+    model = SpanExtractor(bb.encoder)
+    if method.prepare:
+        method.prepare(model)
+    length = min(max_length, bb.max_len)
+    enc = windows(bb.tokenizer, train["question"], train["context"], train["answers"],
+                  max_length=length, stride=stride)
+    rows = [{"input_ids": i, "labels": [s, e]}
+            for i, s, e in zip(enc["input_ids"], enc["start_positions"], enc["end_positions"])]
+    loader = resumable_loader(rows, batch_size=budget.batch_size, seed=seed,
+                              collate_fn=pad_collate(bb.pad_id), group_by_length=budget.group_by_length)
+    total = budget.epochs * len(loader)
+    run = fit(model, loader, lr=method.lr or budget.lr, method=method,
+              weight_decay=budget.weight_decay, epochs=budget.epochs,
+              warmup=int(budget.warmup_frac * total), max_norm=budget.max_norm)
+    contexts = list(test["context"])
+    ev = windows(bb.tokenizer, test["question"], contexts, max_length=length, stride=stride)
+    logits = position_logits(model, ev["input_ids"], bb.pad_id, budget.eval_batch_size)
+    answers = decode(contexts, ev["example"], ev["offsets"], [lg[:, 0] for lg in logits],
+                     [lg[:, 1] for lg in logits], max_answer_tokens)
+    scores = squad_scores(answers, [a["text"] for a in test["answers"]])
+    return QARun(backbone_name, seed, scores, answers, len(rows), run.seconds,
+                 count_parameters(model, trainable_only=True))

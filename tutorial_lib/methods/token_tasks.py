@@ -16,6 +16,10 @@ A NER corpus labels **words**; a WordPiece model sees **pieces** (``Blackburn`` 
 
 Floors every NER table states: the all-``O`` tagger (entity F1 = 0: it predicts no entity) and
 :class:`MajorityTagger`, each word's most frequent training tag.
+
+The model, :class:`TokenClassifier`, is any backbone's encoder with a linear layer on every
+position; :func:`finetune_ner` trains it with the one recipe (:func:`tutorial_lib.training.fit`)
+and scores the test sentences word by word (:func:`predict_tags`).
 """
 
 from __future__ import annotations
@@ -24,9 +28,19 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import torch
+import torch.nn.functional as F
 from seqeval.metrics import classification_report
 from seqeval.scheme import IOB2
+from torch import nn
 from transformers import BatchEncoding, PreTrainedTokenizerBase
+
+from ..backbones import Backbone, load_backbone
+from ..config import Scale
+from ..models import Output, count_parameters
+from ..runtime import autocast, autocast_dtype, device, seed_everything
+from ..settings import Budget
+from ..training import PLAIN, Method, fit, pad_collate, pad_ids, resumable_loader
 
 IGNORE = -100
 """The label of positions the loss skips (``torch.nn.functional.cross_entropy``'s ``ignore_index``)."""
@@ -237,3 +251,109 @@ class MajorityTagger:
     def predict(self, sentences: Sequence[Sequence[str]]) -> list[Tags]:
         out = [[self.table.get(w, "O") for w in words] for words in sentences]
         return [iob1_to_iob2(t) for t in out] if self.repair else out
+
+
+# ----------------------------------------------------------------- the model and one run
+
+
+class TokenClassifier(nn.Module):
+    """An encoder + dropout + one linear layer on **every** position: logits ``[B, T, C]``; with
+    ``labels`` ``[B, T]``, the cross-entropy over the positions whose label is not ``IGNORE``."""
+
+    def __init__(self, encoder: nn.Module, num_labels: int, dropout: float = 0.1):
+        super().__init__()
+        self.encoder, self.num_labels = encoder, num_labels
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(encoder.config.hidden_size, num_labels)
+        nn.init.normal_(self.head.weight, std=0.02)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                labels: torch.Tensor | None = None) -> Output:
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        logits = self.head(self.dropout(hidden))
+        if labels is None:
+            return Output(logits)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE)
+        return Output(logits, loss)
+
+
+@torch.no_grad()
+def position_logits(model: nn.Module, rows: Sequence[Sequence[int]], pad_id: int,
+                    batch_size: int = 128) -> list[torch.Tensor]:
+    """The model's logits for every position of every row of token ids (``[len(row), C]`` each,
+    float32, in the rows' order), batched shortest first under the machine's autocast."""
+    dev = device()
+    amp = autocast_dtype(dev)
+    model.to(dev).eval()
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+    out: list[torch.Tensor] = [torch.empty(0)] * len(rows)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start:start + batch_size]
+        ids, mask = pad_ids([rows[i] for i in chunk], pad_id)
+        with autocast(dev, amp):
+            logits = model(input_ids=ids.to(dev), attention_mask=mask.to(dev)).logits
+        for k, i in enumerate(chunk):
+            out[i] = logits[k, :len(rows[i])].float().cpu()
+    return out
+
+
+def predict_tags(model: TokenClassifier, backbone: Backbone, tokens: Sequence[Sequence[str]],
+                 names: Sequence[str], max_len: int, batch_size: int = 128) -> list[Tags]:
+    """Tag names for every word of ``tokens``: the argmax at each word's first piece
+    (:func:`word_tags`; words cut off by ``max_len`` get ``O``)."""
+    enc = tokenize_and_align(backbone.tokenizer, tokens, max_length=max_len)
+    logits = position_logits(model, enc["input_ids"], backbone.pad_id, batch_size)
+    return [[names[t] for t in word_tags(w, lg.argmax(-1).tolist(), len(words))]
+            for words, w, lg in zip(tokens, enc["word_ids"], logits)]
+
+
+@dataclass
+class NERRun:
+    """One fine-tuning run: its test scores (:func:`entity_scores`), time and size."""
+
+    backbone: str
+    seed: int
+    scores: dict
+    seconds: float
+    trainable_params: int
+    predictions: list[Tags] = field(repr=False, default_factory=list)
+
+    def row(self) -> dict:
+        per_type = {f"F1 {k}": v["f1"] for k, v in sorted(self.scores["per_type"].items())}
+        return {"backbone": self.backbone, "seed": self.seed, "f1": self.scores["f1"],
+                "precision": self.scores["precision"], "recall": self.scores["recall"],
+                **per_type, "seconds": self.seconds, "trainable_params": self.trainable_params}
+
+
+def finetune_ner(backbone_name: str, train: dict, test: dict, names: Sequence[str], budget: Budget,
+                 seed: int, *, scale: Scale, all_pieces: bool = False,
+                 method: Method = PLAIN) -> NERRun:
+    """Fine-tune ``backbone_name`` + :class:`TokenClassifier` on ``train`` (``tokens``,
+    ``ner_tags`` ids) with the one recipe, then score ``test`` with seqeval (strict IOB2).
+
+    Hugging Face backbones keep their word embeddings frozen, as every classifier here does
+    (:meth:`Backbone.classifier`). Inputs are cut at ``budget.max_len`` pieces (None: the
+    backbone's limit). ``method`` changes the recipe as everywhere (e.g. ``prepare`` freezes the
+    encoder: a linear probe on frozen features).
+    """
+    seed_everything(seed)
+    bb = load_backbone(backbone_name, scale, seed=seed)
+    bb.freeze_word_embeddings()
+    model = TokenClassifier(bb.encoder, len(names))
+    if method.prepare:
+        method.prepare(model)
+    max_len = min(budget.max_len or bb.max_len, bb.max_len)
+    enc = tokenize_and_align(bb.tokenizer, train["tokens"], train["ner_tags"], max_length=max_len,
+                             all_pieces=all_pieces, names=names)
+    rows = [{"input_ids": i, "labels": y} for i, y in zip(enc["input_ids"], enc["labels"])]
+    loader = resumable_loader(rows, batch_size=budget.batch_size, seed=seed,
+                              collate_fn=pad_collate(bb.pad_id), group_by_length=budget.group_by_length)
+    total = budget.epochs * len(loader)
+    run = fit(model, loader, lr=method.lr or budget.lr, method=method,
+              weight_decay=budget.weight_decay, epochs=budget.epochs,
+              warmup=int(budget.warmup_frac * total), max_norm=budget.max_norm)
+    pred = predict_tags(model, bb, test["tokens"], names, max_len, budget.eval_batch_size)
+    gold = [[names[t] for t in tags] for tags in test["ner_tags"]]
+    return NERRun(backbone_name, seed, entity_scores(gold, pred), run.seconds,
+                  count_parameters(model, trainable_only=True), pred)
