@@ -10,7 +10,7 @@ import pytest
 import torch
 from data_helpers import load_local, needs_data
 from scipy import stats as sps
-from tokenizers import Tokenizer, models, pre_tokenizers
+from tiny import word_tokenizer
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from tutorial_lib.methods import decoding, dialogue
@@ -25,13 +25,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def tok() -> PreTrainedTokenizerFast:
-    """One token per word; the ChatML markers are special tokens, as in SmolLM2's tokenizer."""
-    specials = ["[UNK]", "[PAD]", "<|im_start|>", "<|im_end|>"]
-    vocab = {w: i for i, w in enumerate([*specials, "system", "user", "assistant", *WORDS])}
-    t = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    t.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    t.add_special_tokens(specials)
-    return PreTrainedTokenizerFast(tokenizer_object=t, pad_token="[PAD]", unk_token="[UNK]")
+    return word_tokenizer(WORDS)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers
+from tiny import word_tokenizer
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from tutorial_lib.methods import dialogue, dialogue_training
@@ -28,12 +28,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def tok() -> PreTrainedTokenizerFast:
-    specials = ["[UNK]", "[PAD]", "<|im_start|>", "<|im_end|>"]
-    vocab = {w: i for i, w in enumerate([*specials, "system", "user", "assistant", *WORDS])}
-    t = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    t.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    t.add_special_tokens(specials)
-    return PreTrainedTokenizerFast(tokenizer_object=t, pad_token="[PAD]", unk_token="[UNK]")
+    return word_tokenizer(WORDS)
 
 
 def make_model(tok: PreTrainedTokenizerFast, segment_layer: int) -> dialogue.DoubleHeads:

@@ -1,7 +1,10 @@
 """Tiny models and batches shared by the method tests (no data, milliseconds to build)."""
 
+from collections.abc import Sequence
+
 import torch
-from transformers import BertConfig, BertModel
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
 from tutorial_lib.models import SequenceClassifier, TransformerClassifier, TransformerConfig
 
@@ -59,3 +62,14 @@ def kill_at(monkeypatch, module, iteration: int) -> None:
         return trainer
 
     monkeypatch.setattr(module, "create_trainer", crashing)
+
+
+def word_tokenizer(words: Sequence[str]) -> PreTrainedTokenizerFast:
+    """One token per word of ``words``; the ChatML markers are special tokens, as in SmolLM2's
+    tokenizer (the dialogue tests' tokenizer: no Hub)."""
+    specials = ["[UNK]", "[PAD]", "<|im_start|>", "<|im_end|>"]
+    vocab = {w: i for i, w in enumerate([*specials, "system", "user", "assistant", *words])}
+    t = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    t.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    t.add_special_tokens(specials)
+    return PreTrainedTokenizerFast(tokenizer_object=t, pad_token="[PAD]", unk_token="[UNK]")

@@ -46,8 +46,8 @@ from ..config import Scale
 from ..models import Output, count_parameters
 from ..runtime import seed_everything
 from ..settings import Budget
-from ..training import PLAIN, Method, fit, pad_collate, resumable_loader
-from .token_tasks import position_logits
+from ..training import PLAIN, Method
+from .token_tasks import fit_rows, position_logits
 
 Offsets = list[tuple[int, int] | None]  # per token: its characters in the context, None outside it
 ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -370,12 +370,7 @@ def finetune_qa(backbone_name: str, train: Any, test: Any, budget: Budget, seed:
                   max_length=length, stride=stride)
     rows = [{"input_ids": i, "labels": [s, e]}
             for i, s, e in zip(enc["input_ids"], enc["start_positions"], enc["end_positions"])]
-    loader = resumable_loader(rows, batch_size=budget.batch_size, seed=seed,
-                              collate_fn=pad_collate(bb.pad_id), group_by_length=budget.group_by_length)
-    total = budget.epochs * len(loader)
-    run = fit(model, loader, lr=method.lr or budget.lr, method=method,
-              weight_decay=budget.weight_decay, epochs=budget.epochs,
-              warmup=int(budget.warmup_frac * total), max_norm=budget.max_norm)
+    run = fit_rows(model, rows, budget, seed, bb.pad_id, method)
     contexts = list(test["context"])
     ev = windows(bb.tokenizer, test["question"], contexts, max_length=length, stride=stride)
     logits = position_logits(model, ev["input_ids"], bb.pad_id, budget.eval_batch_size)

@@ -40,7 +40,7 @@ from ..config import Scale
 from ..models import Output, count_parameters
 from ..runtime import autocast, autocast_dtype, device, seed_everything
 from ..settings import Budget
-from ..training import PLAIN, Method, fit, pad_collate, pad_ids, resumable_loader
+from ..training import PLAIN, FitResult, Method, fit, pad_collate, pad_ids, resumable_loader
 
 IGNORE = -100
 """The label of positions the loss skips (``torch.nn.functional.cross_entropy``'s ``ignore_index``)."""
@@ -326,6 +326,19 @@ class NERRun:
                 **per_type, "seconds": self.seconds, "trainable_params": self.trainable_params}
 
 
+def fit_rows(model: nn.Module, rows: list[dict], budget: Budget, seed: int, pad_id: int,
+             method: Method = PLAIN) -> FitResult:
+    """The one recipe (:func:`~tutorial_lib.training.fit`) on ``rows`` of ``input_ids`` and
+    ``labels``: padded batches of ``budget.batch_size`` (length-grouped if the budget says so),
+    ``budget.epochs``, its rate (or ``method``'s), decay, warm-up share and clipping."""
+    loader = resumable_loader(rows, batch_size=budget.batch_size, seed=seed,
+                              collate_fn=pad_collate(pad_id), group_by_length=budget.group_by_length)
+    total = budget.epochs * len(loader)
+    return fit(model, loader, lr=method.lr or budget.lr, method=method,
+               weight_decay=budget.weight_decay, epochs=budget.epochs,
+               warmup=int(budget.warmup_frac * total), max_norm=budget.max_norm)
+
+
 def finetune_ner(backbone_name: str, train: dict, test: dict, names: Sequence[str], budget: Budget,
                  seed: int, *, scale: Scale, all_pieces: bool = False,
                  method: Method = PLAIN) -> NERRun:
@@ -347,12 +360,7 @@ def finetune_ner(backbone_name: str, train: dict, test: dict, names: Sequence[st
     enc = tokenize_and_align(bb.tokenizer, train["tokens"], train["ner_tags"], max_length=max_len,
                              all_pieces=all_pieces, names=names)
     rows = [{"input_ids": i, "labels": y} for i, y in zip(enc["input_ids"], enc["labels"])]
-    loader = resumable_loader(rows, batch_size=budget.batch_size, seed=seed,
-                              collate_fn=pad_collate(bb.pad_id), group_by_length=budget.group_by_length)
-    total = budget.epochs * len(loader)
-    run = fit(model, loader, lr=method.lr or budget.lr, method=method,
-              weight_decay=budget.weight_decay, epochs=budget.epochs,
-              warmup=int(budget.warmup_frac * total), max_norm=budget.max_norm)
+    run = fit_rows(model, rows, budget, seed, bb.pad_id, method)
     pred = predict_tags(model, bb, test["tokens"], names, max_len, budget.eval_batch_size)
     gold = [[names[t] for t in tags] for tags in test["ner_tags"]]
     return NERRun(backbone_name, seed, entity_scores(gold, pred), run.seconds,
