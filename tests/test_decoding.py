@@ -184,3 +184,35 @@ def test_text_rows_measure_each_text(tiny_llama: LlamaForCausalLM) -> None:
     nll, k = decoding.continuation_nll(tiny_llama, prompts[1:], texts[1:])
     assert rows[1]["nll"] == pytest.approx(nll / k)
     assert rows[1]["perplexity"] == pytest.approx(math.exp(nll / k))
+
+
+def test_a_model_without_a_cache_decodes_on_its_history(tiny_llama: LlamaForCausalLM) -> None:
+    """Our LM (notebook 01) has no key/value cache: its step re-reads the ids so far. On the tiny
+    Llama, which has both, the history step must pick the same tokens as the cached one, for
+    sampling and beam search alike."""
+    history = decoding.history_forward(tiny_llama)
+    for strategy in (Strategy("sample", top_p=0.9), Strategy("beam", num_beams=3)):
+        for i, prompt in enumerate(prompts()):
+            torch.manual_seed(i)
+            cached = decoding.decode(tiny_llama, prompt, strategy, 10)
+            torch.manual_seed(i)
+            if strategy.num_beams > 1:
+                plain = decoding.beam_search(history, prompt, strategy.num_beams, 10)
+            else:
+                plain = decoding.generate(history, prompt, strategy.picker(), 10)
+            assert torch.equal(cached, plain)
+
+
+def test_our_lm_generates_texts_of_the_asked_length() -> None:
+    from tutorial_lib.models import TransformerConfig, TransformerLM
+
+    torch.manual_seed(0)
+    ours = TransformerLM(TransformerConfig(vocab_size=VOCAB, d_model=16, n_layer=1, n_head=2, d_ff=32,
+                                           max_len=12, dropout=0.0)).eval()
+    assert not hasattr(ours, "generate")  # so: our decode on its history, prompt by prompt
+    batch = torch.randint(0, VOCAB, (3, 8))
+    for strategy in decoding.STRATEGIES.values():
+        texts = decoding.generate_texts(ours, batch, strategy, 9)  # 17 > max_len: the last 12 read
+        assert texts.shape == (3, 9)
+    greedy = decoding.generate_texts(ours, batch, Strategy("greedy"), 9)
+    assert torch.equal(greedy[1:2], decoding.decode(ours, batch[1:2], Strategy("greedy"), 9))

@@ -122,6 +122,29 @@ def lm_forward(model: torch.nn.Module) -> Forward:
     return forward
 
 
+def history_forward(model: torch.nn.Module) -> Forward:
+    """The step of a causal LM without a key/value cache (ours, notebook 01): the "cache" is the
+    ids so far, and every step re-reads them (the last ``config.max_len``) — slower, the same
+    tokens."""
+    max_len = getattr(model.config, "max_len", None)
+
+    def forward(ids: torch.Tensor, cache: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        seq = ids if cache is None else torch.cat([cache, ids], dim=1)
+        window = seq[:, -max_len:] if max_len else seq
+        return model(input_ids=window).logits[:, -1].float(), seq
+
+    return forward
+
+
+def as_forward(model: torch.nn.Module | Forward) -> Forward:
+    """``model``'s step: a :data:`Forward` as is, a Hugging Face LM (it can ``generate``) with its
+    key/value cache (:func:`lm_forward`), any other causal LM on its history
+    (:func:`history_forward`)."""
+    if not isinstance(model, torch.nn.Module):
+        return model
+    return lm_forward(model) if hasattr(model, "generate") else history_forward(model)
+
+
 @torch.no_grad()
 def generate(
     model: torch.nn.Module | Forward, prompt: torch.Tensor, pick: Picker, max_new_tokens: int,
@@ -130,7 +153,7 @@ def generate(
     """``prompt`` [1, T] continued by up to ``max_new_tokens`` tokens chosen by ``pick``; stops
     after ``eos_id``. ``model``: a causal LM, or a :data:`Forward` step (e.g. one that adds
     segment embeddings). Returns the new tokens, [1, n]."""
-    forward = lm_forward(model) if isinstance(model, torch.nn.Module) else model
+    forward = as_forward(model)
     logits, cache = forward(prompt, None)
     new = []
     for _ in range(max_new_tokens):
@@ -149,7 +172,7 @@ def beam_search(
     """The most probable continuation found by keeping the ``num_beams`` best partial ones (by
     summed log-probability) at every step; [1, n]. No early stop at end-of-text: every beam runs
     ``max_new_tokens`` steps, so no length penalty is needed to compare them."""
-    forward = lm_forward(model) if isinstance(model, torch.nn.Module) else model
+    forward = as_forward(model)
     logits, cache = forward(prompt, None)
     beams = torch.empty(1, 0, dtype=torch.long)  # [beams, t]: one beam to start
     scores = torch.zeros(1)  # summed log-probabilities of the beams
@@ -165,6 +188,8 @@ def beam_search(
 
 def reorder(cache: Any, parent: torch.Tensor) -> Any:
     """The cache rows of the surviving beams' parents (the first step fans out from one row)."""
+    if isinstance(cache, torch.Tensor):  # history_forward's ids
+        return cache[parent]
     if hasattr(cache, "reorder_cache"):
         cache.reorder_cache(parent)
         return cache
@@ -297,6 +322,16 @@ def hf_generate(
                              min_new_tokens=new_tokens, pad_token_id=pad, **strategy.hf_kwargs())
         out.append(ids[:, chunk.shape[1]:])
     return torch.cat(out)
+
+
+def generate_texts(
+    model: torch.nn.Module, prompts: torch.Tensor, strategy: Strategy, new_tokens: int, batch_size: int = 16,
+) -> torch.Tensor:
+    """``[P, new_tokens]``: :func:`hf_generate` for a Hugging Face LM, our :func:`decode` prompt
+    by prompt for any other causal LM (ours: no ``generate``); no early stop in either."""
+    if hasattr(model, "generate"):
+        return hf_generate(model, prompts, strategy, new_tokens, batch_size)
+    return torch.cat([decode(model, p[None], strategy, new_tokens) for p in prompts])
 
 
 def text_rows(
