@@ -112,3 +112,23 @@ def test_the_costs_put_checkpoint_sizes_on_a_log_axis():
                           "checkpoint (KiB)": [45000.0, 20.0]}, index=["full", "LoRA"])
     fig = peft.plot_costs(costs)
     assert [ax.get_xscale() for ax in fig.axes] == ["linear", "linear", "log"]
+
+
+def test_token_task_figure_draws_every_tier_type_and_baseline():
+    from tutorial_lib.plots import token_tasks
+
+    ner = pd.DataFrame([{"method": m, "seed": s, "f1": f, "F1 LOC": f + 0.1, "F1 PER": f - 0.1}
+                        for m, f in (("scratch", 0.2), ("minilm", 0.5)) for s in (0, 1, 2)])
+    qa = pd.DataFrame([{"method": m, "seed": s, "f1": f} for m, f in (("scratch", 0.06), ("minilm", 0.3))
+                       for s in (0, 1, 2)])
+    base = {"majority": {"f1": 0.4, "per_type": {"LOC": {"f1": 0.6}}}}  # no PER: drawn as 0
+    fig = token_tasks.plot_token_tasks(ner, ["F1 LOC", "F1 PER"], base, qa,
+                                       {"chance": 0.05, "first sentence": 0.08})
+    left, right = fig.axes
+    heights = sorted(round(p.get_height(), 3) for p in left.patches)
+    assert heights == sorted([0.2, 0.3, 0.1, 0.5, 0.6, 0.4, 0.4, 0.6, 0.0])  # 2 tiers + baseline, 3 groups
+    assert [t.get_text() for t in left.get_xticklabels()] == ["all types", "LOC", "PER"]
+    assert [round(p.get_height(), 3) for p in right.patches] == [0.06, 0.3]
+    lines = [line.get_ydata()[0] for line in right.get_lines() if line.get_linestyle() != "None"]
+    assert lines == [0.05, 0.08]  # the baselines; the seeds' dots have no line
+    plt.close(fig)

@@ -1,0 +1,49 @@
+"""Figures of notebook 14: entity F1 per type and tier (NER), and QA F1 per tier, each seed a dot,
+with the baselines that read no model."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+
+def plot_token_tasks(ner: pd.DataFrame, types: Sequence[str], ner_baselines: Mapping[str, Mapping],
+                     qa: pd.DataFrame, qa_baselines: Mapping[str, float]) -> plt.Figure:
+    """Left: entity F1 (columns ``f1`` and ``F1 <type>`` of the ``ner`` runs, one row per
+    ``method`` and seed) per type, a group of bars per column, one bar per tier (its mean; dots:
+    seeds), and each ``ner_baselines`` entry's scores (``f1`` and ``per_type``) as an outlined
+    bar. Right: QA F1 per tier (mean, dots: seeds) with ``qa_baselines`` (name → F1) as lines."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.8), gridspec_kw={"width_ratios": [2.2, 1]})
+    columns = ["f1", *types]
+    tiers = list(dict.fromkeys(ner["method"]))
+    width = 0.8 / (len(tiers) + len(ner_baselines))
+    x = np.arange(len(columns))
+    for k, tier in enumerate(tiers):
+        g = ner[ner["method"] == tier]
+        left.bar(x + k * width, [g[c].mean() for c in columns], width, label=tier, alpha=0.8)
+        for j, c in enumerate(columns):
+            left.plot(np.full(len(g), x[j] + k * width), g[c], "k.", ms=3)
+    for k, (name, scores) in enumerate(ner_baselines.items(), start=len(tiers)):
+        values = [scores["f1"], *(scores["per_type"].get(t[3:], {"f1": 0.0})["f1"] for t in types)]
+        left.bar(x + k * width, values, width, label=name, fill=False, hatch="//", edgecolor="0.4")
+    left.set_xticks(x + width * (len(tiers) + len(ner_baselines) - 1) / 2,
+                    ["all types", *(t[3:] for t in types)])
+    left.set_ylabel("entity F1 (seqeval, strict IOB2)")
+    left.set_title("CoNLL-2003 NER")
+    left.legend(fontsize=8, ncol=2)
+    qa_tiers = list(dict.fromkeys(qa["method"]))
+    for i, tier in enumerate(qa_tiers):
+        g = qa[qa["method"] == tier]
+        right.bar(i, g["f1"].mean(), 0.6, alpha=0.8, color=f"C{tiers.index(tier) if tier in tiers else i}")
+        right.plot(np.full(len(g), i), g["f1"], "k.", ms=4)
+    for (name, value), style in zip(qa_baselines.items(), ("--", ":", "-.")):
+        right.axhline(value, color="0.3", ls=style, label=name)
+    right.set_xticks(range(len(qa_tiers)), qa_tiers)
+    right.set_ylabel("SQuAD F1")
+    right.set_title("SQuAD v1.1 extractive QA")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
