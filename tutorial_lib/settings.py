@@ -815,6 +815,7 @@ class TokenTaskSettings(Settings):
     # classroom sizes from timed probes (1 thread, CPU seconds per step): MiniLM 0.45 (NER, 32
     # sentences) and 1.19 (QA, 16 windows of 128 tokens, 2.3 windows per question), scratch 0.16
     # and 0.40: 9 NER + 6 QA runs ≈ 13 CPU-minutes on 1 thread, ≈ 8 minutes on 2 cores
+    # estimated; measured on the idle machine: 540 s (2026-11-25)
     qa_train_questions: int | None = 300
     qa_test_questions: int | None = 250
     qa_budget: Budget = Budget(epochs=2, lr=1e-3, batch_size=16, group_by_length=True)
@@ -908,7 +909,8 @@ class DialogueSettings(Settings):
     chat_tokens: int = 30
 
     # classroom: sized from CPU-time probes (1 thread) of the states, training, evaluation and
-    # generation: about 8 min estimated on 2 idle cores
+    # generation: about 8 min estimated on 2 idle cores; measured: 554-574 s (20 prompts of 32
+    # tokens; 597 s with 30 of 40)
     scales: ClassVar[Overrides] = {
         "smoke": dict(prompts=6, prompt_tokens=8, new_tokens=12, generate_batch=6, match_tokens=8,
                       seeds=(0, 1), train_turns=16, test_turns=12, candidates=4,
