@@ -5,14 +5,13 @@ import dataclasses
 import pytest
 import torch
 import torch.nn.functional as F
-from tiny import padded_batch, tiny_bert_classifier, tiny_classifier
-from transformers import LlamaConfig, LlamaForCausalLM
+from tiny import padded_batch, tiny_bert_classifier, tiny_classifier, tiny_llama_backbone
+from transformers import LlamaConfig
 
 from tutorial_lib import backbones, config, models, pretraining
 from tutorial_lib.backbones import Backbone, BackboneError, layer_groups, layer_states
 from tutorial_lib.config import CACHE_ENV_VAR, DATA_ENV_VAR
 from tutorial_lib.models import SequenceClassifier, TransformerClassifier, TransformerLM
-from tutorial_lib.tokenization import train_wordpiece
 
 SMOKE = config.get_scale("smoke")
 # Hugging Face backbones are loaded at a scale that keeps the real checkpoint (the scale decides
@@ -37,17 +36,6 @@ def minilm() -> Backbone:
         return backbones.load_backbone("minilm", REAL_HUB)
     except BackboneError as err:
         pytest.skip(f"offline MiniLM not installed: {err}")
-
-
-def tiny_llama() -> Backbone:
-    """A tiny random Llama causal LM, wrapped by hand (stands in for SmolLM2: no conversion)."""
-    tok = train_wordpiece([" ".join(TEXTS)] * 20, vocab_size=80)
-    tok.eos_token = "[SEP]"
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32,
-                      architectures=["LlamaForCausalLM"])
-    return Backbone("tiny-llama", "causal", tok, LlamaForCausalLM(cfg).eval(), 32)
 
 
 def batch_of(backbone: Backbone, texts=TEXTS) -> dict:
@@ -192,7 +180,7 @@ def test_a_missing_offline_package_or_hub_model_is_a_clear_error(monkeypatch):
 
 
 def test_causal_hugging_face_backbone_pools_its_last_token():
-    llama = tiny_llama()
+    llama = tiny_llama_backbone(TEXTS)
     assert llama.pool == "last" and backbones.is_causal(llama.encoder)
     assert llama.n_layers == 2 and llama.hidden_size == 16
     assert llama.lm_head is llama.lm.lm_head
@@ -297,7 +285,7 @@ def test_layer_groups_refuse_an_unknown_model():
 
 
 def test_classifier_reads_the_pool_it_is_given_and_refuses_an_unknown_one():
-    llama = tiny_llama()
+    llama = tiny_llama_backbone(TEXTS)
     assert llama.classifier(2).pool == "last"
     assert llama.classifier(2, pool="mean").pool == "mean"
     with pytest.raises(ValueError, match="pool must be one of"):

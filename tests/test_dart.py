@@ -188,3 +188,36 @@ def test_causal_dart_style_reads_the_backbone_once_and_keeps_the_two_pass_loss(t
     finally:
         object.__setattr__(clm, "features", features)
     assert one_pass.item() == pytest.approx((cls + 0.5 * fluency).item(), rel=1e-5)
+
+
+def test_causal_dart_style_on_frozen_prefix_equals_the_whole_pass():
+    """Template after the text as vectors, "Review:" kept as words: the cached frozen layers give
+    the same loss and the same gradients for the template vectors as running the whole LM."""
+    from tiny import tiny_llama_backbone
+
+    from tutorial_lib.methods import prompt_lms
+
+    lm = tiny_llama_backbone(LINES, layers=3)
+    template = "Review:<x> It was:[MASK]"
+    ids = prompting.verbalizer_ids(lm, VERBALIZER, NAMES)
+    out = []
+    for frozen in (None, prompt_lms.FrozenPrefix(trainable_layers=1)):
+        own = prompting.fresh_copy(lm)
+        prompting.freeze_below(own, 1)
+        own = prompt_lms.on_frozen_states(own, frozen)
+        model = dart.DARTClassifier(own, template, ids, fluency_weight=0.5,
+                                    prefix_words=True).train()
+        b = batch_of(model)
+        loss = model(**b).loss
+        loss.backward()
+        out.append((model, b, loss.item(), model.embedding.template.grad.clone()))
+    (plain, b, loss, grad), (cached, b2, cached_loss, cached_grad) = out
+    assert torch.equal(b["input_ids"], b2["input_ids"])
+    V = plain.embedding.num_base
+    review = lm.literal_ids("Review:", first=True)
+    assert b["input_ids"][0, : len(review)].tolist() == review  # the prefix stays words
+    assert plain.template_ids[: len(review)] == review and min(plain.template_ids[len(review):]) >= V
+    assert plain.embedding.template.shape[0] == len(plain.template_ids) - len(review)
+    assert cached_loss == pytest.approx(loss, rel=1e-5)
+    torch.testing.assert_close(cached_grad, grad, rtol=1e-4, atol=1e-6)
+    assert grad.abs().sum() > 0

@@ -268,3 +268,29 @@ def test_pooled_features_come_in_the_rows_order(with_data):
     alone = [fewshot.pooled_features(b, [r], "mean")[0] for r in rows]
     for got, want in zip(together, alone):
         assert got == pytest.approx(want, abs=2e-2)
+
+
+def test_trained_weights_checkpoint_holds_only_what_trains_and_restores_it():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 1))
+    model[0].requires_grad_(False)
+    weights = fewshot.TrainedWeights(model)
+    saved = {k: v.clone() for k, v in weights.state_dict().items()}
+    assert set(saved) == {"1.weight", "1.bias"}
+    frozen = model[0].weight.clone()
+    with torch.no_grad():
+        model[1].weight.add_(1.0)
+    weights.load_state_dict(saved)
+    assert torch.equal(model[1].weight, saved["1.weight"])
+    assert torch.equal(model[0].weight, frozen)
+
+
+def test_a_method_can_take_the_rate_another_chose_on_the_same_split(ours):
+    split = toy_split()
+    method = fewshot.prompt_method(ours, TEMPLATES, VERBALIZERS)
+    table, _ = fewshot.compare_fewshot(
+        {"a": method, "b": method}, [split], lrs={"a": (1e-3, 1e-2), "b": "a"}, steps=2,
+        batch_size=2, eval_every=2)
+    assert table.loc[table.method == "b", "lr"].item() == table.loc[table.method == "a", "lr"].item()
+    with pytest.raises(ValueError, match="must come before it"):
+        fewshot.compare_fewshot({"b": method, "a": method}, [split], lrs={"a": (1e-3,), "b": "a"},
+                                steps=2, batch_size=2, eval_every=2)

@@ -198,6 +198,18 @@ def test_experiment_runs_every_setting_on_real_glue_data(with_data):
     before = {k: v.clone() for k, v in start.state.items()}
     seq = exp.sequential(start, "rte", 0)
     assert seq.steps_per_task == {"sst2": 3, "rte": 2} and list(seq.scores) == ["rte", "sst2"]
+    assert seq.curve == [] and single.curve == []  # no learning curve unless asked
+    # the learning curve: the target's dev score every step and at the end, from the run itself
+    seq_curve = exp.sequential(start, "rte", 0, curve_every=1)
+    assert [(step, t) for step, t, _ in seq_curve.curve] == [(1, "rte"), (2, "rte")]
+    assert seq_curve.curve[-1][2] == pytest.approx(seq_curve.scores["rte"]["dev"]["score"])
+    single_curve = exp.single("rte", 0, curve_every=1)
+    assert single_curve.scores == single.scores  # the evaluations do not change the run
+    curves = multitask.curves([single_curve, seq_curve, single])
+    assert list(curves.groupby("setting", sort=False).size().items()) == [
+        ("single-task", 2), ("sequential (sst2 → rte)", 2)]
+    assert float(multitask.task_floor(exp.data["rte"].task, "validation").value) == pytest.approx(
+        exp.data["rte"].task.majority_baseline("validation")["score"])
     assert seq.seconds > start.seconds  # both stages are charged to the sequential run
     assert all(torch.equal(v, before[k]) for k, v in start.state.items())  # reusable as it was
     table = multitask.collect([single, mtl, seq])

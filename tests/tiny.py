@@ -4,9 +4,17 @@ from collections.abc import Sequence
 
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+from transformers import (
+    BertConfig,
+    BertModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+)
 
+from tutorial_lib.backbones import Backbone
 from tutorial_lib.models import SequenceClassifier, TransformerClassifier, TransformerConfig
+from tutorial_lib.tokenization import train_wordpiece
 
 
 def tiny_classifier(n_layer: int = 3, vocab_size: int = 50) -> TransformerClassifier:
@@ -73,3 +81,15 @@ def word_tokenizer(words: Sequence[str]) -> PreTrainedTokenizerFast:
     t.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     t.add_special_tokens(specials)
     return PreTrainedTokenizerFast(tokenizer_object=t, pad_token="[PAD]", unk_token="[UNK]")
+
+
+def tiny_llama_backbone(texts: Sequence[str], layers: int = 2) -> Backbone:
+    """A tiny random Llama causal LM with a WordPiece vocabulary of ``texts``, wrapped by hand
+    (stands in for SmolLM2: no conversion, no Hub)."""
+    tok = train_wordpiece([" ".join(texts)] * 20, vocab_size=80)
+    tok.eos_token = "[SEP]"
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32,
+                      num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
+                      max_position_embeddings=32, architectures=["LlamaForCausalLM"])
+    return Backbone("tiny-llama", "causal", tok, LlamaForCausalLM(cfg).eval(), 32)

@@ -47,7 +47,10 @@ from ..params import decay_groups
 from ..tasks import FewShotSplit
 from ..training import Method, ParamGroups
 from .fewshot import FewShotModel, fresh
+from .prompt_lms import FrozenPrefix, on_frozen_states
 from .prompting import (
+    MASK,
+    TEXT,
     PromptClassifier,
     Template,
     encode_prompts,
@@ -108,7 +111,10 @@ class DARTClassifier(PromptClassifier):
     a causal LM: DART-style, P-tuning with label vectors — see the module docstring).
 
     ``init``: "words" (from the template's and verbalizer's words — at step 0 the model equals the
-    manual prompt) or "random" (U(−max|w|, max|w|) as in DART's code).
+    manual prompt) or "random" (U(−max|w|, max|w|) as in DART's code). ``prefix_words``: the
+    template's words *before* the input text stay words and only the template after the text
+    becomes vectors (on a causal LM the text's states then never depend on a trained vector, so
+    its frozen layers' work can be cached: ``prompt_lms.FrozenPrefix``).
     """
 
     def __init__(
@@ -121,6 +127,7 @@ class DARTClassifier(PromptClassifier):
         mask_rate: float = 0.1,
         init: str = "words",
         freeze_backbone: bool = False,
+        prefix_words: bool = False,
     ):
         super().__init__(lm, template, label_ids)
         if init not in ("words", "random"):
@@ -129,7 +136,11 @@ class DARTClassifier(PromptClassifier):
         base = lm.input_embeddings()
         if isinstance(base, ExtendedEmbedding):
             raise ValueError("this masked LM already has DART prompt embeddings; use a fresh copy")
-        words = [i for pieces in self.template.literal_ids(lm) for i in pieces]
+        literal = self.template.literal_ids(lm)
+        parts = [p for p in self.template.parts(raw=lm.answer_slot == "next") if p != MASK]
+        fixed_parts = parts.index(TEXT) if prefix_words else 0  # literal parts before the text
+        fixed = [i for pieces in literal[:fixed_parts] for i in pieces]
+        words = [i for pieces in literal[fixed_parts:] for i in pieces]
         w = base.weight.detach()
         if init == "words":
             template_init, label_init = w[words].clone(), w[self.label_ids].clone()
@@ -144,7 +155,7 @@ class DARTClassifier(PromptClassifier):
         self.label_bias = (None if bias is None
                            else nn.Parameter(bias.detach()[self.label_ids].clone()))
         V, n = self.embedding.num_base, len(words)
-        self.template_ids = list(range(V, V + n))
+        self.template_ids = fixed + list(range(V, V + n))
         self.register_buffer("label_pseudo_ids", torch.arange(V + n, V + n + len(label_ids)),
                              persistent=False)
         if freeze_backbone:
@@ -298,20 +309,27 @@ def dart_method(
     freeze_backbone: bool = False,
     max_len: int | None = None,
     trainable_layers: int | None = None,
+    prefix_words: bool = False,
+    frozen_states: bool = False,
 ) -> Callable[[FewShotSplit], Callable[[], FewShotModel]]:
     """DART (on a causal LM: DART-style, P-tuning with label vectors; see the module docstring) for
     ``fewshot.compare_fewshot``; each run starts from a fresh copy of ``lm`` (``trainable_layers``:
     a causal LM trains only its top layers, see ``prompting.freeze_below``; ``prompt_lr=None``: the
-    prompt vectors train at the run's rate)."""
+    prompt vectors train at the run's rate; ``prefix_words``: see :class:`DARTClassifier`;
+    ``frozen_states``: a causal LM runs only the template's vectors through its frozen layers, on
+    the text's cached keys and values (:class:`~.prompt_lms.FrozenPrefix`, shared by all runs;
+    the same numbers as a whole pass, a fraction of the time))."""
+    frozen = FrozenPrefix(trainable_layers) if frozen_states and trainable_layers else None
 
     def for_split(split: FewShotSplit) -> Callable[[], FewShotModel]:
         def build() -> FewShotModel:
             own = fresh(lm)
             freeze_below(own, trainable_layers)
+            own = on_frozen_states(own, frozen)
             ids = verbalizer_ids(own, verbalizers[split.task], split.label_names)
             model = DARTClassifier(own, templates[split.task], ids, fluency_weight=fluency_weight,
                                    mask_rate=mask_rate, init=init,
-                                   freeze_backbone=freeze_backbone)
+                                   freeze_backbone=freeze_backbone, prefix_words=prefix_words)
             return FewShotModel(model, lambda rows: model.encode(rows, max_len),
                                 prompt_collate(own.pad_id),
                                 Method(param_groups=model.param_groups(prompt_lr)))

@@ -69,6 +69,11 @@ class FewShotRun:
     def model(self) -> nn.Module | None:
         return self.built.model if self.built else None
 
+    @property
+    def dev_score(self) -> float:
+        """The chosen checkpoint's :func:`dev_score`: dev accuracy, lower dev loss breaking ties."""
+        return next(h["score"] for h in self.history if h["step"] == self.best_step)
+
 
 class InMemorySaver(BaseSaveHandler):
     """An Ignite save handler that keeps checkpoints in memory: a few-shot run's best model lives
@@ -89,6 +94,25 @@ class InMemorySaver(BaseSaveHandler):
         """The one checkpoint an ``n_saved=1`` handler keeps, and its score."""
         (checkpoint, score), = self.saved.values()
         return checkpoint, score
+
+
+class TrainedWeights:
+    """What a checkpoint of a partly frozen model must hold: the parameters that train (a frozen
+    weight never changes, so copying it at every new best would only cost time — a 135M-parameter
+    LM with its top layers trained copies a few percent of itself). Ignite's ``Checkpoint`` saves
+    and loads it like a module."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {n: p.detach() for n, p in self.model.named_parameters() if p.requires_grad}
+
+    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        params = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for name, value in state.items():
+                params[name].copy_(value)
 
 
 def dev_score(metrics: Mapping[str, float]) -> float:
@@ -125,7 +149,8 @@ def train_fewshot(
     dev_loader = eval_loader(built.encode(split.dev), eval_batch_size, built.collate)
     history: list[dict] = []
     saver = InMemorySaver()
-    best = Checkpoint({"model": model}, saver, n_saved=1,  # strictly better only: first best kept
+    weights = TrainedWeights(model)
+    best = Checkpoint({"model": weights}, saver, n_saved=1,  # strictly better only: first best kept
                       score_function=lambda _: history[-1]["score"],
                       global_step_transform=lambda engine, _: engine.state.iteration)
 
@@ -140,7 +165,7 @@ def train_fewshot(
               warmup=int(warmup_frac * steps), max_norm=max_norm, evaluate=score_dev,
               evaluate_every=eval_every)
     checkpoint, score = saver.best
-    Checkpoint.load_objects({"model": model}, checkpoint)
+    Checkpoint.load_objects({"model": weights}, checkpoint)
     chosen = next(h for h in history if h["score"] == score)
     test = {}
     if evaluate_test:
@@ -152,9 +177,10 @@ def train_fewshot(
 def select_and_test(build: Callable[[], FewShotModel], split: FewShotSplit, lrs: Sequence[float],
                     **kwargs) -> FewShotRun:
     """LM-BFF's per-split grid search, on the few-shot **dev** set only: train once per learning
-    rate, keep the best dev accuracy, and evaluate *only that* model on test."""
+    rate, keep the best dev accuracy (lower dev loss breaking ties: the rule that chose each run's
+    checkpoint), and evaluate *only that* model on test."""
     runs = [train_fewshot(build, split, lr=lr, evaluate_test=False, **kwargs) for lr in lrs]
-    winner = max(runs, key=lambda r: r.dev_accuracy)  # first best on ties
+    winner = max(runs, key=lambda r: r.dev_score)  # first best on exact ties
     built = winner.built
     loader = eval_loader(built.encode(split.test), kwargs.get("eval_batch_size", 128),
                          built.collate)
@@ -251,17 +277,28 @@ def compare_fewshot(
     methods: Mapping[str, Callable[[FewShotSplit], Callable[[], FewShotModel]]],
     splits: Sequence[FewShotSplit],
     *,
-    lrs: Mapping[str, Sequence[float]],
+    lrs: Mapping[str, Sequence[float] | str],
     keep: Callable[[str, FewShotSplit], bool] | None = None,
     progress: Callable[[str], None] | None = None,
     **train_kwargs,
 ) -> tuple[pd.DataFrame, dict]:
     """Every method on every split (grid over ``lrs[method]`` chosen on dev); one row per run.
-    ``keep(method, split)`` marks runs whose trained model is returned in the second value."""
+    ``lrs[method]`` may name an earlier method instead: this one then trains once, at the rate
+    that method chose on the same split's dev set (equal rates, e.g. DART-style at the manual
+    prompt's). ``keep(method, split)`` marks runs whose trained model is returned in the second
+    value."""
     rows, kept = [], {}
     for split in splits:
+        chosen: dict[str, float] = {}
         for name, method in methods.items():
-            run = select_and_test(method(split), split, lrs[name], **train_kwargs)
+            grid = lrs[name]
+            if isinstance(grid, str):
+                if grid not in chosen:
+                    raise ValueError(f"{name!r} takes the rate of {grid!r}, which must come "
+                                     f"before it among the methods: {list(methods)}")
+                grid = (chosen[grid],)
+            run = select_and_test(method(split), split, grid, **train_kwargs)
+            chosen[name] = run.lr
             rows.append({"task": split.task, "K": split.k if split.k else "full",
                          "split": split.seed, "method": name,
                          "test_accuracy": run.test["accuracy"], "test_error": run.test["error"],

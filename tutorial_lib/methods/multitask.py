@@ -184,6 +184,7 @@ class RunResult:
     seconds: float
     losses: list[tuple[int, str, float]] = field(default_factory=list)  # (step, task, loss)
     model: MultiHeadModel | None = None  # kept only when asked (``keep_model=True``)
+    curve: list[tuple[int, str, float]] = field(default_factory=list)  # (step, task, dev score)
 
     def rows(self) -> list[dict]:
         out = []
@@ -248,10 +249,13 @@ class Experiment:
                               pool=bb.pool)
 
     def train(self, model: MultiHeadModel, sampler: TaskSampler, steps: int, seed: int,
-              train_rows: Mapping[str, list[dict]] | None = None, progress: bool = False
+              train_rows: Mapping[str, list[dict]] | None = None, progress: bool = False,
+              curve: list[tuple[int, str, float]] | None = None, curve_every: int | None = None
               ) -> tuple[list[str], list[tuple[int, str, float]], float]:
         """``steps`` iterations of the one recipe (:func:`tutorial_lib.training.fit`), each on one
-        batch of the sampled task; each task's batches come from its own resumable loader."""
+        batch of the sampled task; each task's batches come from its own resumable loader.
+        ``curve_every``: every so many steps (and at the end) each trained task's dev score is
+        appended to ``curve`` as (step, task, score) — a learning curve from the run itself."""
         model.to(device())
         b = self.budget
         rows = {t: (train_rows or {}).get(t, self.data[t].train) for t in sampler.sizes}
@@ -268,10 +272,17 @@ class Experiment:
                 lambda e: losses.append((e.state.iteration, schedule[e.state.iteration - 1],
                                          float(e.state.output))))
 
+        def score_dev(trainer: Engine) -> None:
+            for t in sampler.sizes:
+                ev = create_task_evaluator(model, t, device=device(), amp_dtype=autocast_dtype())
+                loader = eval_loader(self.data[t].dev, b.eval_batch_size, pad_collate(self.pad_id))
+                curve.append((trainer.state.iteration, t, ev.run(loader).metrics["glue"]["score"]))
+
         run = fit(model, MultiTaskBatches(loaders, schedule), lr=b.lr, weight_decay=b.weight_decay,
                   epochs=1, method=Method(loss_fn=multihead_loss, on_trainer=log_losses),
                   warmup=int(b.warmup_frac * steps), max_norm=b.max_norm,
-                  progress="multi-task" if progress else None)
+                  evaluate=score_dev if curve_every and curve is not None else None,
+                  evaluate_every=curve_every, progress="multi-task" if progress else None)
         return schedule, losses, run.seconds
 
     def evaluate(self, model: MultiHeadModel, tasks: Sequence[str]) -> dict[str, dict]:
@@ -289,10 +300,11 @@ class Experiment:
     def run(self, setting: str, tasks: Sequence[str], seed: int, *, main: str | None = None,
             evaluate: Sequence[str] | None = None,
             train_rows: Mapping[str, list[dict]] | None = None,
-            keep_model: bool = False, steps: int | None = None) -> RunResult:
+            keep_model: bool = False, steps: int | None = None,
+            curve_every: int | None = None) -> RunResult:
         """Train one model on ``tasks`` jointly. With ``main``: the main task's share is fixed at
         ``settings.main_share`` and the run has S/share steps; without: n·S steps. ``steps``: S
-        for this run (default ``settings.steps_per_task``)."""
+        for this run (default ``settings.steps_per_task``); ``curve_every``: see :meth:`train`."""
         s = self.settings
         steps_each = steps or s.steps_per_task
         sizes = {t: len((train_rows or {}).get(t, self.data[t].train)) for t in tasks}
@@ -304,16 +316,19 @@ class Experiment:
             sampler = TaskSampler(sizes, s.strategy, s.temperature, seed=seed)
             steps = steps_each * len(tasks)
         model = self.new_model(tasks, seed)
-        schedule, losses, seconds = self.train(model, sampler, steps, seed, train_rows)
+        curve: list[tuple[int, str, float]] = []
+        schedule, losses, seconds = self.train(model, sampler, steps, seed, train_rows,
+                                               curve=curve, curve_every=curve_every)
         counts = {t: schedule.count(t) for t in tasks}
         scores = self.evaluate(model, evaluate or ([main] if main else tasks))
         return RunResult(setting, seed, scores, counts, seconds, losses,
-                         model.cpu() if keep_model else None)
+                         model.cpu() if keep_model else None, curve)
 
     def single(self, task: str, seed: int, keep_model: bool = False,
-               steps: int | None = None) -> RunResult:
+               steps: int | None = None, curve_every: int | None = None) -> RunResult:
         """``task`` alone for ``steps`` (default S = ``settings.steps_per_task``)."""
-        return self.run("single-task", [task], seed, keep_model=keep_model, steps=steps)
+        return self.run("single-task", [task], seed, keep_model=keep_model, steps=steps,
+                        curve_every=curve_every)
 
     def batches(self, task: str, split: str = "train", limit: int | None = None,
                 rows: Sequence[int] | None = None) -> list[dict]:
@@ -336,17 +351,20 @@ class Experiment:
         return Intermediate(task, steps, state, self.evaluate(model, [task]), seconds)
 
     def sequential(self, start: Intermediate, target: str, seed: int,
-                   steps: int | None = None) -> RunResult:
+                   steps: int | None = None, curve_every: int | None = None) -> RunResult:
         """STILTs' second stage: the encoder trained in ``start`` gets a fresh ``target`` head and
         ``steps`` (default S) on ``target`` with this ``seed``. Scores: the target, and the
-        intermediate task as it stood after its stage."""
+        intermediate task as it stood after its stage. ``curve_every``: see :meth:`train`."""
         model = self.new_model([start.task, target], seed)
         model.encoder.load_state_dict(start.state)
         steps = steps or self.settings.steps_per_task
-        _, _, seconds = self.train(model, TaskSampler({target: 1}, seed=seed), steps, seed)
+        curve: list[tuple[int, str, float]] = []
+        _, losses, seconds = self.train(model, TaskSampler({target: 1}, seed=seed), steps, seed,
+                                        curve=curve, curve_every=curve_every)
         return RunResult(f"sequential ({start.task} → {target})", seed,
                          {**self.evaluate(model, [target]), **start.scores},
-                         {start.task: start.steps, target: steps}, start.seconds + seconds)
+                         {start.task: start.steps, target: steps}, start.seconds + seconds,
+                         losses, curve=curve)
 
 
 def head_loss(model: MultiHeadModel, task: str) -> Callable[[dict], torch.Tensor]:
@@ -359,11 +377,19 @@ def collect(results: Sequence[RunResult]) -> pd.DataFrame:
     return pd.DataFrame(list(itertools.chain.from_iterable(r.rows() for r in results)))
 
 
-def task_floor(task: Task) -> stats.Floor:
-    """The trivial floor of ``task`` on its test split, computed from the task
-    (:meth:`tasks.Task.majority_baseline`): the GLUE score of always predicting the most frequent
-    training label — the majority rate for accuracy, MCC 0 ("chance") for CoLA."""
-    score = task.majority_baseline("test")["score"]
+def curves(results: Sequence[RunResult]) -> pd.DataFrame:
+    """The runs' learning curves (``curve_every``): one row per (setting, seed, task, step) with
+    the dev score there."""
+    return pd.DataFrame([{"setting": r.setting, "seed": r.seed, "task": t, "step": step,
+                          "dev_score": score} for r in results for step, t, score in r.curve],
+                        columns=["setting", "seed", "task", "step", "dev_score"])
+
+
+def task_floor(task: Task, split: str = "test") -> stats.Floor:
+    """The trivial floor of ``task`` on its ``split`` ("test" or "validation"), computed from the
+    task (:meth:`tasks.Task.majority_baseline`): the GLUE score of always predicting the most
+    frequent training label — the majority rate for accuracy, MCC 0 ("chance") for CoLA."""
+    score = task.majority_baseline(split)["score"]
     metrics = tuple(task.spec.metrics)
     what = ("chance (MCC 0)" if metrics == ("mcc",) else "training mean" if task.is_regression
             else "majority class" if metrics == ("accuracy",)

@@ -16,7 +16,9 @@ import copy
 import dataclasses
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+from transformers import DynamicCache
 
 from ..backbones import OURS, Backbone, load_backbone
 from ..config import Scale
@@ -127,13 +129,121 @@ class TopLayers(nn.Module):
         return top(inputs_embeds=h, attention_mask=attention_mask, use_cache=False)
 
 
+class FrozenPrefix(FrozenStates):
+    """The frozen lower layers' work on the part of each input *before* its first trainable
+    input vector (DART-style's template vectors, ids ≥ the base vocabulary), computed once.
+
+    A causal LM's token attends only to what comes before it, so the states of an input's first
+    tokens do not depend on trainable vectors placed after them. With the template after the text,
+    the text's frozen states and each frozen layer's keys and values (a KV cache) are computed once
+    per text; every step then runs only the few template tokens through the frozen layers,
+    attending to the cached keys and values (their positions continue the text's, so RoPE sees the
+    same input as in a whole pass), and the trained top layers on the whole row."""
+
+    def __init__(self, trainable_layers: int) -> None:
+        super().__init__(trainable_layers)
+        self.cache: dict[tuple[int, ...], tuple[torch.Tensor, list, list]] = {}
+
+    def prefixes(self, decoder: nn.Module, prefixes: list[tuple[int, ...]]) -> None:
+        """Compute (and keep) the states, keys and values of the prefixes not seen yet."""
+        todo = list(dict.fromkeys(p for p in prefixes if p not in self.cache and p))
+        if not todo:
+            return
+        width = max(map(len, todo))
+        ids = torch.zeros(len(todo), width, dtype=torch.long, device=decoder.norm.weight.device)
+        mask = torch.zeros_like(ids)
+        for i, p in enumerate(todo):
+            ids[i, : len(p)] = torch.as_tensor(p)
+            mask[i, : len(p)] = 1
+        below = _truncated(decoder, 0, len(decoder.layers) - self.trainable_layers)
+        below.norm = nn.Identity()
+        kv = DynamicCache()
+        with torch.no_grad():
+            h = below(input_ids=ids, attention_mask=mask, past_key_values=kv,
+                      use_cache=True).last_hidden_state
+        for i, p in enumerate(todo):
+            n = len(p)
+            self.cache[p] = (h[i, :n].detach(), [layer.keys[i, :, :n] for layer in kv.layers],
+                             [layer.values[i, :, :n] for layer in kv.layers])
+
+
+class PromptOnFrozen(nn.Module):
+    """A causal LM's decoder for inputs with trainable input vectors (ids ≥ ``embed_tokens
+    .num_base``) after a fixed prefix: the prefix from :class:`FrozenPrefix`, the rest of each row
+    through the frozen layers on its cached keys and values, then the trained top layers on the
+    whole row — the same states as one pass of the whole decoder (tests/test_prompt_lms.py), with
+    gradients for the trainable vectors."""
+
+    def __init__(self, decoder: nn.Module, frozen: FrozenPrefix) -> None:
+        super().__init__()
+        if getattr(decoder.config, "attention_dropout", 0.0) or not hasattr(decoder, "layers"):
+            raise PromptError("frozen states need a Hugging Face decoder without dropout")
+        self.decoder, self.frozen = decoder, frozen
+        self.config = decoder.config
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **_):
+        decoder, dev = self.decoder, input_ids.device
+        first_trainable = getattr(decoder.embed_tokens, "num_base", None)
+        if first_trainable is None:
+            raise PromptError("PromptOnFrozen needs trainable input vectors (DART's embedding)")
+        lengths = attention_mask.sum(1).tolist()
+        trainable = (input_ids >= first_trainable) & attention_mask.bool()
+        starts = [int(t.nonzero()[0]) if t.any() else n for t, n in zip(trainable, lengths)]
+        prefixes = [tuple(ids[:s].tolist()) for ids, s in zip(input_ids, starts)]
+        self.frozen.prefixes(decoder, prefixes)
+        # the rest of each row (right-padded), its positions continuing the prefix's
+        rest = [n - s for n, s in zip(lengths, starts)]
+        B, width, S = input_ids.size(0), max(starts), max(rest)
+        ids = torch.zeros(B, S, dtype=torch.long, device=dev)
+        for i, (s, r) in enumerate(zip(starts, rest)):
+            ids[i, :r] = input_ids[i, s: s + r]
+        emb = decoder.embed_tokens(ids)
+        dtype = (torch.get_autocast_dtype(dev.type) if torch.is_autocast_enabled(dev.type)
+                 else emb.dtype)
+        cut = len(decoder.layers) - self.frozen.trainable_layers
+        kv = DynamicCache()
+        mask = torch.zeros(B, width + S, dtype=attention_mask.dtype, device=dev)
+        for layer in range(cut):
+            heads, head_dim = self._kv_shape(layer)
+            keys = torch.zeros(B, heads, width, head_dim, dtype=dtype, device=dev)
+            values = torch.zeros_like(keys)
+            for i, p in enumerate(prefixes):
+                if p:
+                    keys[i, :, : len(p)] = self.frozen.cache[p][1][layer]
+                    values[i, :, : len(p)] = self.frozen.cache[p][2][layer]
+            kv.update(keys, values, layer)
+        for i, (s, r) in enumerate(zip(starts, rest)):
+            mask[i, :s] = 1
+            mask[i, width: width + r] = 1
+        positions = torch.tensor(starts, device=dev)[:, None] + torch.arange(S, device=dev)
+        below = _truncated(decoder, 0, cut)
+        below.norm = nn.Identity()
+        tail = below(inputs_embeds=emb, attention_mask=mask, position_ids=positions,
+                     past_key_values=kv, use_cache=True).last_hidden_state
+        # the input of the first trained layer, row by row: cached prefix, then the rest
+        rows = []
+        for i, (s, r) in enumerate(zip(starts, rest)):
+            parts = ([self.frozen.cache[prefixes[i]][0].to(tail.dtype)] if s else []) + [tail[i, :r]]
+            row = torch.cat(parts)
+            rows.append(F.pad(row, (0, 0, 0, input_ids.size(1) - row.size(0))))
+        n = len(decoder.layers)
+        top = _truncated(decoder, cut, n)
+        return top(inputs_embeds=torch.stack(rows), attention_mask=attention_mask, use_cache=False)
+
+    def _kv_shape(self, layer: int) -> tuple[int, int]:
+        attn = self.decoder.layers[layer].self_attn
+        return attn.config.num_key_value_heads, attn.head_dim
+
+
 def on_frozen_states(lm: Backbone, frozen: FrozenStates | None) -> Backbone:
-    """``lm`` reading its frozen lower layers from ``frozen`` (None: unchanged). Call after
+    """``lm`` reading its frozen lower layers from ``frozen`` (None: unchanged; a
+    :class:`FrozenPrefix`: inputs with trainable vectors, :class:`PromptOnFrozen`). Call after
     :func:`freeze_below` with the same number of trained layers."""
     if frozen is None:
         return lm
-    return dataclasses.replace(lm, encoder=TopLayers(lm.encoder, frozen))
+    wrapper = PromptOnFrozen if isinstance(frozen, FrozenPrefix) else TopLayers
+    return dataclasses.replace(lm, encoder=wrapper(lm.encoder, frozen))
 
 
-__all__ = ["FrozenStates", "PromptError", "TopLayers", "fresh_copy", "freeze_below", "load_mlm",
-           "load_prompt_lm", "on_frozen_states"]
+__all__ = ["FrozenPrefix", "FrozenStates", "PromptError", "PromptOnFrozen", "TopLayers",
+           "fresh_copy", "freeze_below", "load_mlm", "load_prompt_lm", "on_frozen_states"]

@@ -71,6 +71,26 @@ def plot_task_losses(losses: Sequence[tuple[int, str, float]], window: int = 10,
     return fig
 
 
+def plot_learning_curves(curves: pd.DataFrame, floor: float | None = None,
+                         task: str | None = None) -> plt.Figure:
+    """Dev score against the task's own training steps, one line per setting (its mean over
+    seeds; each seed a dot), from :func:`tutorial_lib.methods.multitask.curves`. ``floor``: a
+    dashed line at the dev split's trivial score (its majority rate)."""
+    frame = curves if task is None else curves[curves["task"] == task]
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    for i, (setting, g) in enumerate(frame.groupby("setting", sort=False)):
+        mean = g.groupby("step")["dev_score"].mean()
+        ax.plot(mean.index, 100 * mean.values, marker="o", color=f"C{i}", label=setting)
+        ax.scatter(g["step"], 100 * g["dev_score"], color=f"C{i}", s=10, alpha=0.5)
+    if floor is not None:
+        ax.axhline(100 * floor, color="grey", ls="--", lw=1, label=f"majority class ({100 * floor:.1f})")
+    ax.set(xlabel=f"{task or 'the task'}'s own training steps", ylabel="dev score (%)",
+           title=f"{task or 'target'}: dev score during training (mean; dots: seeds)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def plot_head_importance(matrices: Mapping[str, torch.Tensor], cols: int = 5) -> plt.Figure:
     """One heatmap per task: layer (rows, bottom = first) × head, normalised importance."""
     names = list(matrices)
