@@ -83,7 +83,7 @@ def test_a_misspelt_field_or_scale_in_the_overrides_fails_at_construction():
 
     with pytest.raises(config.ConfigError, match=r"Typo.scales sets no field\(s\) \['stepz'\]"):
         Typo.at("smoke")
-    assert Typo.at("classroom").steps == 20
+    assert Typo.at("classroom").steps == DARTSettings.steps
     with pytest.raises(config.ConfigError, match="unknown scale 'huge'"):
         DARTSettings.at("huge")
 
