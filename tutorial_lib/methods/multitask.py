@@ -254,8 +254,9 @@ class Experiment:
               ) -> tuple[list[str], list[tuple[int, str, float]], float]:
         """``steps`` iterations of the one recipe (:func:`tutorial_lib.training.fit`), each on one
         batch of the sampled task; each task's batches come from its own resumable loader.
-        ``curve_every``: every so many steps (and at the end) each trained task's dev score is
-        appended to ``curve`` as (step, task, score) — a learning curve from the run itself."""
+        ``curve_every``: every so many steps (before the last) each trained task's dev score is
+        appended to ``curve`` as (step, task, score) — a learning curve from the run itself; the
+        caller adds the last step's from its own final evaluation."""
         model.to(device())
         b = self.budget
         rows = {t: (train_rows or {}).get(t, self.data[t].train) for t in sampler.sizes}
@@ -273,6 +274,8 @@ class Experiment:
                                          float(e.state.output))))
 
         def score_dev(trainer: Engine) -> None:
+            if trainer.state.iteration >= steps:  # the final evaluation scores the last step
+                return
             for t in sampler.sizes:
                 ev = create_task_evaluator(model, t, device=device(), amp_dtype=autocast_dtype())
                 loader = eval_loader(self.data[t].dev, b.eval_batch_size, pad_collate(self.pad_id))
@@ -321,6 +324,8 @@ class Experiment:
                                                curve=curve, curve_every=curve_every)
         counts = {t: schedule.count(t) for t in tasks}
         scores = self.evaluate(model, evaluate or ([main] if main else tasks))
+        if curve_every:
+            curve += [(steps, t, scores[t]["dev"]["score"]) for t in tasks if t in scores]
         return RunResult(setting, seed, scores, counts, seconds, losses,
                          model.cpu() if keep_model else None, curve)
 
@@ -361,8 +366,10 @@ class Experiment:
         curve: list[tuple[int, str, float]] = []
         _, losses, seconds = self.train(model, TaskSampler({target: 1}, seed=seed), steps, seed,
                                         curve=curve, curve_every=curve_every)
-        return RunResult(f"sequential ({start.task} → {target})", seed,
-                         {**self.evaluate(model, [target]), **start.scores},
+        scores = self.evaluate(model, [target])
+        if curve_every:
+            curve.append((steps, target, scores[target]["dev"]["score"]))
+        return RunResult(f"sequential ({start.task} → {target})", seed, {**scores, **start.scores},
                          {start.task: start.steps, target: steps}, start.seconds + seconds,
                          losses, curve=curve)
 
