@@ -203,8 +203,12 @@ def test_experiment_runs_every_setting_on_real_glue_data(with_data):
     seq_curve = exp.sequential(start, "rte", 0, curve_every=1)
     assert [(step, t) for step, t, _ in seq_curve.curve] == [(1, "rte"), (2, "rte")]
     assert seq_curve.curve[-1][2] == pytest.approx(seq_curve.scores["rte"]["dev"]["score"])
+    single_again = exp.single("rte", 0)
+    after_plain = torch.rand(3)  # the global generator after a run without a curve …
     single_curve = exp.single("rte", 0, curve_every=1)
-    assert single_curve.scores == single.scores  # the evaluations do not change the run
+    after_curve = torch.rand(3)  # … and with one: the evaluations drew nothing from it
+    assert torch.equal(after_plain, after_curve)
+    assert single_curve.scores == single.scores == single_again.scores
     curves = multitask.curves([single_curve, seq_curve, single])
     assert list(curves.groupby("setting", sort=False).size().items()) == [
         ("single-task", 2), ("sequential (sst2 → rte)", 2)]

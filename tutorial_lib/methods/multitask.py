@@ -276,10 +276,16 @@ class Experiment:
         def score_dev(trainer: Engine) -> None:
             if trainer.state.iteration >= steps:  # the final evaluation scores the last step
                 return
-            for t in sampler.sizes:
-                ev = create_task_evaluator(model, t, device=device(), amp_dtype=autocast_dtype())
-                loader = eval_loader(self.data[t].dev, b.eval_batch_size, pad_collate(self.pad_id))
-                curve.append((trainer.state.iteration, t, ev.run(loader).metrics["glue"]["score"]))
+            # a DataLoader draws its base seed from the global generator: without the fork, the
+            # evaluations would shift every later dropout mask, and the run would not be the same
+            with torch.random.fork_rng(devices=range(torch.cuda.device_count())):
+                for t in sampler.sizes:
+                    ev = create_task_evaluator(model, t, device=device(),
+                                               amp_dtype=autocast_dtype())
+                    loader = eval_loader(self.data[t].dev, b.eval_batch_size,
+                                         pad_collate(self.pad_id))
+                    score = ev.run(loader).metrics["glue"]["score"]
+                    curve.append((trainer.state.iteration, t, score))
 
         run = fit(model, MultiTaskBatches(loaders, schedule), lr=b.lr, weight_decay=b.weight_decay,
                   epochs=1, method=Method(loss_fn=multihead_loss, on_trainer=log_losses),
