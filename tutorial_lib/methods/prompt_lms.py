@@ -167,19 +167,14 @@ class FrozenPrefix(FrozenStates):
                              [layer.values[i, :, :n] for layer in kv.layers])
 
 
-class PromptOnFrozen(nn.Module):
+class PromptOnFrozen(TopLayers):
     """A causal LM's decoder for inputs with trainable input vectors (ids ≥ ``embed_tokens
-    .num_base``) after a fixed prefix: the prefix from :class:`FrozenPrefix`, the rest of each row
-    through the frozen layers on its cached keys and values, then the trained top layers on the
-    whole row — the same states as one pass of the whole decoder (tests/test_prompt_lms.py), with
-    gradients for the trainable vectors."""
+    .num_base``) after a fixed prefix: the prefix from a :class:`FrozenPrefix`, the rest of each
+    row through the frozen layers on its cached keys and values, then the trained top layers on
+    the whole row — the same states as one pass of the whole decoder (tests/test_prompt_lms.py),
+    with gradients for the trainable vectors."""
 
-    def __init__(self, decoder: nn.Module, frozen: FrozenPrefix) -> None:
-        super().__init__()
-        if getattr(decoder.config, "attention_dropout", 0.0) or not hasattr(decoder, "layers"):
-            raise PromptError("frozen states need a Hugging Face decoder without dropout")
-        self.decoder, self.frozen = decoder, frozen
-        self.config = decoder.config
+    frozen: FrozenPrefix
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **_):
         decoder, dev = self.decoder, input_ids.device
