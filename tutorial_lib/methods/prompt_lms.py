@@ -89,8 +89,7 @@ class FrozenStates:
         keys = [tuple(ids[m.bool()].tolist()) for ids, m in zip(input_ids, attention_mask)]
         missing = [i for i, k in enumerate(keys) if k not in self.states]
         if missing:
-            below = _truncated(decoder, 0, len(decoder.layers) - self.trainable_layers)
-            below.norm = nn.Identity()  # the last frozen layer's output, before any final norm
+            below = self.below(decoder)
             with torch.no_grad():
                 h = below(input_ids=input_ids[missing], attention_mask=attention_mask[missing],
                           use_cache=False).last_hidden_state
@@ -101,6 +100,14 @@ class FrozenStates:
         for i, k in enumerate(keys):
             out[i, : len(k)] = self.states[k]
         return out
+
+
+    def below(self, decoder: nn.Module) -> nn.Module:
+        """The decoder's frozen layers only, ending in the last frozen layer's output (no final
+        norm): what every frozen state here is computed with."""
+        view = _truncated(decoder, 0, len(decoder.layers) - self.trainable_layers)
+        view.norm = nn.Identity()
+        return view
 
 
 def _truncated(decoder: nn.Module, start: int, stop: int) -> nn.Module:
@@ -142,7 +149,8 @@ class FrozenPrefix(FrozenStates):
 
     def __init__(self, trainable_layers: int) -> None:
         super().__init__(trainable_layers)
-        self.cache: dict[tuple[int, ...], tuple[torch.Tensor, list, list]] = {}
+        # prefix ids → (states [T, D], keys and values [frozen layers, kv heads, T, head dim])
+        self.cache: dict[tuple[int, ...], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
     def prefixes(self, decoder: nn.Module, prefixes: list[tuple[int, ...]]) -> None:
         """Compute (and keep) the states, keys and values of the prefixes not seen yet."""
@@ -155,16 +163,15 @@ class FrozenPrefix(FrozenStates):
         for i, p in enumerate(todo):
             ids[i, : len(p)] = torch.as_tensor(p)
             mask[i, : len(p)] = 1
-        below = _truncated(decoder, 0, len(decoder.layers) - self.trainable_layers)
-        below.norm = nn.Identity()
         kv = DynamicCache()
         with torch.no_grad():
-            h = below(input_ids=ids, attention_mask=mask, past_key_values=kv,
-                      use_cache=True).last_hidden_state
+            h = self.below(decoder)(input_ids=ids, attention_mask=mask, past_key_values=kv,
+                                    use_cache=True).last_hidden_state
+        keys = torch.stack([layer.keys for layer in kv.layers], 1)  # [B, L, heads, T, head dim]
+        values = torch.stack([layer.values for layer in kv.layers], 1)
         for i, p in enumerate(todo):
             n = len(p)
-            self.cache[p] = (h[i, :n].detach(), [layer.keys[i, :, :n] for layer in kv.layers],
-                             [layer.values[i, :, :n] for layer in kv.layers])
+            self.cache[p] = (h[i, :n], keys[i, :, :, :n], values[i, :, :, :n])
 
 
 class PromptOnFrozen(TopLayers):
@@ -195,26 +202,25 @@ class PromptOnFrozen(TopLayers):
         emb = decoder.embed_tokens(ids)
         dtype = (torch.get_autocast_dtype(dev.type) if torch.is_autocast_enabled(dev.type)
                  else emb.dtype)
-        cut = len(decoder.layers) - self.frozen.trainable_layers
-        kv = DynamicCache()
+        # the batch's KV cache of the frozen layers: each row's prefix, right-padded (masked)
+        cached = [self.frozen.cache[p] for p in prefixes if p]
+        L, heads, _, head_dim = cached[0][1].shape if cached else (0, 0, 0, 0)
+        keys = torch.zeros(L, B, heads, width, head_dim, dtype=dtype, device=dev)
+        values = torch.zeros_like(keys)
         mask = torch.zeros(B, width + S, dtype=attention_mask.dtype, device=dev)
-        for layer in range(cut):
-            heads, head_dim = self._kv_shape(layer)
-            keys = torch.zeros(B, heads, width, head_dim, dtype=dtype, device=dev)
-            values = torch.zeros_like(keys)
-            for i, p in enumerate(prefixes):
-                if p:
-                    keys[i, :, : len(p)] = self.frozen.cache[p][1][layer]
-                    values[i, :, : len(p)] = self.frozen.cache[p][2][layer]
-            kv.update(keys, values, layer)
-        for i, (s, r) in enumerate(zip(starts, rest)):
+        for i, (p, s, r) in enumerate(zip(prefixes, starts, rest)):
+            if p:
+                keys[:, i, :, :s] = self.frozen.cache[p][1]
+                values[:, i, :, :s] = self.frozen.cache[p][2]
             mask[i, :s] = 1
             mask[i, width: width + r] = 1
+        kv = DynamicCache()
+        for layer in range(L):
+            kv.update(keys[layer], values[layer], layer)
         positions = torch.tensor(starts, device=dev)[:, None] + torch.arange(S, device=dev)
-        below = _truncated(decoder, 0, cut)
-        below.norm = nn.Identity()
-        tail = below(inputs_embeds=emb, attention_mask=mask, position_ids=positions,
-                     past_key_values=kv, use_cache=True).last_hidden_state
+        tail = self.frozen.below(decoder)(inputs_embeds=emb, attention_mask=mask,
+                                          position_ids=positions, past_key_values=kv,
+                                          use_cache=True).last_hidden_state
         # the input of the first trained layer, row by row: cached prefix, then the rest
         rows = []
         for i, (s, r) in enumerate(zip(starts, rest)):
@@ -222,12 +228,8 @@ class PromptOnFrozen(TopLayers):
             row = torch.cat(parts)
             rows.append(F.pad(row, (0, 0, 0, input_ids.size(1) - row.size(0))))
         n = len(decoder.layers)
-        top = _truncated(decoder, cut, n)
+        top = _truncated(decoder, n - self.frozen.trainable_layers, n)
         return top(inputs_embeds=torch.stack(rows), attention_mask=attention_mask, use_cache=False)
-
-    def _kv_shape(self, layer: int) -> tuple[int, int]:
-        attn = self.decoder.layers[layer].self_attn
-        return attn.config.num_key_value_heads, attn.head_dim
 
 
 def on_frozen_states(lm: Backbone, frozen: FrozenStates | None) -> Backbone:
