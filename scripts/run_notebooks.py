@@ -117,14 +117,34 @@ def _stop(signum: int, frame: object) -> None:
         os.kill(pid, signal.SIGINT)
 
 
-def run(notebook: Path, destination: Path, timeout: int) -> tuple[float, nbformat.NotebookNode, str | None]:
+PEAK_MEMORY = results.PEAK_MEMORY_NAME  # per notebook: its kernel's peak memory (memory_probe)
+PROBE_ID = "main-job-peak-memory"
+
+
+def memory_probe(path: Path) -> nbformat.NotebookNode:
+    """A last cell the main job appends to a notebook (and removes from the executed copy): the
+    kernel writes its whole run's peak memory to ``path`` (``runtime.process_peak_memory``: CUDA
+    tensors and the caching allocator's reservation on a GPU, the peak RSS everywhere)."""
+    cell = nbformat.v4.new_code_cell(
+        f"from tutorial_lib.runtime import write_process_peak_memory\n"
+        f"write_process_peak_memory({str(path)!r})")
+    cell.id = PROBE_ID
+    return cell
+
+
+def run(notebook: Path, destination: Path, timeout: int,
+        probe: Path | None = None) -> tuple[float, nbformat.NotebookNode, str | None]:
     """Execute ``notebook``, write it to ``destination`` (also when a cell fails or the run is
-    interrupted) and return (seconds, the executed notebook, the error or None).
+    interrupted) and return (seconds, the executed notebook, the error or None). With ``probe``,
+    the kernel's peak memory is written there after the last cell (:func:`memory_probe`: a few
+    milliseconds; the cell is not kept in the executed notebook).
 
     nbclient runs in a worker thread: there it installs no signal handlers of its own (in the main
     thread it would swallow Ctrl-C and SIGTERM, kill the kernel and let the job go on), so the
     signals reach :func:`_stop` and interrupt the job."""
     nb = nbformat.read(notebook, as_version=4)
+    if probe is not None:
+        nb.cells.append(memory_probe(probe))
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(notebook.parent)}})
     raised: list[BaseException] = []
@@ -150,10 +170,34 @@ def run(notebook: Path, destination: Path, timeout: int) -> tuple[float, nbforma
     finally:
         _Stop.client = None
     seconds = time.perf_counter() - start
+    if nb.cells and nb.cells[-1].get("id") == PROBE_ID:
+        nb.cells.pop()
     error = INTERRUPTED if _Stop.requested else _short(raised[0]) if raised else None
     destination.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, destination)
     return seconds, nb, error
+
+
+def read_peak(path: Path) -> dict | None:
+    """The peak memory a kernel wrote (:func:`memory_probe`), or None when it wrote none."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def record_peak(out: Path, stem: str, peak: dict | None) -> None:
+    """Merge one notebook's peak memory into ``out/peak_memory.json`` (None: its entry goes, so no
+    stale number stays beside a new run)."""
+    path = out / PEAK_MEMORY
+    try:
+        peaks = json.loads(path.read_text()) if path.exists() else {}
+    except ValueError:
+        peaks = {}
+    peaks.pop(stem, None)
+    if peak is not None:
+        peaks[stem] = peak
+    atomic_write(path, json.dumps(dict(sorted(peaks.items())), indent=1))
 
 
 # --- resuming an interrupted job ----------------------------------------------------------------
@@ -329,7 +373,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.environ[results.RESULTS_ENV_VAR] = str(stage)  # the kernel saves its tables here
             print(f"[{scale.name}] {nb.name} ...", flush=True)
             with cpu_lock(args.cpu_lock):
-                seconds, executed, error = run(nb, stage / nb.name, args.timeout)
+                seconds, executed, error = run(nb, stage / nb.name, args.timeout,
+                                               probe=stage / PEAK_MEMORY)
             if error:
                 with signals_held():
                     kept = keep_failed(stage, out, nb, error, seconds)
@@ -342,8 +387,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     interrupted = True
                     break
                 continue
+            peak = read_peak(stage / PEAK_MEMORY)
             with signals_held():
                 figures = swap_in(stage, out, nb, executed, dest)
+                record_peak(out, nb.stem, peak)
                 results.clear_failure(out, nb.stem)
                 # re-read before writing: another invocation may have recorded its notebooks
                 times = json.loads(times_path.read_text()) if times_path.exists() else {}

@@ -210,7 +210,8 @@ def make_sdist(directory: Path, name: str, tag: str) -> None:
     shutil.rmtree(root)
 
 
-def test_an_sdist_only_dependency_is_built_here_when_pure_python(tmp_path, index, fake_data):
+def test_an_sdist_only_dependency_is_built_here_when_pure_python(tmp_path, index, fake_data,
+                                                                 monkeypatch):
     links = Path(index[-1])
     make_wheel(links, "needspure", "1.0", ["puresdist"])
     make_sdist(links, "puresdist", "py3-none-any")
@@ -219,6 +220,20 @@ def test_an_sdist_only_dependency_is_built_here_when_pure_python(tmp_path, index
                             log=lambda _line: None)
     assert {"wheels/needspure-1.0-py3-none-any.whl", "wheels/puresdist-1.0-py3-none-any.whl"} <= {
         f["path"] for f in manifest["files"]}
+    # pinned at the top, as constraints.txt pins seqeval: pip calls it a conflict, not a missing
+    # wheel (the bundle of 2026-11-25 failed so); a real conflict stays one error
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("puresdist==1.0\ntinypkg==1.0\ntinydep==1.1\n")
+    monkeypatch.setattr(bundle, "REPO", tmp_path)
+    manifest = bundle.build(tmp_path / "bundle-pinned", "smoke", ["trec"], [], part_size="1M",
+                            pythons=("3.11",), requirements=["puresdist==1.0"], index=index,
+                            data_root=fake_data, log=lambda _line: None)
+    assert "wheels/puresdist-1.0-py3-none-any.whl" in {f["path"] for f in manifest["files"]}
+    make_wheel(links, "tinydep", "2.0")
+    with pytest.raises(bundle.BundleError, match=r"(?s)could not resolve.*Cannot install tinydep==2.0"):
+        bundle.build(tmp_path / "bundle-conflict", "smoke", ["trec"], [], part_size="1M",
+                     pythons=("3.11",), requirements=["tinypkg==1.0", "tinydep==2.0"], index=index,
+                     data_root=fake_data, log=lambda _line: None)
     make_wheel(links, "needsnative", "1.0", ["nativesdist"])
     make_sdist(links, "nativesdist", "cp311-cp311-linux_x86_64")
     with pytest.raises(bundle.BundleError, match="nativesdist has no manylinux wheel .* not pure Python"):

@@ -373,7 +373,7 @@ def test_a_crashed_notebook_keeps_the_others_results_and_resume_reruns_only_it(t
     ran: list[str] = []
     crash = {"02_adaptation"}
 
-    def fake_run(notebook, destination, timeout):
+    def fake_run(notebook, destination, timeout, probe=None):
         ran.append(notebook.stem)
         destination.parent.mkdir(parents=True, exist_ok=True)
         destination.write_text("{}")
@@ -460,6 +460,13 @@ def test_a_failed_main_job_run_keeps_the_last_good_results_byte_identical(tmp_pa
             "results/smoke/figures/02_flaky_01.png", "results/smoke/wall_times.json",
             "results/smoke/effects.json"} <= set(good)
     last_good = json.loads((out / "02_flaky.json").read_text())["date"]
+    # the kernel's peak memory, from the probe cell the job appends and then removes
+    peak = json.loads((out / "peak_memory.json").read_text())["02_flaky"]
+    assert peak["device"] == "cpu" and peak["cuda_reserved_mib"] is None and peak["rss_mib"] > 20
+    executed = nbformat.read(root / "notebooks" / "02_flaky.ipynb", as_version=4)
+    assert len(executed.cells) == 4 and rn.PROBE_ID not in {c.get("id") for c in executed.cells}
+    assert "02_flaky" in (out / "RESULTS.md").read_text().split("## Contents")[1].split(
+        "peak memory ")[0] and "GiB (kernel RSS)" in (out / "RESULTS.md").read_text()
 
     monkeypatch.setenv("FLAKY", "break")
     assert rn.main(argv) == 1

@@ -183,11 +183,33 @@ def _build_pure_wheel(name: str, pins: dict[str, str], index: Sequence[str], int
                           "with wheels in constraints.txt")
 
 
+def _sdist_only(stderr: str, python: str, pins: dict[str, str], index: Sequence[str], local: Path,
+                log: Callable[[str], None]) -> str | None:
+    """The package a failed resolution is missing a wheel of, when PyPI has it as an sdist only.
+
+    pip names it in one of two ways: "No matching distribution found for X" (X unpinned, or a
+    dependency), or, when constraints.txt pins X, "Cannot install X==v because these package
+    versions have conflicting dependencies" — which is also what a real conflict says, so the
+    second is taken for a missing wheel only when X==v has no wheel for the node."""
+    missing = re.search(r"No matching distribution found for ([A-Za-z0-9._-]+)", stderr)
+    if missing:
+        return canonicalize_name(missing[1])
+    conflict = re.search(r"Cannot install ([A-Za-z0-9._-]+)==", stderr)
+    if not conflict:
+        return None
+    name = canonicalize_name(conflict[1])
+    spec = f"{name}=={pins[name]}" if name in pins else name
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = _pip(["download", "--no-deps", "-q", "-d", tmp, *_target(python), *index,
+                      "--find-links", str(local), spec], log)
+    return name if probe.returncode else None  # it has a wheel: a real conflict
+
+
 def resolve(requirements: Sequence[str], python: str, index: Sequence[str], local: Path,
             log: Callable[[str], None]) -> dict[str, str]:
     """name → version of everything ``requirements`` need on CPython ``python`` (Linux x86_64),
     torch and what only torch needs left out; resolved by pip (``--dry-run --report``)."""
-    roots, pins = list(requirements), constraints()
+    roots, pins, built = list(requirements), constraints(), set()
     for _ in range(8):
         with tempfile.TemporaryDirectory() as tmp:
             report_path = Path(tmp) / "report.json"
@@ -196,10 +218,10 @@ def resolve(requirements: Sequence[str], python: str, index: Sequence[str], loca
                          *index, "--find-links", str(local), "-c", str(REPO / "constraints.txt"),
                          *roots], log)
             if done.returncode:
-                sdist_only = re.search(r"No matching distribution found for ([A-Za-z0-9._-]+)",
-                                       done.stderr)
-                if sdist_only:  # perhaps an sdist only: a pure-Python wheel is built once
-                    _build_pure_wheel(canonicalize_name(sdist_only[1]), pins, index, local, log)
+                name = _sdist_only(done.stderr, python, pins, index, local, log)
+                if name and name not in built:  # a pure-Python wheel is built here, once
+                    _build_pure_wheel(name, pins, index, local, log)
+                    built.add(name)
                     continue
                 raise BundleError(f"pip could not resolve the dependencies for CPython {python} "
                                   f"on Linux x86_64:\n{done.stderr.strip()[-3000:]}")

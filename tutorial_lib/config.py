@@ -32,6 +32,7 @@ PRECISION_ENV_VAR = "TUTORIAL_PRECISION"
 RESULTS_ENV_VAR = "TUTORIAL_RESULTS_DIR"
 PROGRESS_ENV_VAR = "TUTORIAL_PROGRESS"
 SEEDS_ENV_VAR = "TUTORIAL_SEEDS"
+GPU_MEMORY_ENV_VAR = "TUTORIAL_GPU_MEMORY_GIB"
 DEFAULT_SCALE = "classroom"
 T = TypeVar("T")
 
@@ -44,6 +45,8 @@ ENV_VARS: dict[str, str] = {
     PROGRESS_ENV_VAR: "0 hides progress bars (set by the main job)",
     SEEDS_ENV_VAR: "main | held-out (default main): held-out moves every seed and split to seed + 1000 "
                    "(benchmarks/replicate.py sets it)",
+    GPU_MEMORY_ENV_VAR: "GiB of GPU memory PyTorch may allocate, e.g. 15 to try a Colab T4's fit on "
+                        "a larger GPU (default: no cap)",
 }
 """Every environment variable the package reads, in one place (the README's table lists them)."""
 

@@ -358,6 +358,25 @@ def _run_text(run: Mapping | None) -> str:
     return f"{run['delta']:+.2f}{ci}{ptext}{verdict}"
 
 
+PEAK_MEMORY_NAME = "peak_memory.json"  # written by the main job: {notebook: its kernel's peaks}
+
+
+def peak_memory_text(peak: Mapping) -> str:
+    """A notebook's peak memory as the report's contents list shows it: on a GPU what the caching
+    allocator reserved (what must fit the card; the CUDA context comes on top), else the kernel's
+    peak resident memory.
+
+    >>> peak_memory_text({"device": "cpu", "cuda_reserved_mib": None, "rss_mib": 2150.0})
+    'peak memory 2.10 GiB (kernel RSS)'
+    """
+    if peak.get("cuda_reserved_mib") is not None:
+        return (f"peak GPU memory {peak['cuda_reserved_mib'] / 1024:.2f} GiB reserved "
+                f"({peak['cuda_allocated_mib'] / 1024:.2f} GiB allocated, {peak['device']})")
+    if peak.get("rss_mib") is not None:
+        return f"peak memory {peak['rss_mib'] / 1024:.2f} GiB (kernel RSS)"
+    return "peak memory not measured"
+
+
 def report_markdown(directory: Path, notebooks: Sequence[str] | None = None,
                     wall_times: Mapping[str, float] | None = None,
                     this_run: Sequence[str] | None = None,
@@ -380,6 +399,8 @@ def report_markdown(directory: Path, notebooks: Sequence[str] | None = None,
     failures = {n: {"error": f} if isinstance(f, str) else dict(f) for n, f in failures.items()}
     wall_times, links = wall_times or {}, links or {}
     blobs = {p.stem: json.loads(p.read_text()) for p in sorted(directory.glob("[0-9][0-9]_*.json"))}
+    peak_path = directory / PEAK_MEMORY_NAME
+    peaks = json.loads(peak_path.read_text()) if peak_path.exists() else {}
     names = list(notebooks) if notebooks is not None else sorted(blobs)
     ran = set(names if this_run is None else this_run)
     earlier = [n for n in names if n in blobs and (n not in ran or n in failures)]
@@ -440,6 +461,8 @@ def report_markdown(directory: Path, notebooks: Sequence[str] | None = None,
                   if name in blobs else "**no results**")
         if name in wall_times:
             status += f" · {wall_times[name]:.0f} s"
+        if name in peaks:
+            status += f" · {peak_memory_text(peaks[name])}"
         if name in failures:
             status += " · **last attempt failed**"
         parts.append(f"- [{name}](#{name.lower()}): {status}")

@@ -16,6 +16,7 @@ import contextlib
 import ctypes
 import errno
 import gc
+import json
 import os
 import platform
 import random
@@ -28,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .config import PRECISION_ENV_VAR, ConfigError, Scale
+from .config import GPU_MEMORY_ENV_VAR, PRECISION_ENV_VAR, ConfigError, Scale
 
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 # bf16 tensor cores arrived with Ampere (compute capability 8.0). Below that (T4 = 7.5, V100 = 7.0)
@@ -152,6 +153,65 @@ def _malloc_trim() -> None:
         pass
 
 
+# The process's peaks seen before a reset (bytes): PeakMemory restarts CUDA's peak statistics and
+# the kernel's peak-RSS watermark for each measured block, so without this the peak of a whole
+# notebook (what the main job records, :func:`process_peak_memory`) would be lost at every reset.
+_PEAKS_BEFORE_RESET = {"cuda_allocated": 0, "cuda_reserved": 0, "rss": 0}
+
+
+def _cuda_in_use() -> bool:
+    """True when this process has initialised CUDA (asking an uninitialised one would start it)."""
+    return torch.cuda.is_available() and torch.cuda.is_initialized()
+
+
+def _remember_peaks() -> None:
+    """Fold the current peaks into :data:`_PEAKS_BEFORE_RESET` (called before any reset)."""
+    seen = _PEAKS_BEFORE_RESET
+    if _cuda_in_use():
+        seen["cuda_allocated"] = max(seen["cuda_allocated"], torch.cuda.max_memory_allocated())
+        seen["cuda_reserved"] = max(seen["cuda_reserved"], torch.cuda.max_memory_reserved())
+    hwm = _rss_kib("VmHWM")
+    if hwm is not None:
+        seen["rss"] = max(seen["rss"], hwm * 1024)
+
+
+def reset_cuda_peak() -> None:
+    """``torch.cuda.reset_peak_memory_stats`` that keeps the process's peak for
+    :func:`process_peak_memory` (use it instead of calling torch's directly)."""
+    _remember_peaks()
+    if _cuda_in_use():
+        torch.cuda.reset_peak_memory_stats()
+
+
+def process_peak_memory() -> dict[str, float | str | None]:
+    """This process's peak memory since it started, in MiB, whatever :class:`PeakMemory` reset
+    in between: what the main job records per notebook (``results/<scale>/peak_memory.json``).
+
+    * ``cuda_allocated_mib``: ``torch.cuda.max_memory_allocated`` — PyTorch's tensors at their
+      peak; ``cuda_reserved_mib``: ``max_memory_reserved`` — what its caching allocator held,
+      the number that must fit the card (plus the CUDA context, a few hundred MiB, in neither);
+      both None when the process never used CUDA;
+    * ``rss_mib``: the process's peak resident memory (``VmHWM``; None off Linux);
+    * ``device``: the GPU's name, or ``"cpu"``.
+    """
+    _remember_peaks()
+    seen = _PEAKS_BEFORE_RESET
+    cuda = _cuda_in_use()
+    mib = lambda b: round(b / 2**20, 1)  # noqa: E731
+    return {
+        "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "cuda_allocated_mib": mib(seen["cuda_allocated"]) if cuda else None,
+        "cuda_reserved_mib": mib(seen["cuda_reserved"]) if cuda else None,
+        "rss_mib": mib(seen["rss"]) if seen["rss"] else None,
+    }
+
+
+def write_process_peak_memory(path: str | Path) -> Path:
+    """Write :func:`process_peak_memory` as JSON to ``path`` (the main job's last request to a
+    notebook's kernel, just before it shuts down)."""
+    return atomic_write(path, json.dumps(process_peak_memory(), indent=1))
+
+
 class PeakMemory:
     """Peak memory of the code inside ``with PeakMemory() as mem:``, in MiB (``mem.peak_mib``).
 
@@ -173,6 +233,7 @@ class PeakMemory:
     def __enter__(self) -> PeakMemory:
         gc.collect()
         _malloc_trim()  # give memory freed by earlier runs back, so it cannot hide this run's growth
+        _remember_peaks()  # the whole process's peak survives this block's resets
         self._cuda = torch.cuda.is_available()
         if self._cuda:
             torch.cuda.synchronize()
@@ -205,6 +266,42 @@ class PeakMemory:
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         self.peak_mib = max(0.0, peak - self._start) / 2**20
 
+
+
+def memory_cap_fraction(gib: str, total_bytes: int) -> float:
+    """The ``torch.cuda.set_per_process_memory_fraction`` that lets PyTorch allocate ``gib`` GiB
+    (``TUTORIAL_GPU_MEMORY_GIB``, text) of a GPU with ``total_bytes``: a bad value is one error.
+
+    >>> round(memory_cap_fraction("15", 80 * 2**30), 4)
+    0.1875
+    """
+    try:
+        cap = float(gib)
+    except ValueError:
+        cap = float("nan")
+    total_gib = total_bytes / 2**30
+    if not 0 < cap <= total_gib:  # also NaN
+        raise ConfigError(f"{GPU_MEMORY_ENV_VAR}={gib!r}: give the GiB PyTorch may allocate, a "
+                          f"number above 0 and at most this GPU's {total_gib:.1f} GiB (e.g. 15 "
+                          "for a Colab T4), or unset it for no cap")
+    return cap / total_gib
+
+
+def apply_gpu_memory_cap() -> str | None:
+    """Cap PyTorch's GPU memory at ``$TUTORIAL_GPU_MEMORY_GIB`` (unset: nothing happens), so that
+    a larger GPU shows whether a notebook fits a smaller one: past the cap an allocation raises
+    CUDA's out-of-memory error, as on the small card (the CUDA context itself is not counted).
+    Returns what :func:`describe` prints, or None without a cap. Called by :func:`describe`,
+    every notebook's first output."""
+    gib = os.environ.get(GPU_MEMORY_ENV_VAR, "").strip()
+    if not gib:
+        return None
+    if not torch.cuda.is_available():
+        return f"{GPU_MEMORY_ENV_VAR}={gib} ignored: there is no GPU"
+    total = torch.cuda.get_device_properties(0).total_memory
+    fraction = memory_cap_fraction(gib, total)
+    torch.cuda.set_per_process_memory_fraction(fraction, 0)
+    return f"{float(gib):g} GiB of {total / 2**30:.1f} GiB (set_per_process_memory_fraction {fraction:.3f})"
 
 
 # --- files -------------------------------------------------------------------------------------
@@ -305,6 +402,9 @@ def describe(scale: Scale) -> str:
         f"python     : {platform.python_version()}",
         "versions   : " + ", ".join(f"{p} {_version(p)}" for p in pkgs),
     ]
+    cap = apply_gpu_memory_cap()
+    if cap:
+        lines.insert(2, f"memory cap : {cap}")
     return "\n".join(lines)
 
 

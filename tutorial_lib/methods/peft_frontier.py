@@ -33,7 +33,7 @@ from ..backbones import Backbone, load_backbone
 from ..config import Scale
 from ..finetuning import FinetuneResult, compare_methods, loaders
 from ..models import SequenceClassifier, count_parameters
-from ..runtime import seed_everything
+from ..runtime import reset_cuda_peak, seed_everything
 from ..settings import Budget
 from ..tasks import Task
 from ..training import Batch, Method, eval_loader, evaluate, fit, pad_collate, resumable_loader
@@ -224,7 +224,7 @@ def qlora_run(name: str, task: Task, budget: Budget, *, steps: int, seed: int = 
     train = resumable_loader(rows(task.train), seed=seed, batch_size=budget.batch_size,
                              collate_fn=pad_collate(pad))
     test = eval_loader(rows(task.test), budget.eval_batch_size, pad_collate(pad))
-    torch.cuda.reset_peak_memory_stats()
+    reset_cuda_peak()  # the notebook's own peak is kept (runtime.process_peak_memory)
     run = fit(model, train, lr=lr, weight_decay=budget.weight_decay, steps=steps,
               warmup=max(2, steps // 10), max_norm=budget.max_norm, amp_dtype=torch.bfloat16,
               method=Method(param_groups=lambda m, _lr, wd: param_groups(m, wd)))
