@@ -339,7 +339,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "notebook runs, so other jobs that take it only run between notebooks")
     parser.add_argument("--resume", action="store_true", help="skip the notebooks whose results "
                         "are newer than everything they depend on (an interrupted job goes on)")
+    parser.add_argument("--start-within", type=float, metavar="MINUTES", help="start no notebook "
+                        "after this many minutes (a time-limited GPU session; --resume goes on)")
     args = parser.parse_args(argv)
+    began = time.monotonic()
 
     scale = config.get_scale(args.scale)
     out = (args.out or ROOT / "results" / scale.name).resolve()
@@ -354,7 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     failures: dict[str, str] = {}
     executed_now: list[str] = []
     swapped: list[str] = []
-    interrupted = False
+    interrupted = stopped_early = False
     handlers = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     results_env = os.environ.get(results.RESULTS_ENV_VAR)
     try:
@@ -366,6 +369,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"[{scale.name}] {nb.name}: up to date, skipped (--resume)", flush=True)
                     continue
                 print(f"[{scale.name}] {nb.name}: runs again ({reason})", flush=True)
+            if args.start_within is not None and time.monotonic() - began > 60 * args.start_within:
+                print(f"[{scale.name}] {nb.name}: not started, past --start-within "
+                      f"{args.start_within:g} min (run again with --resume)", flush=True)
+                stopped_early = True
+                break
             executed_now.append(nb.stem)
             stage = out / STAGING_DIR / nb.stem
             shutil.rmtree(stage, ignore_errors=True)
@@ -413,7 +421,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             (out / STAGING_DIR).rmdir()
 
-    this_run = executed_now if args.resume or interrupted else [nb.stem for nb in selected]
+    this_run = (executed_now if args.resume or interrupted or stopped_early
+                else [nb.stem for nb in selected])
     if args.report_only or swapped or not (out / results.REPORT_NAME).exists():
         report = write_report(out, notebooks, destination, this_run, at=out)
     elif failures:  # nothing new to show: the committed report stays as it was

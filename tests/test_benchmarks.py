@@ -181,6 +181,15 @@ def test_unknown_size_is_refused():
         tp.bench_size("huge")
 
 
+def test_the_gpu_and_paper_sizes_are_the_scales_models_and_batches():
+    """What the P2 throughput runs time on a GPU (nothing is run here): each scale's model and its
+    pretraining batch x sequence, stated in the result."""
+    for name, layers, d, batch in (("gpu", 8, 512, 64), ("paper", 16, 410, 8)):
+        size = tp.bench_size(name)
+        assert (size.model.n_layer, size.model.d_model, size.batch_size, size.seq_len) == (
+            layers, d, batch, 256)
+
+
 # --- efficiency: achieved GFLOP/s against the measured matmul peak -----------------------------------
 
 

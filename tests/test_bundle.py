@@ -252,3 +252,22 @@ def test_a_rebuild_replaces_an_earlier_bundle_but_never_other_files(tmp_path):
     with pytest.raises(bundle.BundleError, match="not a bundle's"):
         bundle._remake(out)
     assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_the_projects_own_requirements_resolve_for_a_node(tmp_path):
+    """Against the package index (skipped offline): the wheels a real bundle needs resolve for the
+    node's CPython 3.12, seqeval (an sdist only, pinned) built here, torch and what only torch
+    needs left out. The gpu bundle of 2026-11-25 failed at exactly this step."""
+    from test_colab_resolution import _index_reachable
+
+    why = _index_reachable()
+    if why:
+        pytest.skip(f"package index unreachable: {why}")
+    local = tmp_path / "built"
+    local.mkdir()
+    found = bundle.resolve(bundle.top_level_requirements(), "3.12", [], local, lambda _line: None)
+    pins = bundle.constraints()
+    for name in ("seqeval", "peft", "datasets", "pytorch-ignite", "transformers", "nbval"):
+        assert found.get(name) == pins[name], name
+    assert "torch" not in found and not any(n.startswith(("nvidia-", "triton")) for n in found)
+    assert [p.name for p in local.glob("*.whl")] == [f"seqeval-{pins['seqeval']}-py3-none-any.whl"]

@@ -407,6 +407,37 @@ def test_a_crashed_notebook_keeps_the_others_results_and_resume_reruns_only_it(t
     assert all(state[nb]["ok"] for nb in ("01_pretraining", "02_adaptation", "03_adapters"))
 
 
+def test_start_within_starts_no_notebook_after_its_minutes_and_resume_goes_on(tmp_path,
+                                                                            monkeypatch):
+    """A time-limited GPU session: past --start-within no further notebook starts (the one
+    running finishes), the report says which ran, and --resume runs the rest."""
+    root = _fake_project(tmp_path)
+    rn = _run_notebooks_module(monkeypatch, root)
+    out = tmp_path / "results"
+    ran: list[str] = []
+    clock = iter([0, 0, 60, 120, *range(200, 10_000)])  # job start, then before each notebook
+
+    def fake_run(notebook, destination, timeout, probe=None):
+        ran.append(notebook.stem)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_text("{}")
+        results.save(notebook.stem, config.get_scale("smoke"), {"t": pd.DataFrame({"x": [1]})},
+                     seeds=[0])
+        return 50.0, {"cells": []}, None
+
+    monkeypatch.setattr(rn, "run", fake_run)
+    monkeypatch.setattr(rn.time, "monotonic", lambda: float(next(clock)))
+    monkeypatch.setenv(config.CACHE_ENV_VAR, str(tmp_path / "cache"))
+    argv = ["--scale", "smoke", "--out", str(out), "--start-within", "1.5"]  # 90 s
+    assert rn.main(argv) == 0
+    assert ran == ["01_pretraining", "02_adaptation"]  # started at 0 and 60 s; 120 s is past 90
+    report = (out / results.REPORT_NAME).read_text()
+    assert "**No results for: 03_adapters**" in report  # not started: said, not hidden
+    ran.clear()
+    assert rn.main([*argv[:-2], "--resume"]) == 0
+    assert ran == ["03_adapters"]
+
+
 # --- a failed main-job run keeps the last good results ---------------------------------------------
 
 STEADY = """\

@@ -339,3 +339,16 @@ def test_report_shows_the_replication_table_when_replication_json_exists(tmp_pat
     assert "same sign and the held-out 95 % CI excludes zero" in body and "seed + 1000" in body
     assert "| 02_adaptation | ours vs scratch |" in body and "| replicated |" in body
     assert "-7.27 [-11.88, -2.65], p = 0.021 → better" in body and "replicated: 1" in body
+
+
+def test_peak_memory_text_and_the_t4_rule():
+    cpu = {"device": "cpu", "cuda_allocated_mib": None, "cuda_reserved_mib": None,
+           "cuda_context_mib": None, "rss_mib": 3072.0}
+    assert results.peak_memory_text(cpu) == "peak memory 3.00 GiB (kernel RSS)"
+    assert results.fits_t4(cpu) is None
+    gpu = {"device": "NVIDIA H100 80GB HBM3", "cuda_allocated_mib": 12000.0,
+           "cuda_reserved_mib": 14900.0, "cuda_context_mib": 600.0, "rss_mib": 5000.0}
+    assert results.fits_t4(gpu) is False  # 14,900 + 600 MiB > 15,360
+    assert results.fits_t4({**gpu, "cuda_context_mib": 400.0}) is True  # 15,300 MiB, just in
+    assert results.peak_memory_text(gpu) == ("peak GPU memory 14.55 GiB reserved (11.72 GiB "
+                                             "allocated, NVIDIA H100 80GB HBM3; fits a 15 GiB T4: no)")

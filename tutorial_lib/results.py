@@ -361,6 +361,25 @@ def _run_text(run: Mapping | None) -> str:
 PEAK_MEMORY_NAME = "peak_memory.json"  # written by the main job: {notebook: its kernel's peaks}
 
 
+T4_GIB = 15.0
+"""A Colab T4's memory as Colab shows it (15,360 MiB, ``nvidia-smi``): the card a notebook at the
+gpu scale should fit to run on Colab's free tier."""
+
+
+def fits_t4(peak: Mapping) -> bool | None:
+    """Whether a notebook measured on a larger GPU fits a T4: its caching allocator's peak
+    reservation plus the CUDA context measured beside it (:func:`runtime.process_peak_memory`) at
+    most :data:`T4_GIB`. None when it was not measured on a GPU. A "yes" close to the line is
+    worth confirming under ``TUTORIAL_GPU_MEMORY_GIB`` (the cap counts no context).
+
+    >>> fits_t4({"cuda_reserved_mib": 9000.0, "cuda_context_mib": 500.0})
+    True
+    """
+    if peak.get("cuda_reserved_mib") is None:
+        return None
+    return peak["cuda_reserved_mib"] + (peak.get("cuda_context_mib") or 0.0) <= T4_GIB * 1024
+
+
 def peak_memory_text(peak: Mapping) -> str:
     """A notebook's peak memory as the report's contents list shows it: on a GPU what the caching
     allocator reserved (what must fit the card; the CUDA context comes on top), else the kernel's
@@ -370,8 +389,10 @@ def peak_memory_text(peak: Mapping) -> str:
     'peak memory 2.10 GiB (kernel RSS)'
     """
     if peak.get("cuda_reserved_mib") is not None:
+        fits = "yes" if fits_t4(peak) else "no"
         return (f"peak GPU memory {peak['cuda_reserved_mib'] / 1024:.2f} GiB reserved "
-                f"({peak['cuda_allocated_mib'] / 1024:.2f} GiB allocated, {peak['device']})")
+                f"({peak['cuda_allocated_mib'] / 1024:.2f} GiB allocated, {peak['device']}; "
+                f"fits a {T4_GIB:g} GiB T4: {fits})")
     if peak.get("rss_mib") is not None:
         return f"peak memory {peak['rss_mib'] / 1024:.2f} GiB (kernel RSS)"
     return "peak memory not measured"

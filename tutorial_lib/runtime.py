@@ -192,16 +192,24 @@ def process_peak_memory() -> dict[str, float | str | None]:
       the number that must fit the card (plus the CUDA context, a few hundred MiB, in neither);
       both None when the process never used CUDA;
     * ``rss_mib``: the process's peak resident memory (``VmHWM``; None off Linux);
+    * ``cuda_context_mib``: the GPU memory in use that PyTorch did not reserve, read now (the CUDA
+      context and its libraries' workspaces, on a GPU of its own; other processes' memory too on
+      a shared one);
     * ``device``: the GPU's name, or ``"cpu"``.
     """
     _remember_peaks()
     seen = _PEAKS_BEFORE_RESET
     cuda = _cuda_in_use()
     mib = lambda b: round(b / 2**20, 1)  # noqa: E731
+    context = None
+    if cuda:
+        free, total = torch.cuda.mem_get_info()
+        context = mib(total - free - torch.cuda.memory_reserved())
     return {
         "device": torch.cuda.get_device_name() if cuda else "cpu",
         "cuda_allocated_mib": mib(seen["cuda_allocated"]) if cuda else None,
         "cuda_reserved_mib": mib(seen["cuda_reserved"]) if cuda else None,
+        "cuda_context_mib": context,
         "rss_mib": mib(seen["rss"]) if seen["rss"] else None,
     }
 

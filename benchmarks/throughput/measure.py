@@ -23,7 +23,7 @@ from tutorial_lib.runtime import PeakMemory, cpu_has_fast_bf16
 from tutorial_lib.settings import Budget
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
-SIZES = ("tiny", "classroom", "gpu")
+SIZES = ("tiny", "classroom", "gpu", "paper")
 INIT_LOSS_TOLERANCE = 0.5  # nats: |loss at init − ln V| must stay below this for both models
 
 # Dense (no-sparsity) bf16 tensor-core peak per GPU, **vendor datasheet numbers** (NVIDIA H100,
@@ -78,8 +78,9 @@ def bench_size(name: str) -> BenchSize:
     m, p = scale.model, scale.pretrain
     timing = {"classroom": dict(warmup=3, rounds=8, steps=3, ft_warmup=2, ft_rounds=4, ft_steps=3),
               "gpu": dict(warmup=10, rounds=5, steps=20, ft_warmup=5, ft_rounds=5, ft_steps=10)}
+    timing["paper"] = timing["gpu"]  # the 2019 model and batch (16 layers, d = 410, 8 x 256): a GPU's
     # fine-tuning rows: short sentences (TREC/SST-2 are ~10-25 tokens) on the CPU, longer on a GPU
-    ft_seq = {"classroom": 32, "gpu": 128}[name]
+    ft_seq = {"classroom": 32, "gpu": 128, "paper": 128}[name]
     return BenchSize(name, m, seq_len=p.seq_len, batch_size=p.batch_size, ft_seq_len=ft_seq,
                      ft_batch_size=Budget().batch_size, **timing[name])  # every notebook's batch
 
