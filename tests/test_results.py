@@ -352,3 +352,15 @@ def test_peak_memory_text_and_the_t4_rule():
     assert results.fits_t4({**gpu, "cuda_context_mib": 400.0}) is True  # 15,300 MiB, just in
     assert results.peak_memory_text(gpu) == ("peak GPU memory 14.55 GiB reserved (11.72 GiB "
                                              "allocated, NVIDIA H100 80GB HBM3; fits a 15 GiB T4: no)")
+
+
+def test_memory_table_from_the_main_jobs_files(tmp_path):
+    (tmp_path / "wall_times.json").write_text('{"01_pretraining": 312.4, "02_adaptation": 95.0}')
+    (tmp_path / "peak_memory.json").write_text(json.dumps({"01_pretraining": {
+        "device": "GPU X", "cuda_allocated_mib": 2048.0, "cuda_reserved_mib": 3072.0,
+        "cuda_context_mib": 512.0, "rss_mib": 4096.0}}))
+    table = results.memory_table(tmp_path).splitlines()
+    assert table[0] == "| notebook | wall time | peak memory | fits a 15 GiB T4 |"
+    assert table[2] == ("| 01_pretraining | 312 s | peak GPU memory 3.00 GiB reserved (2.00 GiB "
+                        "allocated, GPU X; fits a 15 GiB T4: yes) | yes |")
+    assert table[3] == "| 02_adaptation | 95 s | not recorded | not measured on a GPU |"

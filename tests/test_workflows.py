@@ -1,6 +1,7 @@
 """The GitHub workflows: what they must do and must never do (actionlint checks their syntax in
 scripts/test.sh; here we check their content against the repository)."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -105,3 +106,19 @@ def test_actionlint_accepts_ours_and_rejects_a_broken_workflow(tmp_path):
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     bad = subprocess.run([_actionlint()], cwd=tmp_path, capture_output=True, text=True)
     assert bad.returncode != 0 and "no_such_thing" in bad.stdout
+
+
+def test_the_gpu_runs_refuse_a_machine_without_a_gpu_and_write_nothing(tmp_path):
+    """scripts/gpu_runs.sh measures a GPU: on a CPU it stops at once with one message, and nothing
+    (no machine.json, no results) is written."""
+    out = tmp_path / "gpu"
+    done = subprocess.run(["bash", str(REPO / "scripts" / "gpu_runs.sh"), "--minutes", "1"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "GPU_RUNS_OUT": str(out),
+                               "PY": sys.executable})
+    assert done.returncode != 0
+    assert "no CUDA device" in done.stderr and "never simulated" in done.stderr
+    assert not out.exists()
+    bad = subprocess.run(["bash", str(REPO / "scripts" / "gpu_runs.sh"), "--fast"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("usage:")

@@ -398,6 +398,22 @@ def peak_memory_text(peak: Mapping) -> str:
     return "peak memory not measured"
 
 
+def memory_table(directory: Path) -> str:
+    """Markdown: per notebook run into ``directory``, its wall time, peak memory and whether it fits
+    a T4 (from ``wall_times.json`` and ``peak_memory.json``; what ``scripts/gpu_runs.sh`` prints)."""
+    directory = Path(directory)
+    read = lambda name: json.loads((directory / name).read_text()) if (directory / name).exists() else {}  # noqa: E731
+    times, peaks = read("wall_times.json"), read(PEAK_MEMORY_NAME)
+    lines = [f"| notebook | wall time | peak memory | fits a {T4_GIB:g} GiB T4 |", "|---|---|---|---|"]
+    for name in sorted(set(times) | set(peaks)):
+        peak = peaks.get(name)
+        fit = {True: "yes", False: "no", None: "not measured on a GPU"}[fits_t4(peak) if peak else None]
+        seconds = f"{times[name]:.0f} s" if name in times else "not recorded"
+        lines.append(f"| {name} | {seconds} | {peak_memory_text(peak) if peak else 'not recorded'} "
+                     f"| {fit} |")
+    return "\n".join(lines) + "\n"
+
+
 def report_markdown(directory: Path, notebooks: Sequence[str] | None = None,
                     wall_times: Mapping[str, float] | None = None,
                     this_run: Sequence[str] | None = None,
