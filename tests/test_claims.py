@@ -307,6 +307,20 @@ def test_readme_notebook_table_quotes_only_results(notebook):
     assert not failures, _report(notebook.stem, failures)
 
 
+def test_readme_times_and_peak_ram_are_the_committed_runs():
+    """The README table's CPU time and peak RAM per notebook are those of the committed classroom
+    run (``wall_times.json``, ``peak_memory.json``: the kernel's peak resident memory)."""
+    times = json.loads((RESULTS / "wall_times.json").read_text())
+    peaks = json.loads((RESULTS / "peak_memory.json").read_text())
+    rows = readme_rows()
+    assert sorted(rows) == sorted(nb.stem for nb in NOTEBOOKS)
+    for stem, row in rows.items():
+        cells = [c.strip() for c in row.rsplit(" | [![Open In Colab]", 1)[0].split(" | ")]
+        assert cells[-2] == f"{times[stem] / 60:.1f} min", (stem, cells[-2])
+        ram = f"{peaks[stem]['rss_mib'] / 1024:.1f} GiB" if stem in peaks else "not measured yet"
+        assert cells[-1] == ram, (stem, cells[-1])
+
+
 # --- the checker itself, on known cases -------------------------------------------------------------
 
 
