@@ -17,7 +17,6 @@ runs about 0.6× these times. An interrupted sweep resumes: rows already in ``--
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from benchmarks import dart_fields, write_json
 from tutorial_lib import config, runtime, tasks
 from tutorial_lib.methods import dart, fewshot, prompting
 from tutorial_lib.settings import DARTSettings
@@ -110,16 +110,12 @@ def main(argv: list[str] | None = None) -> dict:
 def _write(out: Path, doc: dict, s: DARTSettings, args, zero, zero_seconds, probe,
            probe_seconds) -> dict:
     doc.update({
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "threads": args.threads, "task": "sst2", "k": s.k, "test_examples": s.test_examples,
-        "batch_size": s.batch_size, "eval_every": s.eval_every, "backbone": s.backbone,
-        "zero_shot": zero, "zero_shot_seconds": round(zero_seconds, 1),
+        **dart_fields(s), "threads": args.threads, "zero_shot": zero,
+        "zero_shot_seconds": round(zero_seconds, 1),
         "logreg": probe.to_dict("records"), "logreg_seconds": round(probe_seconds, 1),
         "note": "seconds: a whole run (copy of the LM, training, dev evaluations, one test "
                 "evaluation); fit_seconds: training with its dev evaluations"})
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1))
-    return doc
+    return write_json(out, doc)
 
 
 if __name__ == "__main__":

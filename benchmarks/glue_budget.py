@@ -16,7 +16,6 @@ work on 1 — its seconds per step are then slower than a notebook's).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from benchmarks import write_json
 from tutorial_lib import config, runtime, stats
 from tutorial_lib.methods import multitask
 from tutorial_lib.settings import GradTSSettings, MultitaskSettings
@@ -69,12 +69,10 @@ def main(argv: list[str] | None = None) -> dict:
                              "other_seconds": round(total - run.seconds, 2),
                              "threads": args.threads})
                 print(rows[-1], flush=True)
-                blob = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                        "environment": runtime.describe(scale),
+                blob = {"environment": runtime.describe(scale),
                         "recipe": {nb: _recipe(SETTINGS[nb].at(scale)) for nb in SETTINGS},
                         "runs": rows, "summary": summary(rows)}
-                args.out.parent.mkdir(parents=True, exist_ok=True)
-                args.out.write_text(json.dumps(blob, indent=1))
+                blob = write_json(args.out, blob)
     print(pd.DataFrame(blob.get("summary", [])).to_string())
     return blob
 

@@ -20,7 +20,6 @@ the numbers before and after adaptation. The JSON it writes is what notebook 09 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from benchmarks import write_json
 from tutorial_lib import backbones, config, runtime, tasks
 from tutorial_lib.methods import fewshot, prompting
 from tutorial_lib.params import make_optimizer
@@ -155,8 +155,7 @@ def main(argv: list[str] | None = None) -> dict:
     held_out = _lines(scale, "validation", args.eval_lines)
     train_lines = _lines(scale, "train", 32 * args.steps)
     sst2 = tasks.few_shot("sst2", k=16, seed=13, test_examples=args.sst2).test
-    out: dict = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                 "environment": runtime.describe(scale), "held_out_lines": len(held_out),
+    out: dict = {"environment": runtime.describe(scale), "held_out_lines": len(held_out),
                  "sst2_sentences": len(sst2)}
 
     bb = backbones.load_backbone("minilm", scale)
@@ -175,8 +174,7 @@ def main(argv: list[str] | None = None) -> dict:
     zs = fewshot.zero_shot(lm, split, template, {"negative": "negative", "positive": "positive"})
     out["smollm2"] = {**causal_topk(lm, held_out), "sst2_zero_shot": zs["accuracy"],
                       "seconds_to_load_and_score": round(time.perf_counter() - start, 1)}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1))
+    out = write_json(args.out, out)
     print(json.dumps(out, indent=1))
     return out
 

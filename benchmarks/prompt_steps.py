@@ -20,11 +20,11 @@ Its output (``benchmarks/results/prompt_steps.json``) is behind 09's classroom `
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import time
 from pathlib import Path
 
+from benchmarks import dart_fields, write_json
 from tutorial_lib import config, runtime, stats, tasks
 from tutorial_lib.methods import fewshot, prompting
 from tutorial_lib.settings import DARTSettings
@@ -104,16 +104,12 @@ def main(argv: list[str] | None = None) -> dict:
 
 def _write(out: Path, doc: dict, s: DARTSettings, zero: float, selections: list[dict]) -> dict:
     doc.update({
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "task": "sst2", "k": s.k, "test_examples": s.test_examples, "batch_size": s.batch_size,
-        "eval_every": s.eval_every, "trainable_layers": s.trainable_layers,
-        "backbone": s.backbone, "zero_shot": zero, "selections": selections,
+        **dart_fields(s), "trainable_layers": s.trainable_layers, "zero_shot": zero,
+        "selections": selections,
         "note": "each run: one rate, the best dev checkpoint tested; a selection applies 09's "
                 "rule (best dev score per split within the grid) and tests the chosen runs "
                 "against the zero-shot start (paired by split: one-sample t on the differences)"})
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1))
-    return doc
+    return write_json(out, doc)
 
 
 if __name__ == "__main__":

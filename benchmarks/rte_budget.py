@@ -15,13 +15,13 @@ writes the test scores, their majority rate and the wall time. Notebook 06 shows
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import time
 from pathlib import Path
 
 import pandas as pd
 
+from benchmarks import write_json
 from tutorial_lib import config, runtime, stats
 from tutorial_lib.methods import multitask
 from tutorial_lib.settings import MultitaskSettings
@@ -61,8 +61,7 @@ def main(argv: list[str] | None = None) -> dict:
                              "seconds": round(time.perf_counter() - t0, 1)})
                 print(rows[-1], flush=True)
         # written after every step count, so a sweep cut off keeps what it measured
-        out = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-               "environment": runtime.describe(scale), "recipe": {
+        out = {"environment": runtime.describe(scale), "recipe": {
                    "train_examples": base.train_examples, "batch_size": base.budget.batch_size,
                    "lr": base.budget.lr, "max_len": base.budget.max_len,
                    "intermediate": f"mnli, {args.intermediate} steps, seed {args.seeds[0]}",
@@ -70,8 +69,7 @@ def main(argv: list[str] | None = None) -> dict:
                "rte_majority_test_score": majority, "runs": rows, "summary": _table(rows),
                "seconds_this_run": round(time.perf_counter() - start_time, 1),
                "seconds_all_runs": round(sum(r["seconds"] for r in rows), 1)}
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(out, indent=1))
+        out = write_json(args.out, out)
     print(json.dumps(out.get("summary"), indent=1))
     return out
 

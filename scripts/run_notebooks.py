@@ -186,18 +186,18 @@ def read_peak(path: Path) -> dict | None:
         return None
 
 
-def record_peak(out: Path, stem: str, peak: dict | None) -> None:
-    """Merge one notebook's peak memory into ``out/peak_memory.json`` (None: its entry goes, so no
-    stale number stays beside a new run)."""
-    path = out / PEAK_MEMORY
+def record_entry(path: Path, stem: str, value: object | None) -> None:
+    """Set one notebook's entry of a ``{notebook: value}`` file (``wall_times.json``,
+    ``peak_memory.json``), re-read first: another invocation may have recorded its notebooks.
+    None removes the entry, so no stale number stays beside a new run."""
     try:
-        peaks = json.loads(path.read_text()) if path.exists() else {}
-    except ValueError:
-        peaks = {}
-    peaks.pop(stem, None)
-    if peak is not None:
-        peaks[stem] = peak
-    atomic_write(path, json.dumps(dict(sorted(peaks.items())), indent=1))
+        entries = json.loads(path.read_text()) if path.exists() else {}
+    except ValueError:  # cut short: the other notebooks' entries come back with their next run
+        entries = {}
+    entries.pop(stem, None)
+    if value is not None:
+        entries[stem] = value
+    atomic_write(path, json.dumps(dict(sorted(entries.items())), indent=1))
 
 
 # --- resuming an interrupted job ----------------------------------------------------------------
@@ -398,11 +398,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             peak = read_peak(stage / PEAK_MEMORY)
             with signals_held():
                 figures = swap_in(stage, out, nb, executed, dest)
-                record_peak(out, nb.stem, peak)
+                record_entry(out / PEAK_MEMORY, nb.stem, peak)
+                record_entry(times_path, nb.stem, round(seconds, 1))
                 results.clear_failure(out, nb.stem)
-                # re-read before writing: another invocation may have recorded its notebooks
-                times = json.loads(times_path.read_text()) if times_path.exists() else {}
-                atomic_write(times_path, json.dumps({**times, nb.stem: round(seconds, 1)}, indent=1))
                 record_state(out, nb.stem, ok=True,
                              finished=max(time.time(), dest.stat().st_mtime))
                 swapped.append(nb.stem)

@@ -405,3 +405,13 @@ def test_replicate_only_narrows_the_re_run_never_the_record(tmp_path):
     record = replicate.main(["--first", str(first_dir), "--held-out", str(held_dir),
                              "--only", "05"])
     assert {e["notebook"] for e in record["effects"]} == {"02_x", "05_y"}
+
+
+def test_write_json_stamps_the_date_first_and_leaves_no_temporary(tmp_path):
+    import benchmarks
+
+    path = tmp_path / "sub" / "r.json"
+    doc = benchmarks.write_json(path, {"runs": [1], "date": "stale"})
+    assert list(doc) == ["date", "runs"] and doc["date"] != "stale"
+    assert json.loads(path.read_text()) == doc
+    assert [p.name for p in path.parent.iterdir()] == ["r.json"]
