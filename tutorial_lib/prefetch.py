@@ -140,7 +140,9 @@ def needs(scale: Scale | str | None = None) -> Needs:
     scale = _as_scale(scale)
     task_users: dict[str, set[str]] = defaultdict(set)
     dataset_users: dict[str, set[str]] = defaultdict(set)
-    model_users: dict[str, set[str]] = defaultdict(set, {"ours": {BUILDER}, "ours-mlm": {BUILDER}})
+    # 01 builds both of ours and scores validation text with SmolLM2 (no settings field names it)
+    model_users: dict[str, set[str]] = defaultdict(set, {"ours": {BUILDER}, "ours-mlm": {BUILDER},
+                                                         "smollm2": {BUILDER}})
     model_kinds: dict[str, list[tuple[tuple[str, ...], str]]] = defaultdict(list)
     for cls in NOTEBOOK_SETTINGS:
         nb, also = _number(cls.notebook), cls.also_needs

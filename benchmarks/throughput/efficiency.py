@@ -19,6 +19,7 @@ from .measure import environment, finetune_flops_per_step, sync
 # --- the device's matmul peak and the fraction of it we reach --------------------------------------
 
 PEAK_SIZES = (1024, 2048, 3072, 4096)
+GPU_PEAK_SIZES = (2048, 4096, 8192)  # a GPU's tensor cores need 8192³ to approach their peak
 EFFICIENCY_FORMULA = ("training FLOPs = 6·N·tokens + 12·L·d·T·tokens (forward + backward); "
                       "pretraining N = parameters without the position embedding (tied head once), "
                       "fine-tuning N = L·(4d² + 2d·d_ff) plus the head; "

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from .efficiency import PEAK_SIZES, efficiency, efficiency_from_file, matmul_peak
+from .efficiency import GPU_PEAK_SIZES, PEAK_SIZES, efficiency, efficiency_from_file, matmul_peak
 from .finetuning import finetune_costs
 from .measure import RESULTS_DIR, SIZES, bench_size, device_tag, environment
 from .pretraining import pretraining_throughput
@@ -144,8 +144,8 @@ def run_benchmark(
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     bs = bench_size(size)
     # the peak first, on a quiet device; tiny sizes for the tiny (CI) benchmark
-    peak = (matmul_peak(dev, sizes=(64, 128) if size == "tiny" else PEAK_SIZES,
-                        repeats=2 if size == "tiny" else 4) if measure_peak else None)
+    sizes = (64, 128) if size == "tiny" else GPU_PEAK_SIZES if dev.type == "cuda" else PEAK_SIZES
+    peak = matmul_peak(dev, sizes=sizes, repeats=2 if size == "tiny" else 4) if measure_peak else None
     result = {
         "size": size, "environment": environment(dev),
         "config": {**dataclasses.asdict(bs.model),

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The test command's pytest part, shared by scripts/test.sh (CI, after set-up and lint) and
+# scripts/gpu_runs.sh (the same tests on a GPU machine, from a device kit):
+#   1. the unit tests and every notebook at smoke scale under nbval, on pytest-xdist workers
+#      (TEST_WORKERS, default 2; --dist loadfile keeps a notebook's cells in one kernel, in order);
+#   2. with no extra arguments (every notebook ran): the check that each saved its results and the
+#      report built from them (tests/test_results.py, marked after_notebooks).
+# PY: the interpreter (default .venv/bin/python). JUNIT_DIR: also write each call's JUnit XML there
+# (per-test times: scripts/gpu_runs.sh sums them per notebook). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+export TUTORIAL_SCALE=smoke
+export TUTORIAL_CACHE_DIR=${TUTORIAL_CACHE_DIR:-$(mktemp -d)}
+TUTORIAL_RESULTS_DIR=$(mktemp -d)  # this run's results only: none left over from another
+export TUTORIAL_RESULTS_DIR
+trap 'rm -rf "$TUTORIAL_RESULTS_DIR"' EXIT
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export MPLBACKEND=Agg
+# One torch thread per worker: the 2-core machine runs two tests at once instead of one test on
+# two threads (most tests are too small for two threads to help).
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+workers=${TEST_WORKERS:-2}
+junit() { [ -n "${JUNIT_DIR:-}" ] && echo "--junitxml=$JUNIT_DIR/$1.xml"; true; }
+TUTORIAL_NOTEBOOKS_RAN_SINCE=$(date +%s)
+"$PY" -m pytest -q -W ignore::DeprecationWarning -n "$workers" --dist loadfile \
+  -m "not after_notebooks" $(junit tests-and-notebooks) \
+  --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
+  tests notebooks "$@"
+if [ $# -eq 0 ]; then  # every notebook ran: check that each saved its results, build the report
+  TUTORIAL_NOTEBOOKS_RAN_SINCE=$TUTORIAL_NOTEBOOKS_RAN_SINCE "$PY" -m pytest -q \
+    -W ignore::DeprecationWarning -m after_notebooks $(junit after-notebooks) tests/test_results.py
+fi
