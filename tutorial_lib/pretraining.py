@@ -333,11 +333,12 @@ def generate(
     """Sample a continuation of ``prompt`` from a causal LM (top-k sampling)."""
     if not model.config.causal:
         raise PretrainError("generate() needs a causal LM; use fill_mask() for a masked LM")
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)  # on the CPU: the same text on any device
     model.eval()
+    dev = model.lm_head.weight.device
     ids = torch.tensor([tokenizer(prompt, add_special_tokens=False)["input_ids"]])
     for _ in range(max_new_tokens):
-        logits = model(ids[:, -model.config.max_len :]).logits[0, -1] / temperature
+        logits = model(ids[:, -model.config.max_len :].to(dev)).logits[0, -1].float().cpu() / temperature
         kth = torch.topk(logits, top_k).values[-1]
         probs = torch.softmax(logits.masked_fill(logits < kth, -float("inf")), dim=-1)
         ids = torch.cat([ids, torch.multinomial(probs, 1, generator=gen)[None]], dim=1)
@@ -356,7 +357,8 @@ def fill_mask(
     if len(where) != 1:
         raise PretrainError(f"text must contain exactly one {tokenizer.mask_token}: {text!r}")
     model.eval()
-    probs = torch.softmax(model(ids).logits[0, where[0, 0]].float(), dim=-1)
+    logits = model(ids.to(model.lm_head.weight.device)).logits[0, where[0, 0]]
+    probs = torch.softmax(logits.float().cpu(), dim=-1)
     top = torch.topk(probs, top_k)
     return [(tokenizer.convert_ids_to_tokens(int(i)), float(p))
             for p, i in zip(top.values, top.indices)]
