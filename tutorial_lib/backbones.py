@@ -56,6 +56,7 @@ from transformers import (
 from .config import Scale, cache_dir
 from .models import POOLS, SequenceClassifier, TransformerClassifier, TransformerLM
 from .pretraining import get_tokenizer, load_or_pretrain, model_config
+from .runtime import device_of
 from .tokenization import encode_with_cls
 from .training import pad_ids
 
@@ -303,6 +304,8 @@ class Backbone:
         where the head transforms it first (BERT's and RoBERTa's dense + activation + LayerNorm),
         the input of its decoder layer, caught with a forward hook so that the transform is
         applied exactly as in pretraining."""
+        dev = device_of(self.lm)
+        input_ids, attention_mask = input_ids.to(dev), attention_mask.to(dev)
         decoder = self.lm.get_output_embeddings()
         if self.lm_head is decoder:  # ours, causal LMs: the head reads the encoder's output
             return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state

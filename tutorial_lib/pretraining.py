@@ -36,7 +36,7 @@ from . import data, integrity
 from .config import Scale, cache_dir, get_scale
 from .models import CHECKPOINT_FILE, TransformerConfig, TransformerLM, load_pretrained, save_pretrained
 from .params import make_optimizer
-from .runtime import autocast_dtype, device
+from .runtime import autocast_dtype, device, device_of
 from .tokenization import clean_wikitext, load_or_train_tokenizer
 from .training import (
     History,
@@ -335,7 +335,7 @@ def generate(
         raise PretrainError("generate() needs a causal LM; use fill_mask() for a masked LM")
     gen = torch.Generator().manual_seed(seed)  # on the CPU: the same text on any device
     model.eval()
-    dev = model.lm_head.weight.device
+    dev = device_of(model)
     ids = torch.tensor([tokenizer(prompt, add_special_tokens=False)["input_ids"]])
     for _ in range(max_new_tokens):
         logits = model(ids[:, -model.config.max_len :].to(dev)).logits[0, -1].float().cpu() / temperature
@@ -357,7 +357,7 @@ def fill_mask(
     if len(where) != 1:
         raise PretrainError(f"text must contain exactly one {tokenizer.mask_token}: {text!r}")
     model.eval()
-    logits = model(ids.to(model.lm_head.weight.device)).logits[0, where[0, 0]]
+    logits = model(ids.to(device_of(model))).logits[0, where[0, 0]]
     probs = torch.softmax(logits.float().cpu(), dim=-1)
     top = torch.topk(probs, top_k)
     return [(tokenizer.convert_ids_to_tokens(int(i)), float(p))

@@ -43,6 +43,12 @@ def device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def device_of(module: torch.nn.Module) -> torch.device:
+    """Where a module's parameters live (the CPU for a module without any): a helper that feeds
+    a model tensors it made itself puts them there (on a GPU, CPU inputs crash the forward)."""
+    return next(module.parameters(), torch.empty(0)).device
+
+
 def cpu_has_fast_bf16() -> bool:
     """True when this CPU runs bf16 matmuls natively (AMX or AVX512-BF16)."""
     checks = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")

@@ -597,7 +597,8 @@ def fit(
     device: torch.device | None = None,
     amp_dtype: torch.dtype | None | str = "auto",
 ) -> FitResult:
-    """Train ``model`` on ``loader`` — the one recipe, in a fixed order:
+    """Train ``model`` on ``loader`` — the one recipe, in a fixed order (``model`` first moved to
+    ``device``, default :func:`tutorial_lib.runtime.device`, where the trainer puts each batch):
 
     1. optimizer: AdamW over ``method.param_groups(model, lr, weight_decay)`` (default: decay /
        no-decay groups of the trainable parameters) — ``method.prepare`` has run already (the
@@ -619,6 +620,7 @@ def fit(
     """
     dev = device or default_device()
     amp = autocast_dtype(dev) if amp_dtype == "auto" else amp_dtype
+    model.to(dev)  # the trainer moves each batch there (on a GPU, a model left behind crashes)
     groups = method.param_groups(model, lr, weight_decay) if method.param_groups else None
     optimizer = make_optimizer(model, lr, weight_decay, groups)
     trainer = create_trainer(model, optimizer, device=dev, amp_dtype=amp, max_norm=max_norm,

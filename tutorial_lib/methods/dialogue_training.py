@@ -182,8 +182,8 @@ def evaluate(model: DoubleHeads, turns_: Sequence[TurnStates], how: str = "mc",
     per-turn ``correct`` list."""
     if how not in ("mc", "lm"):
         raise ValueError(f"how must be 'mc' or 'lm', got {how!r}")
-    model.eval()
     dev = device()
+    model.to(dev).eval()
     correct: list[bool] = []
     nll, tokens = 0.0, 0
     for i in range(0, len(turns_), batch_size):

@@ -23,9 +23,9 @@ from torch import nn
 
 from .. import stats
 from ..batches import eval_loader, pad_collate
-from ..runtime import autocast_dtype, device
+from ..runtime import autocast_dtype, device, device_of
 from ..tasks import compute_metrics, predictions_from_logits
-from ..training import logits_step
+from ..training import logits_step, to_device
 from .gradts import (
     KVSpec,
     LossFn,
@@ -86,7 +86,7 @@ def instance_importance(
             for batch in batches:
                 for r in records.values():
                     r.clear()
-                loss = loss_fn(batch)
+                loss = loss_fn(to_device(batch, device_of(model)))
                 if any(len(r) != 1 for r in records.values()):
                     calls = sorted({len(r) for r in records.values()})
                     raise RuntimeError(

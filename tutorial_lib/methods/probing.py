@@ -45,7 +45,7 @@ from torch import nn
 from .. import data
 from ..backbones import Backbone, layer_states
 from ..models import IGNORE_INDEX
-from ..runtime import autocast, autocast_dtype, device
+from ..runtime import autocast, autocast_dtype, device, device_of
 from ..training import pad_ids
 
 # The 37 universal dependency relations of UD v2; subtypes (nmod:poss) map to their base.
@@ -420,7 +420,8 @@ def attention_maps(
     handles = [b.attn.register_forward_hook(hook) for b in transformer.blocks]
     try:
         transformer.eval()
-        transformer(input_ids, attention_mask)
+        dev = device_of(transformer)
+        transformer(input_ids.to(dev), None if attention_mask is None else attention_mask.to(dev))
     finally:
         for h in handles:
             h.remove()
