@@ -15,7 +15,7 @@
 #      no progress bars;
 #   4. writes the machine record (GPU, driver, CUDA, torch, the version of every package importable,
 #      the pyproject ranges the image misses, the kit and its install time) to
-#      results/gpu/machine.json and, when $OUT is set, $OUT/machine.json;
+#      $GPU_RUNS_OUT/machine.json (default results/gpu) and, when $OUT is set, $OUT/machine.json;
 #   5. runs COMMAND; its exit status is this script's.
 # A bad or missing kit is one error before anything is installed. PY overrides the interpreter
 # (default python3: the image's); the offline dry run (docs/gpu.md) sets it to a stand-in venv.
@@ -52,9 +52,10 @@ sys.path.insert(0, "scripts")
 import device_kit
 info = json.load(open(".device/install.json"))
 info["wall_seconds"] = sys.argv[2]
-record = device_kit.machine("results/gpu/machine.json", sys.argv[1], info)
+path = os.path.join(os.environ.get("GPU_RUNS_OUT") or "results/gpu", "machine.json")
+record = device_kit.machine(path, sys.argv[1], info)
 if os.environ.get("OUT"):
-    shutil.copy("results/gpu/machine.json", os.path.join(os.environ["OUT"], "machine.json"))
+    shutil.copy(path, os.path.join(os.environ["OUT"], "machine.json"))
 print(json.dumps({k: v for k, v in record.items() if k != "packages"}))
 EOF
 [ $# -eq 0 ] && exit 0
