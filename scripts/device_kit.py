@@ -325,8 +325,10 @@ def check_payload(kit_bytes: int, tree: int, what: str, limit: int = PAYLOAD_LIM
 
 def build(notebooks: str, scale: str, out: Path | None = None, python: str = DEVICE_PYTHON,
           image_file: Path = IMAGE_FILE, log: Callable[[str], None] = print,
-          limit: int = PAYLOAD_LIMIT) -> dict:
-    """Build the kit for ``notebooks`` at ``scale`` (see the module docstring); its kit.json."""
+          limit: int = PAYLOAD_LIMIT, with_tests: bool = False) -> dict:
+    """Build the kit for ``notebooks`` at ``scale`` (see the module docstring); its kit.json.
+    ``with_tests``: also what the unit tests read (the whole local data copy), for the test
+    command on the device (``scripts/gpu_runs.sh --tests``)."""
     sys.path.insert(0, str(REPO))
     from tutorial_lib import backbones, bundle, config, prefetch
 
@@ -343,7 +345,8 @@ def build(notebooks: str, scale: str, out: Path | None = None, python: str = DEV
                        "a machine without network cannot download: leave those notebooks out")
     tiny = config.get_scale(scale).tiny_hub_models
     weights = [] if tiny else [m for m in models if not backbones.LOCAL_MODELS[m].gguf_file]
-    name = f"{scale}-{notebooks.replace(',', '_')}" + ("" if python == DEVICE_PYTHON else f"-py{python}")
+    name = (f"{scale}-{notebooks.replace(',', '_')}" + ("-tests" if with_tests else "")
+            + ("" if python == DEVICE_PYTHON else f"-py{python}"))
     out = Path(out or KITS / name)
     tree = tree_bytes()
     if out.exists():
@@ -360,13 +363,26 @@ def build(notebooks: str, scale: str, out: Path | None = None, python: str = DEV
         files = [(f, f"models/{d.name}/{f.name}") for d in dirs for f in sorted(d.iterdir())]
         if files:
             write_xz(files, out / "cache.tar.xz")
+    if with_tests:  # the unit tests read every dataset, and the CoNLL-2003 originals beside them
+        from tutorial_lib.data.environment import data_dir
+
+        root = data_dir()
+        if root is None:
+            raise KitError(f"{config.DATA_ENV_VAR} is not set: point it at the local copy of the data")
+        files = [(p, str(p.relative_to(root))) for p in sorted(root.rglob("*"))
+                 if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)]
+        for src, rel in files:
+            if rel in bundle.EXPECTED_SHA256 and sha256(src) != bundle.EXPECTED_SHA256[rel]:
+                raise KitError(f"{src} differs from its sha256 in MANIFEST.md: fix the local copy")
+        datasets = ["the whole local copy"]
+    else:
+        files = [(src, path.removeprefix("data/")) for src, path in bundle.data_files(datasets)]
     log(f"data {datasets} …")
-    write_xz([(src, path.removeprefix("data/")) for src, path in bundle.data_files(datasets)],
-             out / "data.tar.xz")
+    write_xz(files, out / "data.tar.xz")
     entries = sorted(p for p in out.rglob("*") if p.is_file())
     kit_bytes = sum(p.stat().st_size for p in entries)
     manifest = {
-        "format": 1, "scale": scale, "notebooks": numbers, "python": python,
+        "format": 1, "scale": scale, "notebooks": numbers, "python": python, "with_tests": with_tests,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "datasets": datasets, "models": models, "model_weights": weights,
         "models_without_weights": [m for m in models if m not in weights],
@@ -489,8 +505,11 @@ def machine(out: Path, kit: Path | None = None, install_info: dict | None = None
                                                   "models_without_weights")}
         record["kit"]["install"] = install_info
     record["unmet_requirements"] = unmet_requirements(project_ranges())
-    record["packages"] = dict(sorted({canonical(d.metadata["Name"]): d.version
-                                      for d in metadata.distributions() if d.metadata["Name"]}.items()))
+    packages: dict[str, str] = {}
+    for dist in metadata.distributions():  # in sys.path order: the first is the one imported
+        if dist.metadata["Name"]:
+            packages.setdefault(canonical(dist.metadata["Name"]), dist.version)
+    record["packages"] = dict(sorted(packages.items()))
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps(record, indent=1) + "\n")
     return record
@@ -509,6 +528,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--python", default=DEVICE_PYTHON, help="the device's CPython (default 3.12; "
                    "the dry run builds one for the local 3.11)")
     b.add_argument("--image", type=Path, default=IMAGE_FILE, help="the image's packages")
+    b.add_argument("--with-tests", action="store_true",
+                   help="also what the unit tests read: the whole local data copy (for gpu_runs.sh --tests)")
     i = sub.add_parser("install", help="there: verify and install a kit")
     i.add_argument("kit", type=Path)
     i.add_argument("--site", type=Path, required=True)
@@ -522,7 +543,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "build":
             build(args.notebooks, args.scale, args.out, args.python, args.image,
-                  log=lambda line: print(line, file=sys.stderr, flush=True))
+                  log=lambda line: print(line, file=sys.stderr, flush=True), with_tests=args.with_tests)
         elif args.command == "install":
             info = install(args.kit, args.site, args.data, args.cache)
             print(json.dumps(info))

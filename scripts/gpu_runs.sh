@@ -40,7 +40,6 @@ PY=${PY:-.venv/bin/python}
 [ -x "$PY" ] || PY=python3
 export PY
 out=${GPU_RUNS_OUT:-results/gpu}
-mkdir -p "$out"
 began=$(date +%s)
 left() { echo $(( began + minutes * 60 - $(date +%s) )); }  # seconds of the budget left
 step() { echo; echo "=== $* ($(( $(date +%s) - began )) s in, $(left) s left)"; }
@@ -52,6 +51,7 @@ status=0
     "a GPU and are never simulated. Run them on a machine with one, or use the classroom scale: "
     "bash scripts/main_job.sh")'
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true
+mkdir -p "$out"
 
 # 1. the test command on the GPU
 if [ "$tests" = 1 ] && [ "$(left)" -gt 60 ]; then
