@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The test command: set up .venv if needed, lint (ruff; actionlint on .github/workflows), then run
-# the unit tests and execute every notebook at smoke scale with nbval (two workers:
-# scripts/pytest_all.sh, which scripts/gpu_runs.sh runs on a GPU too): each notebook is executed once. The notebooks save their results into a fresh TUTORIAL_RESULTS_DIR,
-# and the last test (tests/test_results.py, marked after_notebooks) requires every notebook of the
-# run to have saved them and builds the report from them. Extra arguments go to pytest. TUTORIAL_DATA_DIR set but empty means no local copy: the Hub path (the
-# GitHub CI, from a prefetched HF_HOME); unset, the project machines' copy ../shared/data.
+# The test command: set up .venv if needed, lint (ruff; actionlint on .github/workflows), then
+# scripts/pytest_all.sh (which scripts/gpu_runs.sh also runs on a GPU): the unit tests and every
+# notebook at smoke scale under nbval on two workers, each notebook executed once; the notebooks
+# save their results into a fresh TUTORIAL_RESULTS_DIR, and the last test (tests/test_results.py,
+# marked after_notebooks) requires every notebook of the run to have saved them and builds the
+# report from them. Extra arguments go to pytest. TUTORIAL_DATA_DIR set but empty means no local
+# copy: the Hub path (the GitHub CI, from a prefetched HF_HOME); unset, the project machines' copy
+# ../shared/data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
