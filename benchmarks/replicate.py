@@ -39,7 +39,8 @@ from pathlib import Path
 
 from scipy import stats as sps
 
-from tutorial_lib import config, results, stats
+from tutorial_lib import config, stats
+from tutorial_lib.ops import report as reports
 from tutorial_lib.runtime import atomic_write
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,17 +182,17 @@ def replicate(first: Sequence[Mapping], held_out: Sequence[Mapping], *,
 
 
 def _effects(directory: Path) -> list[dict]:
-    path = directory / results.EFFECTS_NAME
+    path = directory / reports.EFFECTS_NAME
     if path.exists():
         return json.loads(path.read_text())
     names = sorted(p.stem for p in directory.glob("[0-9][0-9]_*.json"))
-    return results.effects_of(directory, names)
+    return reports.effects_of(directory, names)
 
 
 def write_report_section(directory: Path) -> Path | None:
     """Put (or replace) the "Held-out replication" section of ``<directory>/RESULTS.md``."""
-    path = directory / results.REPORT_NAME
-    section = results.replication_markdown(directory)
+    path = directory / reports.REPORT_NAME
+    section = reports.replication_markdown(directory)
     if not path.exists() or not section:
         return None
     text = path.read_text()
@@ -248,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     record = {"scale": args.scale,
               "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "first_dir": shown(first_dir), "held_out_dir": shown(held_dir), **record}
-    out = atomic_write(first_dir / results.REPLICATION_NAME, json.dumps(record, indent=1))
+    out = atomic_write(first_dir / reports.REPLICATION_NAME, json.dumps(record, indent=1))
     write_report_section(first_dir)
     print(f"{shown(out)}: " + ", ".join(f"{k}: {v}" for k, v in record["counts"].items()))
     return record

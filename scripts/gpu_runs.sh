@@ -87,7 +87,7 @@ fi
 
 # 4. the summary, and what comes back
 step "summary"
-"$PY" -c 'import sys; from tutorial_lib import results; print(results.memory_table(sys.argv[1]))' \
+"$PY" -c 'import sys; from tutorial_lib.ops import report; print(report.memory_table(sys.argv[1]))' \
   "$out" || true
 if [ -n "${OUT:-}" ]; then
   tar -czf "$OUT/results-gpu.tar.gz" --exclude='.staging' "$out"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Install an offline bundle (python -m tutorial_lib.prefetch --scale S --bundle DIR) on a machine
-# without internet, then verify it with `python -m tutorial_lib.prefetch --offline --scale S`.
+# Install an offline bundle (python -m tutorial_lib.ops.prefetch --scale S --bundle DIR) on a machine
+# without internet, then verify it with `python -m tutorial_lib.ops.prefetch --offline --scale S`.
 #
 #   bash scripts/install_bundle.sh [--verify-only] DIR
 #
@@ -32,7 +32,7 @@ fail() { echo "ERROR: $*" >&2; exit 1; }
 [ -f "$bundle/manifest.json" ] && [ -f "$bundle/SHA256SUMS" ] \
   || fail "$bundle has no manifest.json/SHA256SUMS: give the directory the bundle was written to"
 scale=$(sed -n 's/^ *"scale": "\([a-z]*\)".*/\1/p' "$bundle/manifest.json" | head -1)
-rebuild="copy it again from the machine that built the bundle, or rebuild the bundle there: python -m tutorial_lib.prefetch --scale $scale --bundle DIR"
+rebuild="copy it again from the machine that built the bundle, or rebuild the bundle there: python -m tutorial_lib.ops.prefetch --scale $scale --bundle DIR"
 
 # 1. the parts
 bad=$(cd "$bundle" && sha256sum -c SHA256SUMS 2>/dev/null | grep -v ': OK$' | sed 's/: .*//' | head -1 || true)
@@ -84,7 +84,7 @@ echo "installed: the bundle's wheels, tutorial_lib (editable, $repo), the offlin
 
 # 5. verify
 export TUTORIAL_DATA_DIR=$dest/data HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
-"$PY" -m tutorial_lib.prefetch --offline --scale "$scale"
+"$PY" -m tutorial_lib.ops.prefetch --offline --scale "$scale"
 cat <<EOF
 
 Installed and verified offline. For the notebooks, in every shell (or a job script):

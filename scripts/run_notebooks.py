@@ -56,6 +56,7 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from tutorial_lib import config, results  # noqa: E402
+from tutorial_lib.ops import report as reports  # noqa: E402
 from tutorial_lib.runtime import atomic_write  # noqa: E402
 
 STATE_NAME = "main_job_state.json"
@@ -117,7 +118,7 @@ def _stop(signum: int, frame: object) -> None:
         os.kill(pid, signal.SIGINT)
 
 
-PEAK_MEMORY = results.PEAK_MEMORY_NAME  # per notebook: its kernel's peak memory (memory_probe)
+PEAK_MEMORY = reports.PEAK_MEMORY_NAME  # per notebook: its kernel's peak memory (memory_probe)
 PROBE_ID = "main-job-peak-memory"
 
 
@@ -280,8 +281,8 @@ def swap_in(stage: Path, out: Path, notebook: Path, executed: Mapping, destinati
     ``destination``, ``<notebook>.json`` and its figures into ``out`` (the notebook's older figures
     go; so does an older ``.json`` when this run saved none). Returns the figures' paths."""
     stem = notebook.stem
-    staged_figures = results.save_figures(executed, stage, stem)
-    old = set(results.figure_paths(out, stem))
+    staged_figures = reports.save_figures(executed, stage, stem)
+    old = set(reports.figure_paths(out, stem))
     _move(stage / notebook.name, destination)
     saved = stage / f"{stem}.json"
     if saved.exists():
@@ -290,7 +291,7 @@ def swap_in(stage: Path, out: Path, notebook: Path, executed: Mapping, destinati
         (out / saved.name).unlink(missing_ok=True)
     placed = []
     for figure in staged_figures:
-        placed.append(out / results.FIGURES_DIR / figure.name)
+        placed.append(out / reports.FIGURES_DIR / figure.name)
         _move(figure, placed[-1])
     for stale in old - set(placed):
         stale.unlink()
@@ -301,11 +302,11 @@ def swap_in(stage: Path, out: Path, notebook: Path, executed: Mapping, destinati
 def keep_failed(stage: Path, out: Path, notebook: Path, error: str, seconds: float) -> Path:
     """Move a failed execution (the notebook as far as it ran, whatever it saved) from ``stage`` to
     ``out/failed/<notebook>/`` with its ``failure.json``; the last good outputs are not touched."""
-    target = results.failed_dir(out, notebook.stem)
+    target = reports.failed_dir(out, notebook.stem)
     shutil.rmtree(target, ignore_errors=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     os.replace(stage, target)
-    results.record_failure(out, notebook.stem, error, seconds)
+    reports.record_failure(out, notebook.stem, error, seconds)
     return target
 
 
@@ -318,12 +319,12 @@ def write_report(out: Path, notebooks: Sequence[Path], destination: Mapping[str,
     times = json.loads(times_path.read_text()) if times_path.exists() else {}
     links = {stem: Path(os.path.relpath(dest, at)).as_posix()
              for stem, dest in destination.items() if dest.exists()}
-    report = results.report_markdown(out, names, times, this_run=this_run, links=links, at=at)
-    atomic_write(at / results.REPORT_NAME, report)
+    report = reports.report_markdown(out, names, times, this_run=this_run, links=links, at=at)
+    atomic_write(at / reports.REPORT_NAME, report)
     if at == out:
-        atomic_write(out / results.EFFECTS_NAME, json.dumps(results.effects_of(out, names), indent=1))
-        (out / results.FAILED_DIR / results.REPORT_NAME).unlink(missing_ok=True)
-    return at / results.REPORT_NAME
+        atomic_write(out / reports.EFFECTS_NAME, json.dumps(reports.effects_of(out, names), indent=1))
+        (out / reports.FAILED_DIR / reports.REPORT_NAME).unlink(missing_ok=True)
+    return at / reports.REPORT_NAME
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -400,7 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 figures = swap_in(stage, out, nb, executed, dest)
                 record_entry(out / PEAK_MEMORY, nb.stem, peak)
                 record_entry(times_path, nb.stem, round(seconds, 1))
-                results.clear_failure(out, nb.stem)
+                reports.clear_failure(out, nb.stem)
                 record_state(out, nb.stem, ok=True,
                              finished=max(time.time(), dest.stat().st_mtime))
                 swapped.append(nb.stem)
@@ -421,12 +422,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     this_run = (executed_now if args.resume or interrupted or stopped_early
                 else [nb.stem for nb in selected])
-    if args.report_only or swapped or not (out / results.REPORT_NAME).exists():
+    if args.report_only or swapped or not (out / reports.REPORT_NAME).exists():
         report = write_report(out, notebooks, destination, this_run, at=out)
     elif failures:  # nothing new to show: the committed report stays as it was
-        report = write_report(out, notebooks, destination, this_run, at=out / results.FAILED_DIR)
+        report = write_report(out, notebooks, destination, this_run, at=out / reports.FAILED_DIR)
     else:
-        report = out / results.REPORT_NAME
+        report = out / reports.REPORT_NAME
         print("report unchanged (no notebook ran)")
     print(f"report: {_show(report)}")
     if failures:

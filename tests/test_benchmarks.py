@@ -21,6 +21,7 @@ from benchmarks import throughput as tp
 from benchmarks.slide_model import SlideTransformerWithLMHead
 from tutorial_lib import config, results, stats
 from tutorial_lib.models import TransformerConfig, TransformerLM, count_parameters
+from tutorial_lib.ops import report as reports
 
 CFG = TransformerConfig(vocab_size=64, d_model=32, n_layer=2, n_head=4, d_ff=64, max_len=16,
                         dropout=0.1)
@@ -371,18 +372,18 @@ def test_replicate_main_writes_replication_json_and_the_results_md_table(tmp_pat
         (directory / "02_x.json").write_text(json.dumps({"notebook": "02_x", "seeds": seeds,
                                                          "effects": effects}))
         if directory == first_dir:
-            (directory / results.EFFECTS_NAME).write_text(json.dumps(effects))
-    (first_dir / results.REPORT_NAME).write_text("# Results\n\n## Results at a glance\n\nx\n\n"
+            (directory / reports.EFFECTS_NAME).write_text(json.dumps(effects))
+    (first_dir / reports.REPORT_NAME).write_text("# Results\n\n## Results at a glance\n\nx\n\n"
                                                  "## Contents\n\n- 02_x\n")
     record = replicate.main(["--first", str(first_dir), "--held-out", str(held_dir)])
-    saved = json.loads((first_dir / results.REPLICATION_NAME).read_text())
+    saved = json.loads((first_dir / reports.REPLICATION_NAME).read_text())
     assert saved["counts"] == record["counts"] and saved["seeds"]["02_x"] == {
         "first": FIRST_SEEDS, "held_out": HELD_SEEDS}
-    report = (first_dir / results.REPORT_NAME).read_text()
+    report = (first_dir / reports.REPORT_NAME).read_text()
     assert report.index("## Held-out replication") < report.index("## Contents")
     assert re.search(r"\|\s*02_x\s*\|\s*holds vs base\s*\|.*\|\s*replicated\s*\|", report)
     replicate.main(["--first", str(first_dir), "--held-out", str(held_dir)])  # again: replaced
-    assert (first_dir / results.REPORT_NAME).read_text().count("## Held-out replication") == 1
+    assert (first_dir / reports.REPORT_NAME).read_text().count("## Held-out replication") == 1
 
 
 def test_replicate_only_narrows_the_re_run_never_the_record(tmp_path):
@@ -400,8 +401,8 @@ def test_replicate_only_narrows_the_re_run_never_the_record(tmp_path):
         held = _effects_of_run(HELD, HELD_SEEDS, notebook=nb)
         (held_dir / f"{nb}.json").write_text(json.dumps({"notebook": nb, "seeds": HELD_SEEDS,
                                                          "effects": held}))
-    (first_dir / results.EFFECTS_NAME).write_text(json.dumps(effects))
-    (first_dir / results.REPORT_NAME).write_text("# Results\n\n## Contents\n")
+    (first_dir / reports.EFFECTS_NAME).write_text(json.dumps(effects))
+    (first_dir / reports.REPORT_NAME).write_text("# Results\n\n## Contents\n")
     record = replicate.main(["--first", str(first_dir), "--held-out", str(held_dir),
                              "--only", "05"])
     assert {e["notebook"] for e in record["effects"]} == {"02_x", "05_y"}

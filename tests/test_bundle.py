@@ -15,9 +15,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from tutorial_lib import bundle
 from tutorial_lib.data import registry
 from tutorial_lib.data.verify import clear_verified
+from tutorial_lib.ops import bundle
 
 REPO = Path(__file__).resolve().parents[1]
 MiB = 1 << 20
@@ -120,7 +120,7 @@ def test_a_corrupt_or_missing_part_is_one_clear_error(tmp_path, index, fake_data
     data[100] ^= 0xFF
     part.write_bytes(bytes(data))
     with pytest.raises(bundle.BundleError, match=r"part-001 is corrupt .* copy it again .*"
-                                                  r"tutorial_lib.prefetch --scale smoke --bundle DIR"):
+                                                  r"tutorial_lib.ops.prefetch --scale smoke --bundle DIR"):
         bundle.unpack(out, tmp_path / "dest")
     script = ["bash", str(REPO / "scripts/install_bundle.sh"), "--verify-only", str(out)]
     done = subprocess.run(script, capture_output=True, text=True)

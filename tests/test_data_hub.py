@@ -268,7 +268,7 @@ def test_offline_without_local_copy(
 
 
 def test_offline_with_a_cached_hub_copy_loads_it(online: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """What ``python -m tutorial_lib.prefetch`` is for: online once, then offline from the cache
+    """What ``python -m tutorial_lib.ops.prefetch`` is for: online once, then offline from the cache
     (the GPU workflow's legs run with HF_HUB_OFFLINE=1 and no local copy)."""
     rows = {"text": ["", " = A = \n", "b\n"]}
     install(monkeypatch, FakeHub(DatasetDict(

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.test_bundle import make_wheel
-from tutorial_lib import backbones, bundle
+from tutorial_lib import backbones
+from tutorial_lib.ops import bundle
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -39,6 +39,7 @@ from tutorial_lib.models import (
     load_pretrained,
     save_pretrained,
 )
+from tutorial_lib.ops import report as reports
 from tutorial_lib.settings import Budget
 from tutorial_lib.training import Method, TrainingOutOfMemory, checkpoints
 
@@ -389,7 +390,7 @@ def test_a_crashed_notebook_keeps_the_others_results_and_resume_reruns_only_it(t
     assert rn.main(argv) == 1  # 02 failed: exit status 1, the job went on to 03
     assert ran == ["01_pretraining", "02_adaptation", "03_adapters"]
     kept = {p: p.read_bytes() for p in (out / "01_pretraining.json", out / "03_adapters.json")}
-    report = (out / results.REPORT_NAME).read_text()
+    report = (out / reports.REPORT_NAME).read_text()
     assert "**Last attempt failed: 02_adaptation.**" in report
     assert "KeyboardInterrupt: simulated crash" in report
     assert not (out / "02_adaptation.json").exists() and (out / "failed" / "02_adaptation").is_dir()
@@ -400,7 +401,7 @@ def test_a_crashed_notebook_keeps_the_others_results_and_resume_reruns_only_it(t
     assert ran == ["02_adaptation"]  # the others were up to date
     for path, blob in kept.items():
         assert path.read_bytes() == blob
-    report = (out / results.REPORT_NAME).read_text()
+    report = (out / reports.REPORT_NAME).read_text()
     assert "This invocation executed 02_adaptation" in report
     assert "failed" not in report.lower() and not (out / "failed").exists()
     state = json.loads((out / rn.STATE_NAME).read_text())
@@ -431,7 +432,7 @@ def test_start_within_starts_no_notebook_after_its_minutes_and_resume_goes_on(tm
     argv = ["--scale", "smoke", "--out", str(out), "--start-within", "1.5"]  # 90 s
     assert rn.main(argv) == 0
     assert ran == ["01_pretraining", "02_adaptation"]  # started at 0 and 60 s; 120 s is past 90
-    report = (out / results.REPORT_NAME).read_text()
+    report = (out / reports.REPORT_NAME).read_text()
     assert "**No results for: 03_adapters**" in report  # not started: said, not hidden
     ran.clear()
     assert rn.main([*argv[:-2], "--resume"]) == 0

@@ -1,12 +1,14 @@
 """The package's layering, read from its imports (``ast``, nothing is imported).
 
 ``tutorial_lib`` is a core (``tutorial_lib/*.py``) that knows nothing of the methods, the methods
-(``tutorial_lib/methods/``) built on it, and the plots (``tutorial_lib/plots/``) that draw results.
-The core itself is layered, each module importing only from layers below it:
+(``tutorial_lib/methods/``) built on it, the plots (``tutorial_lib/plots/``) that draw results, and
+the operations (``tutorial_lib/ops/``: prefetch, the offline bundle, the main job's report) that
+run and ship the notebooks, which neither the core, the methods nor the plots import. The core
+itself is layered, each module importing only from layers below it:
 
     {config, hashing} < {runtime, data, show, settings} < integrity
            < {models, tokenization, tasks, stats, references} < {params, batches} < training
-           < {pretraining, results} < backbones < bundle < {heads, finetuning, prefetch}
+           < {pretraining, results} < backbones < {heads, finetuning}
 
 (``data`` is a package: its modules form one unit of the ``data`` layer.)
 
@@ -34,8 +36,7 @@ LAYERS = [
     {"training"},  # the one recipe (fit) builds its optimizer with params
     {"pretraining", "results"},
     {"backbones"},
-    {"bundle"},  # the offline bundle: prefetch --bundle
-    {"heads", "finetuning", "prefetch"},
+    {"heads", "finetuning"},
 ]
 METHOD_MAX_LINES, METHOD_WARN_LINES = 450, 400
 
@@ -105,7 +106,7 @@ EDGES = [e for m in MODULES for e in edges_of(m)]
 
 def kind(module: str) -> str:
     parts = module.split(".")
-    if len(parts) > 1 and parts[1] in ("methods", "plots"):
+    if len(parts) > 1 and parts[1] in ("methods", "plots", "ops"):
         return parts[1]
     return "core"
 
@@ -123,6 +124,7 @@ def test_the_import_graph_is_read():
     assert ("tutorial_lib.data", "tutorial_lib.data.loading") in found  # inside the data package
     assert ("tutorial_lib.methods.unfreezing", "tutorial_lib.methods.discriminative") in found
     assert ("tutorial_lib.methods.adapters", "tutorial_lib.params") in found  # from ..x import y
+    assert ("tutorial_lib.ops.prefetch", "tutorial_lib.ops.bundle") in found  # from . import x
     assert len(MODULES) > 30
 
 
@@ -152,6 +154,22 @@ def test_no_import_cycles():
 def test_the_core_never_imports_methods_or_plots():
     bad = [str(e) for e in EDGES if kind(e.source) == "core" and kind(e.target) != "core"]
     assert bad == []
+
+
+def test_nothing_a_notebook_reads_imports_the_operations():
+    """Core, methods and plots never import ops: a student's path holds no prefetch, bundle or
+    report code."""
+    bad = [str(e) for e in EDGES if kind(e.source) != "ops" and kind(e.target) == "ops"]
+    assert bad == []
+
+
+def test_no_notebook_imports_the_operations():
+    import json
+
+    for path in sorted((ROOT.parent / "notebooks").glob("*.ipynb")):
+        code = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"]
+                         if c["cell_type"] == "code")
+        assert "tutorial_lib.ops" not in code and "from tutorial_lib import ops" not in code, path.name
 
 
 def test_plots_never_import_methods():

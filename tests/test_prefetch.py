@@ -1,4 +1,4 @@
-"""``python -m tutorial_lib.prefetch``: what each scale needs (read from every notebook's settings
+"""``python -m tutorial_lib.ops.prefetch``: what each scale needs (read from every notebook's settings
 class, tutorial_lib.settings), the report
 offline on this machine, and the Hub path with the downloader replaced (nothing is downloaded)."""
 
@@ -12,7 +12,8 @@ from typing import Annotated
 import pytest
 from transformers import AutoTokenizer, BertConfig
 
-from tutorial_lib import backbones, config, prefetch, settings, tasks
+from tutorial_lib import backbones, config, settings, tasks
+from tutorial_lib.ops import prefetch
 from tutorial_lib.pretraining import get_tokenizer
 from tutorial_lib.settings import AmnesicSettings, DARTSettings, Names, ProbingSettings
 
@@ -160,7 +161,7 @@ def test_a_missing_hub_model_offline_is_one_failing_line_and_the_rest_still_runs
     failures = [line for line in out.splitlines() if line.startswith("FAILED")]
     assert failures == [
         "FAILED tutorial-lib-tests/no-such-model (Hub model): not in the Hugging Face cache (offline) "
-        "— fix (online): python -m tutorial_lib.prefetch --scale smoke"]
+        "— fix (online): python -m tutorial_lib.ops.prefetch --scale smoke"]
     assert re.search(r"^trec +dataset .* ok ", out, re.M)  # the items after it still ran
     assert re.search(r"^minilm +offline model .* ok ", out, re.M)
     saved = json.loads((tmp_path / "r.json").read_text())
@@ -273,4 +274,4 @@ def test_a_dataset_offline_without_a_local_copy_is_one_failing_line(monkeypatch)
     assert row.source == "hub CogComp/trec (revision refs/convert/parquet)"
     line = row.failure_line()
     assert line.startswith("FAILED trec (dataset): cannot load trec: offline") and "\n" not in line
-    assert line.endswith("— fix (online): python -m tutorial_lib.prefetch --scale smoke")
+    assert line.endswith("— fix (online): python -m tutorial_lib.ops.prefetch --scale smoke")

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from tutorial_lib import config, references, results, stats
+from tutorial_lib.ops import report as reports
 from tutorial_lib.settings import NOTEBOOK_SETTINGS, PRETRAINING
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,7 +61,7 @@ def test_save_records_the_seeds_or_flags_that_none_were_given(results_env):
     assert blob["tables"]["t"]["records"] == [{"method": "a", "error": 0.5}]
     assert blob["effects"] == []
     assert not list(results_env.glob(".*.tmp")), "written atomically"
-    report = results.report_markdown(results_env, ["03_x"])
+    report = reports.report_markdown(results_env, ["03_x"])
     assert "- seeds: not recorded (the notebook did not pass its seeds" in report
 
 
@@ -100,21 +101,21 @@ def test_effects_are_the_comparisons_rows_and_saved_with_the_notebook(results_en
                         effects=records)
     saved = json.loads(path.read_text())["effects"]
     assert saved == [{"notebook": "04_x", **json.loads(json.dumps(e))} for e in records]
-    report = results.report_markdown(results_env, ["04_x"])
+    report = reports.report_markdown(results_env, ["04_x"])
     glance = sections(report)["Results at a glance"]
     assert "ULMFiT Table 3" in glance and "paired t" in glance and "| new " in glance
 
 
 def test_report_without_effects_has_no_glance_section(tmp_path):
     _write(tmp_path, "02_adaptation")
-    assert "Results at a glance" not in results.report_markdown(tmp_path, ["02_adaptation"])
+    assert "Results at a glance" not in reports.report_markdown(tmp_path, ["02_adaptation"])
 
 
 def test_save_figures_numbers_them_and_drops_stale_ones(tmp_path):
-    assert [p.name for p in results.save_figures(fake_notebook(3), tmp_path, "02_a")] == [
+    assert [p.name for p in reports.save_figures(fake_notebook(3), tmp_path, "02_a")] == [
         "02_a_01.png", "02_a_02.png", "02_a_03.png"]
     (tmp_path / "figures" / "02_ab_01.png").write_bytes(b"another notebook's")
-    results.save_figures(fake_notebook(2), tmp_path, "02_a")
+    reports.save_figures(fake_notebook(2), tmp_path, "02_a")
     assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == [
         "02_a_01.png", "02_a_02.png", "02_ab_01.png"]
     assert (tmp_path / "figures" / "02_a_01.png").read_bytes() == b"\x89PNG fake"
@@ -146,8 +147,8 @@ def test_report_has_every_notebooks_section_references_and_figures(tmp_path):
     _write(tmp_path, "02_adaptation", seeds={"small": [0, 1, 2], "MiniLM": [0]},
            seeds_source="notebook", notes="a note from the run")
     _write(tmp_path, "09_dart", seeds=[13, 21], seeds_source="notebook")
-    results.save_figures(fake_notebook(2), tmp_path, "02_adaptation")
-    report = results.report_markdown(tmp_path, names, {"02_adaptation": 12.3},
+    reports.save_figures(fake_notebook(2), tmp_path, "02_adaptation")
+    report = reports.report_markdown(tmp_path, names, {"02_adaptation": 12.3},
                                      links={"02_adaptation": "notebooks/02_adaptation.ipynb"})
     by_name = sections(report)
     assert [h for h in by_name if h[:2].isdigit()] == names
@@ -175,7 +176,7 @@ def test_report_says_which_sections_are_from_earlier_runs_and_which_failed(tmp_p
     names = ["01_pretraining", "02_adaptation", "03_adapters_and_freezing"]
     _write(tmp_path, "01_pretraining")
     _write(tmp_path, "02_adaptation")
-    report = results.report_markdown(tmp_path, names, this_run=["02_adaptation", "03_adapters_and_freezing"],
+    report = reports.report_markdown(tmp_path, names, this_run=["02_adaptation", "03_adapters_and_freezing"],
                                      failures={"03_adapters_and_freezing": "RuntimeError: boom"})
     by_name = sections(report)
     header = report.split("## Environment")[0]
@@ -193,13 +194,13 @@ def test_a_failed_notebook_shows_its_last_good_results_said_to_be_so(tmp_path):
     names = ["01_pretraining", "02_adaptation"]
     _write(tmp_path, "01_pretraining")
     _write(tmp_path, "02_adaptation", date="2026-01-02 03:04 UTC")
-    results.save_figures(fake_notebook(1), tmp_path, "02_adaptation")
-    results.record_failure(tmp_path, "02_adaptation", "DataError: cannot load trec: offline", 3.0,
+    reports.save_figures(fake_notebook(1), tmp_path, "02_adaptation")
+    reports.record_failure(tmp_path, "02_adaptation", "DataError: cannot load trec: offline", 3.0,
                            date="2026-02-01 00:00 UTC")
-    (results.failed_dir(tmp_path, "02_adaptation") / "02_adaptation.ipynb").write_text("{}")
-    assert set(results.read_failures(tmp_path)) == {"02_adaptation"}
-    report = results.report_markdown(tmp_path, names, this_run=["02_adaptation"],
-                                     at=tmp_path / results.FAILED_DIR)
+    (reports.failed_dir(tmp_path, "02_adaptation") / "02_adaptation.ipynb").write_text("{}")
+    assert set(reports.read_failures(tmp_path)) == {"02_adaptation"}
+    report = reports.report_markdown(tmp_path, names, this_run=["02_adaptation"],
+                                     at=tmp_path / reports.FAILED_DIR)
     two = sections(report)["02_adaptation"]
     assert "Last attempt failed: 02_adaptation" in report.split("## Environment")[0]
     assert "**Last attempt failed** (2026-02-01 00:00 UTC): `DataError: cannot load trec: offline`" in two
@@ -208,9 +209,9 @@ def test_a_failed_notebook_shows_its_last_good_results_said_to_be_so(tmp_path):
     assert "(../figures/02_adaptation_01.png)" in two  # links relative to where the report lies
     assert "last attempt failed" in sections(report)["Contents"]
     assert "Last attempt failed" not in sections(report)["01_pretraining"]
-    results.clear_failure(tmp_path, "02_adaptation")
-    assert not (tmp_path / results.FAILED_DIR).exists()
-    assert "failed" not in results.report_markdown(tmp_path, names).lower()
+    reports.clear_failure(tmp_path, "02_adaptation")
+    assert not (tmp_path / reports.FAILED_DIR).exists()
+    assert "failed" not in reports.report_markdown(tmp_path, names).lower()
 
 
 def _run_notebooks_module():
@@ -252,7 +253,7 @@ def test_every_notebook_of_this_test_run_saved_its_results_and_the_report_shows_
         shutil.copy2(path, out / path.name)
     assert _run_notebooks_module().main(["--scale", "smoke", "--out", str(out), "--report-only"]) == 0
 
-    report = (out / results.REPORT_NAME).read_text()
+    report = (out / reports.REPORT_NAME).read_text()
     by_name = sections(report)
     assert [h for h in by_name if h[:2].isdigit()] == [nb.stem for nb in NOTEBOOKS]
     for nb in ran:
@@ -260,7 +261,7 @@ def test_every_notebook_of_this_test_run_saved_its_results_and_the_report_shows_
         assert "- scale: **smoke**" in body and "No results" not in body, nb.stem
         assert "### " in body.split("### Reference numbers")[0], f"{nb.stem}: no result table"
     assert "Last attempt failed" not in report
-    effects = json.loads((out / results.EFFECTS_NAME).read_text())
+    effects = json.loads((out / reports.EFFECTS_NAME).read_text())
     assert {e["notebook"] for e in effects} <= {nb.stem for nb in ran}
 
 
@@ -293,7 +294,7 @@ def test_effects_carry_the_guard_and_a_void_verdict_is_computed(results_env):
                         effects=[void, ok])
     saved = json.loads(path.read_text())["effects"]
     assert [e["verdict"] for e in saved] == [stats.VOID_AT_CHANCE, "better"]
-    report = results.report_markdown(results_env, ["09_x"])
+    report = reports.report_markdown(results_env, ["09_x"])
     assert "void: baseline at chance" in sections(report)["Results at a glance"]
     assert "51 (p = " in sections(report)["Results at a glance"]  # the floor beside the verdict
 
@@ -307,12 +308,12 @@ def test_effects_json_and_the_report_give_holm_p_per_notebook_family(tmp_path):
     _write(tmp_path, "02_adaptation", effects=[{"notebook": "02_adaptation", **e} for e in effects_a])
     _write(tmp_path, "03_adapters_and_freezing", effects=effects_b)
     names = ["02_adaptation", "03_adapters_and_freezing"]
-    out = results.effects_of(tmp_path, names)
+    out = reports.effects_of(tmp_path, names)
     assert [e["p_holm"] for e in out[:4]] == pytest.approx(stats.holm(raw))
     assert [e["p_holm"] for e in out[:4]] == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert out[4]["p_holm"] == pytest.approx(0.04) and out[4]["family"] == 1  # its own family
     assert {e["family"] for e in out[:4]} == {4}
-    report = results.report_markdown(tmp_path, names)
+    report = reports.report_markdown(tmp_path, names)
     multiplicity = sections(report)["Multiplicity"]
     assert "| 02_adaptation | 4 | 4 | 2 | 0 | 4 |" in multiplicity
     assert "m1 vs b (err): better at p = 0.04, Holm p = 0.06" in multiplicity
@@ -323,7 +324,7 @@ def test_effects_json_and_the_report_give_holm_p_per_notebook_family(tmp_path):
 
 def test_report_shows_the_replication_table_when_replication_json_exists(tmp_path):
     _write(tmp_path, "02_adaptation")
-    assert "Held-out replication" not in results.report_markdown(tmp_path, ["02_adaptation"])
+    assert "Held-out replication" not in reports.report_markdown(tmp_path, ["02_adaptation"])
     blob = {"definition": "Replicated: same sign and the held-out 95 % CI excludes zero.",
             "seed_rule": "seed + 1000", "first_dir": "results/classroom",
             "held_out_dir": "results/classroom/held-out", "date": "2026-11-24",
@@ -334,8 +335,8 @@ def test_report_shows_the_replication_table_when_replication_json_exists(tmp_pat
                          "held_out": {"delta": -5.0, "ci95": "[-9.00, -1.00]", "p": 0.04,
                                       "verdict": "better"},
                          "pooled": {"delta": -6.1, "p": 0.002}}]}
-    (tmp_path / results.REPLICATION_NAME).write_text(json.dumps(blob))
-    body = sections(results.report_markdown(tmp_path, ["02_adaptation"]))["Held-out replication"]
+    (tmp_path / reports.REPLICATION_NAME).write_text(json.dumps(blob))
+    body = sections(reports.report_markdown(tmp_path, ["02_adaptation"]))["Held-out replication"]
     assert "same sign and the held-out 95 % CI excludes zero" in body and "seed + 1000" in body
     assert "| 02_adaptation | ours vs scratch |" in body and "| replicated |" in body
     assert "-7.27 [-11.88, -2.65], p = 0.021 → better" in body and "replicated: 1" in body
@@ -344,13 +345,13 @@ def test_report_shows_the_replication_table_when_replication_json_exists(tmp_pat
 def test_peak_memory_text_and_the_t4_rule():
     cpu = {"device": "cpu", "cuda_allocated_mib": None, "cuda_reserved_mib": None,
            "cuda_context_mib": None, "rss_mib": 3072.0}
-    assert results.peak_memory_text(cpu) == "peak memory 3.00 GiB (kernel RSS)"
-    assert results.fits_t4(cpu) is None
+    assert reports.peak_memory_text(cpu) == "peak memory 3.00 GiB (kernel RSS)"
+    assert reports.fits_t4(cpu) is None
     gpu = {"device": "NVIDIA H100 80GB HBM3", "cuda_allocated_mib": 12000.0,
            "cuda_reserved_mib": 14900.0, "cuda_context_mib": 600.0, "rss_mib": 5000.0}
-    assert results.fits_t4(gpu) is False  # 14,900 + 600 MiB > 15,360
-    assert results.fits_t4({**gpu, "cuda_context_mib": 400.0}) is True  # 15,300 MiB, just in
-    assert results.peak_memory_text(gpu) == ("peak GPU memory 14.55 GiB reserved (11.72 GiB "
+    assert reports.fits_t4(gpu) is False  # 14,900 + 600 MiB > 15,360
+    assert reports.fits_t4({**gpu, "cuda_context_mib": 400.0}) is True  # 15,300 MiB, just in
+    assert reports.peak_memory_text(gpu) == ("peak GPU memory 14.55 GiB reserved (11.72 GiB "
                                              "allocated, NVIDIA H100 80GB HBM3; fits a 15 GiB T4: no)")
 
 
@@ -359,7 +360,7 @@ def test_memory_table_from_the_main_jobs_files(tmp_path):
     (tmp_path / "peak_memory.json").write_text(json.dumps({"01_pretraining": {
         "device": "GPU X", "cuda_allocated_mib": 2048.0, "cuda_reserved_mib": 3072.0,
         "cuda_context_mib": 512.0, "rss_mib": 4096.0}}))
-    table = results.memory_table(tmp_path).splitlines()
+    table = reports.memory_table(tmp_path).splitlines()
     assert table[0] == "| notebook | wall time | peak memory | fits a 15 GiB T4 |"
     assert table[2] == ("| 01_pretraining | 312 s | peak GPU memory 3.00 GiB reserved (2.00 GiB "
                         "allocated, GPU X; fits a 15 GiB T4: yes) | yes |")

@@ -7,7 +7,8 @@ from typing import ClassVar
 
 import pytest
 
-from tutorial_lib import backbones, config, prefetch, settings, tasks
+from tutorial_lib import backbones, config, settings, tasks
+from tutorial_lib.ops import prefetch
 from tutorial_lib.settings import (
     NOTEBOOK_SETTINGS,
     AdapterSettings,

@@ -55,7 +55,7 @@ def test_gpu_workflow_never_runs_for_pull_requests_or_in_forks():
 
 def test_gpu_workflow_prefetches_then_runs_each_notebook_offline_one_at_a_time():
     wf = _load("notebooks-gpu.yml")
-    assert "python -m tutorial_lib.prefetch --scale gpu" in _runs(wf["jobs"]["prefetch"])
+    assert "python -m tutorial_lib.ops.prefetch --scale gpu" in _runs(wf["jobs"]["prefetch"])
     assert "actions/cache" in _uses(wf["jobs"]["prefetch"])
     leg = wf["jobs"]["notebook"]
     assert leg["strategy"]["max-parallel"] == 1

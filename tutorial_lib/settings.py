@@ -10,7 +10,7 @@ The defaults in a class are its classroom values; ``scales`` holds, for each oth
 fields that differ (a subclass's ``scales`` add to its base class's). ``notebook`` is the class's
 one link to its notebook's file name, and ``also_needs`` what that notebook loads without a field
 naming it. Fields that name tasks or backbones are typed (:data:`TaskName`, :data:`BackboneName`,
-…): ``tutorial_lib.prefetch`` reads what a scale needs from those types (:func:`named`), so a new
+…): ``tutorial_lib.ops.prefetch`` reads what a scale needs from those types (:func:`named`), so a new
 field of such a type is fetched with no other edit.
 """
 

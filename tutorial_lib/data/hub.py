@@ -78,7 +78,7 @@ def unreachable_error(spec: DatasetSpec, reason: str) -> DataError:
 def load_hub(spec: DatasetSpec) -> DatasetDict:
     """:func:`fetch` + :func:`normalise_hub`; offline, unreachable Hub or a dataset the Hub
     does not know -> DataError. Offline (``HF_DATASETS_OFFLINE``/``HF_HUB_OFFLINE``), ``datasets``
-    still reads a copy an earlier online run (``python -m tutorial_lib.prefetch``) left in its
+    still reads a copy an earlier online run (``python -m tutorial_lib.ops.prefetch``) left in its
     cache: only when there is none is it the "offline, no local copy" error."""
     flag = offline_flag()
     try:

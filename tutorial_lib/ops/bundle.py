@@ -1,6 +1,6 @@
 """An offline bundle: what a GPU node without internet lacks, in parts of a bounded size.
 
-    python -m tutorial_lib.prefetch --scale gpu --bundle DIR [--part-size 60M]   # online machine
+    python -m tutorial_lib.ops.prefetch --scale gpu --bundle DIR [--part-size 60M]   # online machine
     bash scripts/install_bundle.sh DIR                                           # the node, offline
 
 The bundle holds, as one tar stream cut into ``part-000``, ``part-001`` … of at most
@@ -51,13 +51,13 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from safetensors.torch import load, save
 
-from . import config
-from .backbones import LOCAL_MODELS
-from .data.environment import data_dir
-from .data.registry import EXPECTED_SHA256, lookup
-from .data.verify import file_sha256, verify_file
+from .. import config
+from ..backbones import LOCAL_MODELS
+from ..data.environment import data_dir
+from ..data.registry import EXPECTED_SHA256, lookup
+from ..data.verify import file_sha256, verify_file
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PYTHONS = ("3.11", "3.12")
 """The CPython versions whose wheels a bundle carries by default (``--python``)."""
 MAX_GLIBC = 28
@@ -505,7 +505,7 @@ def build(out: Path, scale: str, datasets: Sequence[str], offline_models: Sequen
 
 def _rebuild_hint(manifest: dict) -> str:
     return (f"copy it again from the machine that built the bundle, or rebuild the bundle there: "
-            f"python -m tutorial_lib.prefetch --scale {manifest.get('scale', 'gpu')} --bundle DIR")
+            f"python -m tutorial_lib.ops.prefetch --scale {manifest.get('scale', 'gpu')} --bundle DIR")
 
 
 def verify_parts(bundle: Path) -> dict:

@@ -1,8 +1,8 @@
 """Prefetch: every dataset, tokenizer and model a scale needs, downloaded or verified, in one report.
 
-    python -m tutorial_lib.prefetch --scale gpu                  # download what is missing, check all
-    python -m tutorial_lib.prefetch --scale classroom --offline  # verify only: nothing is fetched
-    python -m tutorial_lib.prefetch --scale paper --json prefetch.json
+    python -m tutorial_lib.ops.prefetch --scale gpu                  # download what is missing, check all
+    python -m tutorial_lib.ops.prefetch --scale classroom --offline  # verify only: nothing is fetched
+    python -m tutorial_lib.ops.prefetch --scale paper --json prefetch.json
 
 Run it once on a good connection (Colab, a slow line, the GPU workflow's prefetch job) and the
 notebooks then find everything in the caches. What a scale needs is read from every notebook's
@@ -46,15 +46,16 @@ from huggingface_hub import snapshot_download
 from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled
 from transformers import AutoConfig, AutoTokenizer
 
-from . import backbones, bundle, config, data, integrity, tasks
-from .backbones import LOCAL_MODELS, OURS, BackboneError
-from .config import Scale
-from .data.environment import OFFLINE_ENV_VARS, offline_flag
-from .data.loading import resolve_source
-from .data.registry import lookup
-from .models import CHECKPOINT_FILE
-from .pretraining import run_directory
-from .settings import BACKBONE, NOTEBOOK_SETTINGS, PRETRAINING, TASK, named
+from .. import backbones, config, data, integrity, tasks
+from ..backbones import LOCAL_MODELS, OURS, BackboneError
+from ..config import Scale
+from ..data.environment import OFFLINE_ENV_VARS, offline_flag
+from ..data.loading import resolve_source
+from ..data.registry import lookup
+from ..models import CHECKPOINT_FILE
+from ..pretraining import run_directory
+from ..settings import BACKBONE, NOTEBOOK_SETTINGS, PRETRAINING, TASK, named
+from . import bundle
 
 
 def _number(notebook: str) -> str:
@@ -275,7 +276,7 @@ def _one_line(err: BaseException) -> str:
 
 
 def _command(scale: str) -> str:
-    return f"python -m tutorial_lib.prefetch --scale {scale}"
+    return f"python -m tutorial_lib.ops.prefetch --scale {scale}"
 
 
 def check_dataset(need: Need, scale: str, online: bool) -> Row:
@@ -437,7 +438,7 @@ def prefetch(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tutorial_lib.prefetch",
+        prog="python -m tutorial_lib.ops.prefetch",
         description="Download (online) or verify (--offline) every dataset, tokenizer and model "
                     "a scale needs, and print what is where, with sizes.")
     parser.add_argument("--scale", choices=list(config.SCALES), default=None,
@@ -447,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", type=Path, help="also write the report as JSON")
     parser.add_argument("--bundle", metavar="DIR", type=Path,
                         help="instead: write an offline bundle for a machine without internet "
-                             "(tutorial_lib/bundle.py; install it with scripts/install_bundle.sh DIR)")
+                             "(tutorial_lib/ops/bundle.py; install it with scripts/install_bundle.sh DIR)")
     parser.add_argument("--part-size", default=bundle.DEFAULT_PART_SIZE,
                         help="--bundle: the largest part, e.g. 60M, 4G (default %(default)s)")
     parser.add_argument("--python", default=",".join(bundle.PYTHONS),
