@@ -20,6 +20,15 @@ def local_data_dir() -> Path | None:
     return path if path.is_dir() else None
 
 
+@pytest.fixture(autouse=True)
+def unit_tests_on_the_cpu(monkeypatch):
+    """The unit tests run on the CPU on every machine: they compare against CPU references and
+    build their inputs where the CPU CI does. On a GPU machine they see no CUDA; the notebooks,
+    executed by nbval in kernels of their own, do (scripts/gpu_runs.sh --tests), and
+    tests/test_devices.py checks on any machine that every helper feeds a model on its device."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Tiny models: one torch thread is far faster than two on a loaded 2-core machine."""

@@ -55,7 +55,8 @@ def test_mlm_and_helpers_refuse_the_wrong_model(smoke):
 def test_torchrun_two_cpu_processes(with_data, tmp_path):
     """The pretraining entry point runs unchanged under torchrun with 2 gloo processes."""
     out = tmp_path / "ddp"
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    # CPU processes, even on a GPU machine
+    env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone",
          "-m", "tutorial_lib.pretraining", "--scale", "smoke", "--objective", "causal",
