@@ -22,4 +22,4 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 .venv/bin/actionlint
 bash scripts/pytest_all.sh "$@"
 # the floors leg: the same package on the oldest versions it declares (Colab's), about 2 minutes
-[ $# -eq 0 ] && bash scripts/test_floors.sh
+if [ $# -eq 0 ]; then bash scripts/test_floors.sh; fi

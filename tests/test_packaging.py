@@ -136,3 +136,26 @@ def test_the_environment_is_the_pinned_one():
         if installed.public != version.public:  # 2.13.0+cpu is 2.13.0
             wrong[name] = f"{installed} installed, {version} pinned"
     assert not wrong, f"run bash scripts/setup_env.sh: {wrong}"
+
+
+def test_the_floors_are_colabs_versions_and_the_floors_leg_installs_them():
+    """pyproject's floor of every dependency Colab has is Colab's version (the oldest tested);
+    constraints-colab.txt pins exactly Colab's versions; the floors leg installs with it."""
+    from tests.test_colab_resolution import colab_packages
+
+    colab = colab_packages()
+    floors = {}
+    for line in (REPO / "constraints-colab.txt").read_text().splitlines():
+        spec = line.split("#", 1)[0].strip()
+        if spec:
+            name, version = spec.split("==")
+            floors[canonicalize_name(name)] = version
+            assert colab[canonicalize_name(name)] == version, f"{name}: Colab has {colab.get(name)}"
+    runtime = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    for req in map(Requirement, runtime):
+        name = canonicalize_name(req.name)
+        lowest = next((Version(s.version) for s in req.specifier if s.operator == ">="), None)
+        if name in floors:
+            assert lowest == Version(".".join(floors[name].split(".")[:2])), (name, lowest, floors[name])
+    assert "-c constraints-colab.txt" in (REPO / "scripts" / "test_floors.sh").read_text()
+    assert "scripts/test_floors.sh" in (REPO / "scripts" / "test.sh").read_text()
