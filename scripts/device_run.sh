@@ -37,6 +37,7 @@ start=$(date +%s.%N)
 socket.create_connection(s.getsockname(), timeout=2).close()' 2>/dev/null \
   || ip link set lo up || { echo "device_run.sh: loopback is down and could not be brought up" \
   "(ip link set lo up, as root): the notebook kernels need it" >&2; exit 1; }
+mkdir -p .device
 "$PY" scripts/device_kit.py install "$kit" --site "$site" --data .device/data --cache .device/cache \
   > .device/install.json
 export PYTHONPATH="$site:$repo${PYTHONPATH:+:$PYTHONPATH}"
