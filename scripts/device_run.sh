@@ -6,7 +6,7 @@
 #   bash scripts/device_run.sh KIT -- COMMAND ...     # KIT: a folder scripts/device_kit.py built
 #
 #   1. verifies the kit (every file's size and sha256 against kit.json) and pip-installs its
-#      wheels offline, --no-deps, into $DEVICE_SITE (default /tmp/device-site), which goes first on
+#      wheels offline, --no-deps, into $DEVICE_SITE (default: a new temporary folder), first on
 #      PYTHONPATH with this checkout (tutorial_lib importable, the notebooks' kernels inherit it);
 #   2. unpacks its data into .device/data (TUTORIAL_DATA_DIR) and its converted model
 #      configurations into .device/cache (TUTORIAL_CACHE_DIR; both kept between calls on a warm
@@ -29,7 +29,7 @@ kit=$1; shift
 [ "${1:-}" = "--" ] && shift
 PY=${PY:-python3}
 repo=$(pwd)
-site=${DEVICE_SITE:-/tmp/device-site}
+site=${DEVICE_SITE:-$(mktemp -d -t device-site.XXXXXX)}
 start=$(date +%s.%N)
 # the notebooks' kernels talk to nbval over loopback: bring it up where it is down (a fresh
 # network namespace, as in the offline dry run)
