@@ -180,11 +180,9 @@ def download_wheels(python: str, image: dict[str, str | None], into: Path,
         closure = bundle.resolve(kit_requirements(image), python, [], Path(tmp) / "built", log,
                                  constraints_file=pins, tags=tags)
         carry = wheels_to_carry(closure, image)
-        done = subprocess.run([bundle.PIP_PYTHON[0], "-m", "pip", "download", "--no-deps", "-q", "-d",
-                               str(into), *bundle._target(python, tags), "--find-links",
-                               str(Path(tmp) / "built"),
-                               *(f"{n}=={v}" for n, v in carry.items())],
-                              capture_output=True, text=True)
+        done = bundle._pip(["download", "--no-deps", "-q", "-d", str(into), *bundle._target(python, tags),
+                            "--find-links", str(Path(tmp) / "built"),
+                            *(f"{n}=={v}" for n, v in carry.items())], log)
         if done.returncode:
             raise KitError(f"downloading the kit's wheels for CPython {python} failed:\n"
                            f"{done.stderr.strip()[-3000:]}")
@@ -201,9 +199,9 @@ def requires_of(wheels: Path, python: str) -> dict[str, list[str]]:
 
     from packaging.requirements import Requirement
 
-    env = {"python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux",
-           "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
-           "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
+    from tutorial_lib.ops import bundle
+
+    env = {**bundle._marker_env(python), "extra": ""}
     out = {}
     for wheel in wheels.glob("*.whl"):
         with zipfile.ZipFile(wheel) as z:
