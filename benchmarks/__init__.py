@@ -6,8 +6,8 @@ import datetime as dt
 import json
 from pathlib import Path
 
+from tutorial_lib.methods.prompts.settings import DARTSettings
 from tutorial_lib.runtime import atomic_write
-from tutorial_lib.settings import DARTSettings
 
 
 def write_json(path: Path, doc: dict) -> dict:

@@ -27,8 +27,8 @@ import numpy as np
 import torch
 
 from tutorial_lib import backbones, config, runtime, tasks
-from tutorial_lib.methods import amnesic, inlp, probing
-from tutorial_lib.settings import AmnesicSettings
+from tutorial_lib.methods.probing import amnesic, inlp, probing
+from tutorial_lib.methods.probing.settings import AmnesicSettings
 
 RESULTS = Path(__file__).resolve().parent / "results" / "adversary_budget.json"
 

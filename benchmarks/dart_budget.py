@@ -26,8 +26,8 @@ import torch
 
 from benchmarks import dart_fields, write_json
 from tutorial_lib import config, runtime, tasks
-from tutorial_lib.methods import dart, fewshot, prompting
-from tutorial_lib.settings import DARTSettings
+from tutorial_lib.methods.prompts import dart, fewshot, prompting
+from tutorial_lib.methods.prompts.settings import DARTSettings
 
 RESULTS = Path(__file__).resolve().parent / "results" / "dart_budget.json"
 METHODS = ("head fine-tuning", "manual prompt", "DART-style")

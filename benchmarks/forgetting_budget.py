@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 
 from tutorial_lib import backbones, config, runtime, tasks
-from tutorial_lib.methods import distillation, forgetting
-from tutorial_lib.settings import ForgettingSettings
+from tutorial_lib.methods.forgetting import distillation, forgetting
+from tutorial_lib.methods.forgetting.settings import ForgettingSettings
 from tutorial_lib.training import eval_loader, pad_collate
 
 RESULTS = Path(__file__).resolve().parent / "results" / "forgetting_budget.json"

@@ -26,8 +26,8 @@ import torch
 
 from benchmarks import write_json
 from tutorial_lib import config, runtime, stats
-from tutorial_lib.methods import multitask
-from tutorial_lib.settings import GradTSSettings, MultitaskSettings
+from tutorial_lib.methods.multitask import multitask
+from tutorial_lib.methods.multitask.settings import GradTSSettings, MultitaskSettings
 
 RESULTS = Path(__file__).resolve().parent / "results" / "glue_budget.json"
 SETTINGS = {"06": MultitaskSettings, "07": GradTSSettings}

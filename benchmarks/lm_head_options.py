@@ -30,7 +30,7 @@ from torch import nn
 
 from benchmarks import write_json
 from tutorial_lib import backbones, config, runtime, tasks
-from tutorial_lib.methods import fewshot, prompting
+from tutorial_lib.methods.prompts import fewshot, prompting
 from tutorial_lib.params import make_optimizer
 from tutorial_lib.pretraining import corpus_lines
 from tutorial_lib.training import mask_tokens, pad_ids

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from benchmarks import dart_fields, write_json
 from tutorial_lib import config, runtime, stats, tasks
-from tutorial_lib.methods import fewshot, prompting
-from tutorial_lib.settings import DARTSettings
+from tutorial_lib.methods.prompts import fewshot, prompting
+from tutorial_lib.methods.prompts.settings import DARTSettings
 
 RESULTS = Path(__file__).resolve().parent / "results" / "prompt_steps.json"
 

@@ -18,10 +18,12 @@ differences (reconstructed exactly from each run's n, Δ and standard error), ot
 inverse-variance weighted (fixed-effect) z-test of the two Δs. With three seeds a verdict can flip
 on new seeds while the direction holds; the pooled test says what six seeds say together.
 
-    python -m benchmarks.replicate [--scale classroom] [--run] [--only 02 09]
+    python -m benchmarks.replicate [--scale classroom] [--run] [--only 02 09] [--seeds held-out|N]
 
-``--run`` executes the notebooks first (``scripts/run_notebooks.py`` with ``TUTORIAL_SEEDS=held-out``;
-classroom: ≈ 80 min on 2 cores); without it the saved held-out results are compared.
+``--seeds N`` replicates on a seed set of your own (every seed + N) instead, into
+``results/<scale>/seeds-N/`` with its record there. ``--run`` executes the notebooks first
+(``scripts/run_notebooks.py`` with ``TUTORIAL_SEEDS=held-out`` or N; classroom: ≈ 80 min on 2
+cores); without it the saved results are compared.
 """
 
 from __future__ import annotations
@@ -209,9 +211,10 @@ def write_report_section(directory: Path) -> Path | None:
     return atomic_write(path, text)
 
 
-def run_held_out(scale: str, held_dir: Path, only: Sequence[str] | None) -> int:
-    """Execute the notebooks with the held-out seeds into ``held_dir`` (never in place)."""
-    env = {**os.environ, config.SEEDS_ENV_VAR: "held-out"}
+def run_held_out(scale: str, held_dir: Path, only: Sequence[str] | None, seeds: str = "held-out") -> int:
+    """Execute the notebooks with the seed set ``seeds`` (held-out, or an integer offset) into
+    ``held_dir`` (never in place)."""
+    env = {**os.environ, config.SEEDS_ENV_VAR: seeds}
     cmd = [sys.executable, str(ROOT / "scripts" / "run_notebooks.py"), "--scale", scale,
            "--out", str(held_dir), *(["--only", *only] if only else [])]
     return subprocess.call(cmd, env=env, cwd=ROOT)
@@ -228,10 +231,19 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("--only", nargs="*",
                         help="re-run only these notebooks (number prefixes, e.g. 02 09); "
                         "the record covers them all")
+    parser.add_argument("--seeds", default="held-out",
+                        help="the seed set to replicate on: held-out (the committed one), or an "
+                        "integer offset of your own (e.g. 2000: results in results/<scale>/seeds-2000, "
+                        "the record beside them; the committed report is left alone)")
     args = parser.parse_args(argv)
+    own = args.seeds != "held-out"
+    if own:
+        os.environ[config.SEEDS_ENV_VAR] = args.seeds
+        config.seed_offset()  # a bad value: one clear error before anything runs
+        del os.environ[config.SEEDS_ENV_VAR]
     first_dir = (args.first or ROOT / "results" / args.scale).resolve()
-    held_dir = (args.held_out or first_dir / HELD_OUT_DIR).resolve()
-    if args.run and run_held_out(args.scale, held_dir, args.only) != 0:
+    held_dir = (args.held_out or first_dir / (f"seeds-{args.seeds}" if own else HELD_OUT_DIR)).resolve()
+    if args.run and run_held_out(args.scale, held_dir, args.only, args.seeds) != 0:
         print("some held-out notebooks failed; comparing what was saved", file=sys.stderr)
     # ``--only`` picks what is re-run; the record always covers every effect of the first run
     # (one not re-run yet reads "missing in the held-out run"), so a partial re-run never drops
@@ -249,8 +261,10 @@ def main(argv: Sequence[str] | None = None) -> dict:
     record = {"scale": args.scale,
               "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "first_dir": shown(first_dir), "held_out_dir": shown(held_dir), **record}
-    out = atomic_write(first_dir / reports.REPLICATION_NAME, json.dumps(record, indent=1))
-    write_report_section(first_dir)
+    out = atomic_write((held_dir if own else first_dir) / reports.REPLICATION_NAME,
+                       json.dumps(record, indent=1))
+    if not own:
+        write_report_section(first_dir)
     print(f"{shown(out)}: " + ", ".join(f"{k}: {v}" for k, v in record["counts"].items()))
     return record
 

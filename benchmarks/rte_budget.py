@@ -23,8 +23,8 @@ import pandas as pd
 
 from benchmarks import write_json
 from tutorial_lib import config, runtime, stats
-from tutorial_lib.methods import multitask
-from tutorial_lib.settings import MultitaskSettings
+from tutorial_lib.methods.multitask import multitask
+from tutorial_lib.methods.multitask.settings import MultitaskSettings
 
 RESULTS = Path(__file__).resolve().parent / "results" / "rte_budget.json"
 

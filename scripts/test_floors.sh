@@ -47,5 +47,5 @@ trap 'rm -rf "$TUTORIAL_RESULTS_DIR"' EXIT
 "$venv/bin/python" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning \
   -n "${TEST_WORKERS:-2}" --dist loadfile -m "not after_notebooks" \
   --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
-  tests/test_data_loading.py tests/test_tasks.py tests/test_lora.py tests/test_peft_methods.py \
-  tests/test_token_tasks.py tests/test_extractive_qa.py notebooks/13_peft.ipynb "$@"
+  tests/test_data_loading.py tests/test_tasks.py tests/methods/peft/test_lora.py tests/methods/peft/test_peft_methods.py \
+  tests/methods/token_tasks/test_token_tasks.py tests/methods/token_tasks/test_extractive_qa.py notebooks/13_peft.ipynb "$@"

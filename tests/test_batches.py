@@ -4,13 +4,7 @@ resumable data stream (a function of seed and position only; length grouping).""
 import pytest
 import torch
 
-from tutorial_lib.batches import (
-    ResumableBatchSampler,
-    eval_loader,
-    mask_tokens,
-    pad_collate,
-    pad_ids,
-)
+from tutorial_lib.batches import ResumableBatchSampler, eval_loader, mask_tokens, pad_collate, pad_ids
 from tutorial_lib.models import IGNORE_INDEX
 
 SPECIAL = [0, 1, 2, 3, 4]

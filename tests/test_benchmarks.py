@@ -300,17 +300,22 @@ def test_seed_set_moves_every_seed_field_for_the_held_out_run(monkeypatch):
         steps: int = 20  # not a seed
         seed_words: bool = True  # not an int field
 
+    seed_fields = ["seeds", "splits", "bad_splits", "control_seed", "adv_seeds", "seed_words"]
     monkeypatch.delenv(config.SEEDS_ENV_VAR, raising=False)
-    assert config.seed_set() == "main" and config.apply_seed_set(S()) == S()
+    assert config.seed_set() == "main" and config.apply_seed_set(S(), seed_fields) == S()
     monkeypatch.setenv(config.SEEDS_ENV_VAR, "held-out")
-    held = config.apply_seed_set(S())
+    held = config.apply_seed_set(S(), seed_fields)
     assert held.seeds == (1000, 1001, 1002) and held.splits == (1013, 1021)
     assert held.bad_splits == (1013,) and held.control_seed == 1000 and held.adv_seeds == (1000, 1001)
     assert held.steps == 20 and held.seed_words is True
     assert not set(held.seeds) & set(S().seeds)  # disjoint
-    monkeypatch.setenv(config.SEEDS_ENV_VAR, "tuned")
-    with pytest.raises(config.ConfigError, match="unknown seed set 'tuned'.*main, held-out"):
-        config.seed_set()
+    monkeypatch.setenv(config.SEEDS_ENV_VAR, "2000")  # a seed set of one's own: an integer offset
+    assert config.seed_set() == "offset 2000"
+    assert config.apply_seed_set(S(), seed_fields).splits == (2013, 2021)
+    for bad in ("tuned", "-5"):
+        monkeypatch.setenv(config.SEEDS_ENV_VAR, bad)
+        with pytest.raises(config.ConfigError, match=f"unknown seed set '{bad}'.*main, held-out or a"):
+            config.seed_set()
 
 
 def test_replicated_means_same_sign_and_a_held_out_ci_that_excludes_zero():

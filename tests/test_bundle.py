@@ -17,7 +17,7 @@ from safetensors.torch import load_file, save_file
 
 from tutorial_lib.data import registry
 from tutorial_lib.data.verify import clear_verified
-from tutorial_lib.ops import bundle
+from tutorial_lib.ops import bundle, unbundle
 
 REPO = Path(__file__).resolve().parents[1]
 MiB = 1 << 20
@@ -96,7 +96,7 @@ def test_tiny_bundle_parts_manifest_and_round_trip(tmp_path, index, fake_data):
     assert big["sha256"] == registry.EXPECTED_SHA256["trec/train_5500.label"]
     # reassembly: every file back, byte for byte, with the manifest's sha256
     dest = tmp_path / "unpacked"
-    bundle.unpack(out, dest)
+    unbundle.unpack(out, dest)
     assert (dest / "data/trec/train_5500.label").read_bytes() == (
         fake_data / "trec/train_5500.label").read_bytes()
     for f in manifest["files"]:
@@ -121,7 +121,7 @@ def test_a_corrupt_or_missing_part_is_one_clear_error(tmp_path, index, fake_data
     part.write_bytes(bytes(data))
     with pytest.raises(bundle.BundleError, match=r"part-001 is corrupt .* copy it again .*"
                                                   r"tutorial_lib.ops.prefetch --scale smoke --bundle DIR"):
-        bundle.unpack(out, tmp_path / "dest")
+        unbundle.unpack(out, tmp_path / "dest")
     script = ["bash", str(REPO / "scripts/install_bundle.sh"), "--verify-only", str(out)]
     done = subprocess.run(script, capture_output=True, text=True)
     assert done.returncode == 1
@@ -129,7 +129,7 @@ def test_a_corrupt_or_missing_part_is_one_clear_error(tmp_path, index, fake_data
     assert "--bundle DIR" in done.stderr
     part.unlink()
     with pytest.raises(bundle.BundleError, match="part-001 is missing"):
-        bundle.verify_parts(out)
+        unbundle.verify_parts(out)
     done = subprocess.run(script, capture_output=True, text=True)
     assert done.returncode == 1 and "part part-001 is missing" in done.stderr
 

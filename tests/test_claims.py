@@ -25,7 +25,7 @@ written ``1e-73`` (mantissa 1) is an order of magnitude: any p within half a dec
 
 Not claims: inline code and math (`` `...` ``, ``$...$``), inequalities (``p < 0.001``), and the
 allow-list :data:`ALLOWED` — numbers that are not results (a confidence level, a setting, a
-paper's number that ``tutorial_lib/references.py`` does not hold), each with its reason. The
+paper's number that ``tutorial_lib/methods/references.py`` does not hold), each with its reason. The
 paper's numbers that ``references.py`` holds count as results.
 
 Today's committed notebooks fail (issue 21 lists stale prose; the lead re-runs and rewrites them):
@@ -44,7 +44,7 @@ from pathlib import Path
 
 import pytest
 
-from tutorial_lib import references
+from tutorial_lib.methods import references
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results" / "classroom"
@@ -256,7 +256,7 @@ def notebook_prose(path: Path) -> str:
 
 def committed_results(stem: str) -> Results:
     """The committed classroom results of notebook ``stem`` with its effects and its published
-    reference numbers (``tutorial_lib/references.py``)."""
+    reference numbers (``tutorial_lib/methods/references.py``)."""
     path = RESULTS / f"{stem}.json"
     blob = json.loads(path.read_text()) if path.exists() else {}
     effects_path = RESULTS / "effects.json"

@@ -11,12 +11,14 @@ first forward may fail (meta tensors cannot be read): only the devices seen by t
 import pytest
 import torch
 
-from tests.test_dialogue_training import TURNS, make_model
-from tests.test_dialogue_training import tok as _tok  # noqa: F401  (the fixture)
-from tests.test_gradts import BUILDERS, batch, loss_of
+from tests.methods.generation.test_dialogue_training import TURNS, make_model
+from tests.methods.generation.test_dialogue_training import tok as _tok  # noqa: F401  (the fixture)
+from tests.methods.multitask.test_gradts import BUILDERS, batch, loss_of
 from tests.tiny import padded_batch, tiny_classifier, tiny_llama_backbone
 from tutorial_lib import pretraining, training
-from tutorial_lib.methods import dialogue_training, gradts_fg, probing
+from tutorial_lib.methods.generation import dialogue_training
+from tutorial_lib.methods.multitask import gradts_fg
+from tutorial_lib.methods.probing import probing
 from tutorial_lib.models import TransformerConfig, TransformerLM
 from tutorial_lib.runtime import device_of
 from tutorial_lib.tokenization import train_wordpiece

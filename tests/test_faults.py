@@ -29,9 +29,10 @@ from ignite.engine import Events
 from tiny import kill_at
 
 from tutorial_lib import backbones, config, data, finetuning, integrity, pretraining, results, tasks
+from tutorial_lib.checkpoints import checkpoints
 from tutorial_lib.config import ConfigError
 from tutorial_lib.data import DataError
-from tutorial_lib.methods import fewshot, prompting
+from tutorial_lib.methods.prompts import fewshot, prompting
 from tutorial_lib.models import (
     ModelError,
     TransformerConfig,
@@ -41,7 +42,7 @@ from tutorial_lib.models import (
 )
 from tutorial_lib.ops import report as reports
 from tutorial_lib.settings import Budget
-from tutorial_lib.training import Method, TrainingOutOfMemory, checkpoints
+from tutorial_lib.training import Method, TrainingOutOfMemory
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,8 +14,8 @@ from datasets import Dataset
 
 from tutorial_lib import config, finetuning, stats, tasks
 from tutorial_lib.config import CACHE_ENV_VAR, DATA_ENV_VAR
+from tutorial_lib.methods.adaptation.settings import AdaptationSettings
 from tutorial_lib.params import freeze
-from tutorial_lib.settings import AdaptationSettings
 from tutorial_lib.training import Method
 
 SMOKE = config.get_scale("smoke")

@@ -1,14 +1,16 @@
 """The package's layering, read from its imports (``ast``, nothing is imported).
 
-``tutorial_lib`` is a core (``tutorial_lib/*.py``) that knows nothing of the methods, the methods
-(``tutorial_lib/methods/``) built on it, the plots (``tutorial_lib/plots/``) that draw results, and
-the operations (``tutorial_lib/ops/``: prefetch, the offline bundle, the main job's report) that
-run and ship the notebooks, which neither the core, the methods nor the plots import. The core
-itself is layered, each module importing only from layers below it:
+``tutorial_lib`` is a core (``tutorial_lib/*.py``) that knows nothing of the methods; the chapters
+(``tutorial_lib/methods/<chapter>/``: a notebook family's methods, settings and plots) built on the
+core and never on each other; above them the catalogue (``tutorial_lib/methods/__init__.py`` and
+``references.py``, which import every chapter's settings); and the operations
+(``tutorial_lib/ops/``: prefetch, the offline bundle, the main job's report) that run and ship the
+notebooks, which neither the core nor a chapter imports. The core itself is layered, each module
+importing only from layers below it:
 
     {config, hashing} < {runtime, data, show, settings} < integrity
-           < {models, tokenization, tasks, stats, references} < {params, batches} < training
-           < {pretraining, results} < backbones < {heads, finetuning}
+           < {models, tokenization, tasks, stats} < {params, batches, checkpoints} < training
+           < evaluation < {pretraining, results, plots} < backbones < {heads, finetuning}
 
 (``data`` is a package: its modules form one unit of the ``data`` layer.)
 
@@ -31,14 +33,19 @@ LAYERS = [
     {"runtime", "data", "show", "settings"},  # show: the notebooks' source viewer; settings: each
     # notebook's settings class with its values at every scale (on config's Scale only)
     {"integrity"},  # the cache's size/hash records: on runtime's atomic writes, under every writer
-    {"models", "tokenization", "tasks", "stats", "references"},
-    {"params", "batches"},
+    {"models", "tokenization", "tasks", "stats"},
+    {"params", "batches", "checkpoints"},  # checkpoints: exact resume (integrity, models)
     {"training"},  # the one recipe (fit) builds its optimizer with params
-    {"pretraining", "results"},
+    {"evaluation"},  # the evaluators and evaluate (on training.to_device)
+    {"pretraining", "results", "plots"},  # plots: the figures every notebook family shares
     {"backbones"},
     {"heads", "finetuning"},
 ]
-METHOD_MAX_LINES, METHOD_WARN_LINES = 450, 400
+MODULE_MAX_LINES, METHOD_WARN_LINES = 500, 400  # any module; a warning for a chapter's
+SETTINGS_MAX_LINES = 300  # the settings core
+STILL_TOO_LONG = {  # known, with the change that shortens them; the test fails once one is not
+    "tutorial_lib.backbones": "the per-family anatomy (issue 35, part 3) moves out of Backbone",
+}
 
 
 def module_name(path: Path) -> str:
@@ -105,10 +112,23 @@ EDGES = [e for m in MODULES for e in edges_of(m)]
 
 
 def kind(module: str) -> str:
+    """"core", "chapter" (inside ``methods/<chapter>/``), "catalogue" (``methods`` itself and its
+    top-level modules) or "ops"."""
     parts = module.split(".")
-    if len(parts) > 1 and parts[1] in ("methods", "plots", "ops"):
-        return parts[1]
+    if len(parts) > 1 and parts[1] == "ops":
+        return "ops"
+    if len(parts) > 1 and parts[1] == "methods":
+        return "chapter" if chapter(module) else "catalogue"
     return "core"
+
+
+def chapter(module: str) -> str | None:
+    """``tutorial_lib.methods.<chapter>[.module]`` → the chapter's name, if ``<chapter>`` is a
+    package."""
+    parts = module.split(".")
+    if len(parts) > 2 and parts[1] == "methods" and (ROOT / "methods" / parts[2]).is_dir():
+        return parts[2]
+    return None
 
 
 def core_name(module: str) -> str:
@@ -122,8 +142,9 @@ def test_the_import_graph_is_read():
     assert ("tutorial_lib.finetuning", "tutorial_lib.backbones") in found  # from .x import y
     assert ("tutorial_lib.pretraining", "tutorial_lib.data") in found  # from . import x
     assert ("tutorial_lib.data", "tutorial_lib.data.loading") in found  # inside the data package
-    assert ("tutorial_lib.methods.unfreezing", "tutorial_lib.methods.discriminative") in found
-    assert ("tutorial_lib.methods.adapters", "tutorial_lib.params") in found  # from ..x import y
+    assert ("tutorial_lib.methods.adaptation.unfreezing",
+            "tutorial_lib.methods.adaptation.discriminative") in found  # from .x import y
+    assert ("tutorial_lib.methods.peft.adapters", "tutorial_lib.params") in found  # from ..x import y
     assert ("tutorial_lib.ops.prefetch", "tutorial_lib.ops.bundle") in found  # from . import x
     assert len(MODULES) > 30
 
@@ -151,14 +172,64 @@ def test_no_import_cycles():
     assert cycles == []
 
 
-def test_the_core_never_imports_methods_or_plots():
+def test_the_core_never_imports_a_chapter_or_the_catalogue():
     bad = [str(e) for e in EDGES if kind(e.source) == "core" and kind(e.target) != "core"]
     assert bad == []
 
 
+def test_chapters_never_import_each_other_or_the_catalogue():
+    """A chapter stands on the core alone: what two chapters share belongs in the core."""
+    bad = [str(e) for e in EDGES if kind(e.source) == "chapter"
+           and (kind(e.target) == "catalogue"
+                or kind(e.target) == "chapter" and chapter(e.target) != chapter(e.source))]
+    assert bad == []
+
+
+def test_every_chapter_has_its_settings_plots_and_reading_list():
+    for path in sorted(p for p in (ROOT / "methods").iterdir() if p.is_dir() and p.name != "__pycache__"):
+        assert (path / "settings.py").is_file(), path.name
+        doc = ast.get_docstring(ast.parse((path / "__init__.py").read_text())) or ""
+        assert "Read first" in doc and "The notebook calls" in doc, f"{path.name}: no reading list"
+        # every module of the chapter is named in its reading list
+        for module in sorted(path.glob("*.py")):
+            if module.name != "__init__.py":
+                assert module.stem in doc, f"{path.name}/__init__.py does not list {module.name}"
+
+
+def _top_level_names(path: Path) -> set[str]:
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def test_every_name_a_reading_list_gives_exists():
+    """``module.name`` in a chapter's reading list (``peft.adapters.Adapter`` for another chapter's)
+    is defined at the top of that module: the list cannot outlive a rename."""
+    import re
+
+    for init in sorted((ROOT / "methods").glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        for ref in re.findall(r"``(\w+(?:\.\w+)+)``", doc):
+            if ref.endswith(".py"):
+                continue
+            *path, name = ref.split(".")
+            module = init.parent.joinpath(*path).with_suffix(".py")
+            if not module.is_file():
+                module = (ROOT / "methods").joinpath(*path).with_suffix(".py")
+            if module.is_file():  # (``training.Method`` and the like name the core)
+                assert name in _top_level_names(module), f"{init.parent.name}: ``{ref}`` is not defined"
+
+
 def test_nothing_a_notebook_reads_imports_the_operations():
-    """Core, methods and plots never import ops: a student's path holds no prefetch, bundle or
-    report code."""
+    """Core and chapters never import ops: a student's path holds no prefetch, bundle or report
+    code."""
     bad = [str(e) for e in EDGES if kind(e.source) != "ops" and kind(e.target) == "ops"]
     assert bad == []
 
@@ -170,11 +241,6 @@ def test_no_notebook_imports_the_operations():
         code = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"]
                          if c["cell_type"] == "code")
         assert "tutorial_lib.ops" not in code and "from tutorial_lib import ops" not in code, path.name
-
-
-def test_plots_never_import_methods():
-    bad = [str(e) for e in EDGES if kind(e.source) == "plots" and kind(e.target) == "methods"]
-    assert bad == []
 
 
 def test_no_import_of_our_own_modules_inside_a_function():
@@ -195,11 +261,24 @@ def test_every_core_module_has_a_layer_and_imports_only_from_lower_layers():
     assert bad == []
 
 
-@pytest.mark.parametrize("module", [m for m in MODULES if kind(m) == "methods"
-                                    and not MODULES[m].name.startswith("__")])
-def test_method_modules_stay_short(module):
+@pytest.mark.parametrize("module", [m for m in MODULES if not MODULES[m].name == "__init__.py"])
+def test_modules_stay_short(module):
     lines = len(MODULES[module].read_text().splitlines())
-    if lines > METHOD_WARN_LINES:
+    if kind(module) == "chapter" and lines > METHOD_WARN_LINES:
         warnings.warn(f"{module}: {lines} lines (over {METHOD_WARN_LINES}; the limit is "
-                      f"{METHOD_MAX_LINES})", stacklevel=1)
-    assert lines <= METHOD_MAX_LINES, f"{module}: {lines} lines; split it"
+                      f"{MODULE_MAX_LINES})", stacklevel=1)
+    limit = SETTINGS_MAX_LINES if module == "tutorial_lib.settings" else MODULE_MAX_LINES
+    if module in STILL_TOO_LONG:
+        assert lines > limit, f"{module} is short now: take it off STILL_TOO_LONG"
+        pytest.xfail(f"{module}: {lines} lines; {STILL_TOO_LONG[module]}")
+    assert lines <= limit, f"{module}: {lines} lines; split it"
+
+
+def test_the_tests_mirror_the_chapters():
+    """``tests/methods/<chapter>/test_<module>.py`` tests ``methods/<chapter>/<module>.py``."""
+    tests = ROOT.parent / "tests" / "methods"
+    for path in sorted(tests.rglob("test_*.py")):
+        module = ROOT / "methods" / path.parent.name / f"{path.stem.removeprefix('test_')}.py"
+        assert module.is_file(), f"{path.relative_to(ROOT.parent)} tests no module {module.name}"
+    chapters = {p.name for p in (ROOT / "methods").iterdir() if (p / "__init__.py").is_file()}
+    assert chapters == {p.name for p in tests.iterdir() if p.is_dir() and p.name != "__pycache__"}

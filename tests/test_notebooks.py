@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 from tutorial_lib import COLAB_REF, REPO_SLUG
-from tutorial_lib.settings import NOTEBOOK_SETTINGS
+from tutorial_lib.methods import NOTEBOOK_SETTINGS
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -125,8 +125,11 @@ def test_notebook_reads_its_own_settings(path):
     cls = SETTINGS_OF[path.stem]
     nb = nbformat.read(path, as_version=4)
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    assert f"from tutorial_lib.settings import {cls.__name__}\n" in code, path.stem
+    chapter = cls.__module__.removeprefix("tutorial_lib.")  # methods.<chapter>.settings
+    assert f"from tutorial_lib.{chapter} import {cls.__name__}\n" in code, path.stem
     assert re.search(rf"^settings = {cls.__name__}\.at\(scale\)", code, re.M), path.stem
+    # … and saves its results through it, never under a name typed into a cell
+    assert re.search(r"results\.save\(settings, scale,", code), path.stem
     assert [c.__name__ for c in NOTEBOOK_SETTINGS if c is not cls and c.__name__ in code] == []
 
 

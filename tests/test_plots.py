@@ -9,7 +9,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from tutorial_lib.plots import adaptation, peft, probing, tdt  # noqa: E402
+from tutorial_lib.methods.adaptation import plots as adaptation
+from tutorial_lib.methods.peft import plots as peft
+from tutorial_lib.methods.probing import plots as probing
+from tutorial_lib.methods.tdt import plots as tdt  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -115,7 +118,7 @@ def test_the_costs_put_checkpoint_sizes_on_a_log_axis():
 
 
 def test_token_task_figure_draws_every_tier_type_and_baseline():
-    from tutorial_lib.plots import token_tasks
+    from tutorial_lib.methods.token_tasks import plots as token_tasks
 
     ner = pd.DataFrame([{"method": m, "seed": s, "f1": f, "F1 LOC": f + 0.1, "F1 PER": f - 0.1}
                         for m, f in (("scratch", 0.2), ("minilm", 0.5)) for s in (0, 1, 2)])

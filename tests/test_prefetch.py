@@ -13,9 +13,12 @@ import pytest
 from transformers import AutoTokenizer, BertConfig
 
 from tutorial_lib import backbones, config, settings, tasks
+from tutorial_lib.methods import NOTEBOOK_SETTINGS
+from tutorial_lib.methods.probing.settings import AmnesicSettings, ProbingSettings
+from tutorial_lib.methods.prompts.settings import DARTSettings
 from tutorial_lib.ops import prefetch
 from tutorial_lib.pretraining import get_tokenizer
-from tutorial_lib.settings import AmnesicSettings, DARTSettings, Names, ProbingSettings
+from tutorial_lib.settings import Names
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = config.get_scale("smoke")
@@ -79,7 +82,7 @@ def test_a_backbone_named_in_a_setting_is_needed_with_its_kind(monkeypatch):
         backbone: Annotated[str, Names(settings.BACKBONE, kinds=("masked",))] = "smollm2"
 
     setting(MaskedOnly, backbone="smollm2")
-    classes = tuple(MaskedOnly if c is AmnesicSettings else c for c in settings.NOTEBOOK_SETTINGS)
+    classes = tuple(MaskedOnly if c is AmnesicSettings else c for c in NOTEBOOK_SETTINGS)
     monkeypatch.setattr(prefetch, "NOTEBOOK_SETTINGS", classes)
     smollm2 = next(m for m in prefetch.needs("smoke").offline_models if m.name == "smollm2")
     assert smollm2.kinds == ("masked",) and smollm2.kinds_used_by == ("09", "11", "15")
@@ -101,7 +104,7 @@ def test_what_a_notebook_loads_without_a_field_naming_it_is_needed():
     assert "06" in next(d for d in n.datasets if d.name == "trec").used_by  # 06's part (a)
     scratch = next(m for m in n.ours if m.name == "scratch")
     assert scratch.used_by == ("02", "10", "14")  # 02: its also_needs; 10, 14: their fields
-    for cls in settings.NOTEBOOK_SETTINGS:
+    for cls in NOTEBOOK_SETTINGS:
         also = cls.also_needs
         assert set(also.tasks) <= set(tasks.TASKS) and set(also.datasets) <= set(n.dataset_names)
 

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from tutorial_lib import config, finetuning, results, stats, tasks
-from tutorial_lib.settings import AdaptationSettings
+from tutorial_lib.methods.adaptation.settings import AdaptationSettings
 
 TIMING = ("seconds", "mean seconds / run", "seconds_per_epoch")
 

@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tutorial_lib import config, references, results, stats
+from tutorial_lib import config, results, stats
+from tutorial_lib.methods import NOTEBOOK_SETTINGS, references
 from tutorial_lib.ops import report as reports
-from tutorial_lib.settings import NOTEBOOK_SETTINGS, PRETRAINING
+from tutorial_lib.settings import PRETRAINING
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))

@@ -8,17 +8,14 @@ from typing import ClassVar
 import pytest
 
 from tutorial_lib import backbones, config, settings, tasks
+from tutorial_lib.methods import NOTEBOOK_SETTINGS
+from tutorial_lib.methods.adaptation.settings import AdapterSettings
+from tutorial_lib.methods.multitask.settings import MultitaskSettings
+from tutorial_lib.methods.probing.settings import AmnesicSettings, ProbingSettings
+from tutorial_lib.methods.prompts.settings import DARTSettings
+from tutorial_lib.methods.tdt.settings import TDTSettings
 from tutorial_lib.ops import prefetch
-from tutorial_lib.settings import (
-    NOTEBOOK_SETTINGS,
-    AdapterSettings,
-    AmnesicSettings,
-    Budget,
-    DARTSettings,
-    Names,
-    ProbingSettings,
-    TaskName,
-)
+from tutorial_lib.settings import Budget, Names, TaskName
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -131,9 +128,9 @@ def test_fields_naming_tasks_or_backbones_are_found_by_their_type():
         "backbone": "backbone", "cls_backbone": "backbone", "tasks": "task"}
     assert settings.markers(DARTSettings)["backbone"].kinds == ("causal", "masked")
     assert settings.markers(AmnesicSettings)["backbone"].kinds == ("causal", "masked")
-    assert set(settings.markers(settings.TDTSettings)) == {"task", "backbone", "transfer", "pair_task"}
-    assert settings.markers(settings.MultitaskSettings)["sequential"].what == settings.TASK
-    assert list(settings.named(settings.MultitaskSettings.at("smoke"))) == [
+    assert set(settings.markers(TDTSettings)) == {"task", "backbone", "transfer", "pair_task"}
+    assert settings.markers(MultitaskSettings)["sequential"].what == settings.TASK
+    assert list(settings.named(MultitaskSettings.at("smoke"))) == [
         (Names("backbone"), "backbone", "minilm"), (Names("task"), "tasks", "sst2"),
         (Names("task"), "tasks", "mr"), (Names("backbone"), "trec_backbone", "ours"),
         (Names("task"), "sequential", "mnli"), (Names("task"), "sequential", "rte")]
@@ -172,3 +169,23 @@ def test_every_field_holding_a_task_or_model_name_is_typed_as_one():
     assert untyped == []
     kinds = {k for cls in NOTEBOOK_SETTINGS for m in settings.markers(cls).values() for k in m.kinds}
     assert kinds <= set(backbones.KINDS)
+
+
+@pytest.mark.parametrize("cls", NOTEBOOK_SETTINGS, ids=lambda c: c.__name__)
+def test_every_seed_field_is_typed_so_a_seed_set_moves_it(cls):
+    """A field named like a seed (``seeds``, ``*_seed(s)``, ``*splits``) holding ints is typed
+    ``Seed``/``Seeds``, and only those are: the held-out run moves it by its type, not its name."""
+    import re
+
+    looks = re.compile(r"(.*_)?(seeds?|splits)")
+    named_like = {f.name for f in dataclasses.fields(cls) if looks.fullmatch(f.name)
+                  and not isinstance(getattr(cls.at("smoke"), f.name), bool)}
+    assert set(settings.seed_fields(cls)) == named_like
+
+
+def test_an_integer_seed_offset_moves_every_typed_seed(monkeypatch):
+    monkeypatch.setenv(config.SEEDS_ENV_VAR, "7")
+    moved, main = DARTSettings.at("smoke"), None
+    monkeypatch.delenv(config.SEEDS_ENV_VAR)
+    main = DARTSettings.at("smoke")
+    assert moved.splits == tuple(s + 7 for s in main.splits) and moved.steps == main.steps

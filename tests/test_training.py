@@ -7,25 +7,26 @@ import torch
 from ignite.engine import Events
 from torch.utils.data import DataLoader, TensorDataset
 
+from tutorial_lib.checkpoints import (
+    attach_checkpointing,
+    checkpoint_and_resume,
+    checkpoints,
+    run_to_completion,
+)
 from tutorial_lib.config import PROGRESS_ENV_VAR
+from tutorial_lib.evaluation import create_lm_evaluator, evaluate
 from tutorial_lib.models import TransformerConfig, TransformerLM
 from tutorial_lib.training import (
     History,
     Method,
-    attach_checkpointing,
     attach_progress,
     attach_schedule,
-    checkpoint_and_resume,
-    checkpoints,
-    create_lm_evaluator,
     create_trainer,
     eval_loader,
-    evaluate,
     fit,
     mask_tokens,
     pad_collate,
     resumable_loader,
-    run_to_completion,
 )
 
 SPECIAL = [0, 1, 2, 3, 4]

@@ -20,7 +20,7 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -206,43 +206,51 @@ def get_scale(name: str | None = None) -> Scale:
     return SCALES[chosen]
 
 
-# --- the held-out seed set (issue 21: every headline effect replicated on seeds nobody tuned for) --
-SEED_SETS = ("main", "held-out")
-HELD_OUT_OFFSET = 1000  # held-out seed = seed + 1000: disjoint from every main seed (all < 1000)
-SEED_FIELDS = re.compile(r"(.*_)?(seeds?|splits)")  # the settings fields holding seeds or splits
+# --- seed sets (issue 21: every headline effect replicated on seeds nobody tuned for) -------------
+SEED_SETS = {"main": 0, "held-out": 1000}  # name -> offset added to every seed
+HELD_OUT_OFFSET = SEED_SETS["held-out"]  # disjoint from every main seed (all < 1000)
+
+
+def seed_offset() -> int:
+    """What this run adds to every seed and few-shot split (``$TUTORIAL_SEEDS``, the one place it is
+    read): ``main`` (or unset) 0, ``held-out`` 1000, or any non-negative integer — a seed set of
+    your own (``TUTORIAL_SEEDS=2000``) to replicate a notebook on."""
+    chosen = (os.environ.get(SEEDS_ENV_VAR) or "main").strip().lower()
+    if chosen in SEED_SETS:
+        return SEED_SETS[chosen]
+    if chosen.isdigit():
+        return int(chosen)
+    raise ConfigError(f"unknown seed set {chosen!r} in ${SEEDS_ENV_VAR}: choose one of "
+                      f"{', '.join(SEED_SETS)} or a non-negative integer offset (or unset it for main)")
 
 
 def seed_set() -> str:
-    """``"main"`` or ``"held-out"``: which seed set this run uses (``$TUTORIAL_SEEDS``, default
-    main). The one place the variable is read."""
-    chosen = (os.environ.get(SEEDS_ENV_VAR) or "main").strip().lower()
-    if chosen not in SEED_SETS:
-        raise ConfigError(f"unknown seed set {chosen!r} in ${SEEDS_ENV_VAR}: choose one of "
-                          f"{', '.join(SEED_SETS)} (or unset it for main)")
-    return chosen
+    """This run's seed set by name: ``"main"``, ``"held-out"``, or ``"offset N"``."""
+    offset = seed_offset()
+    return next((name for name, o in SEED_SETS.items() if o == offset), f"offset {offset}")
 
 
-def held_out_seed(seed: int) -> int:
-    """The held-out counterpart of a main seed (or LM-BFF split seed): ``seed + 1000``."""
-    return int(seed) + HELD_OUT_OFFSET
+def held_out_seed(seed: int, offset: int = HELD_OUT_OFFSET) -> int:
+    """A main seed (or LM-BFF split seed) moved to a seed set: ``seed + offset``."""
+    return int(seed) + offset
 
 
-def apply_seed_set(settings: T) -> T:
-    """``settings`` (a dataclass) as this run's seed set wants it: unchanged for ``main``; for
-    ``held-out`` every field named ``seeds``, ``*_seeds``, ``*_seed``, ``splits`` or ``*_splits``
-    moved to :func:`held_out_seed` (ints and tuples of ints). Pretraining is not a seed field: the
-    held-out run re-draws fine-tuning seeds and few-shot splits on the same pretrained models."""
-    if seed_set() == "main":
+def apply_seed_set(settings: T, seed_fields: Iterable[str]) -> T:
+    """``settings`` (a dataclass) as this run's seed set wants it: unchanged for ``main``, else
+    every field in ``seed_fields`` (ints and tuples of ints) moved by :func:`seed_offset`. Which
+    fields hold seeds is their type's to say (``tutorial_lib.settings.Seeds``); pretraining is not
+    one: a held-out run re-draws fine-tuning seeds and few-shot splits on the same pretrained
+    models."""
+    offset = seed_offset()
+    if offset == 0:
         return settings
     moved = {}
-    for f in dataclasses.fields(settings):
-        value = getattr(settings, f.name)
-        if not SEED_FIELDS.fullmatch(f.name) or isinstance(value, bool):
-            continue
-        if isinstance(value, int):
-            moved[f.name] = held_out_seed(value)
+    for name in seed_fields:
+        value = getattr(settings, name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            moved[name] = held_out_seed(value, offset)
         elif isinstance(value, tuple) and all(isinstance(v, int) for v in value):
-            moved[f.name] = tuple(held_out_seed(v) for v in value)
+            moved[name] = tuple(held_out_seed(v, offset) for v in value)
     return dataclasses.replace(settings, **moved)
 
 

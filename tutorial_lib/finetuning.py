@@ -27,12 +27,13 @@ from torch.utils.data import DataLoader
 from . import data
 from .backbones import OURS, Backbone, load_backbone
 from .config import Scale, cache_dir
+from .evaluation import evaluate
 from .models import count_parameters
 from .runtime import PeakMemory, atomic_write, autocast_dtype, device, seed_everything
 from .settings import Budget
 from .stats import floor_column
 from .tasks import Task
-from .training import PLAIN, History, Method, eval_loader, evaluate, fit, pad_collate, resumable_loader
+from .training import PLAIN, History, Method, eval_loader, fit, pad_collate, resumable_loader
 
 
 @dataclass

@@ -27,7 +27,8 @@ Batches for several heads travel as one flat dict with keys ``"<head>/<field>"``
 auxiliary loaders, and :meth:`MultiHeadModel.loss` sums the weighted head losses. Heads that read
 the *same* input (classification + LM on one sentence) share plain ``input_ids`` /
 ``attention_mask`` keys and only their labels are prefixed (``"trec/labels"``, ``"lm/labels"``):
-the encoder then runs once for all of them. (:mod:`tutorial_lib.methods.multitask` samples one task per
+the encoder then runs once for all of them. (:mod:`tutorial_lib.methods.multitask.multitask` samples one
+task per
 step instead.)
 """
 

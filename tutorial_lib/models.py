@@ -12,7 +12,7 @@ self-attention and feed-forward, an LM head tied to the embeddings, a classifica
 * init N(0, 0.02) everywhere. With PyTorch's default N(0, 1) embedding init and a tied head the
   first logits are huge and CPU training crawls through denormal floats;
 * every block has two empty adapter slots (``nn.Identity``) after its attention and its
-  feed-forward sublayer, where ``tutorial_lib.methods.adapters`` inserts Houlsby adapters.
+  feed-forward sublayer, where ``tutorial_lib.methods.peft.adapters`` inserts Houlsby adapters.
 
 The names are nanoGPT's (``d_model``, ``n_layer``, ``tok_emb``), and the Hugging Face contract that
 generic code reads is spoken too: ``config.hidden_size`` / ``num_hidden_layers`` /

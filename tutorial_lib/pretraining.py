@@ -33,7 +33,12 @@ from torch.utils.data import TensorDataset
 from transformers import PreTrainedTokenizerBase
 
 from . import data, integrity
+from .checkpoints import (
+    checkpoint_and_resume,
+    run_to_completion,
+)
 from .config import Scale, cache_dir, get_scale
+from .evaluation import create_lm_evaluator
 from .models import CHECKPOINT_FILE, TransformerConfig, TransformerLM, load_pretrained, save_pretrained
 from .params import make_optimizer
 from .runtime import autocast_dtype, device, device_of
@@ -43,12 +48,9 @@ from .training import (
     TrainingOutOfMemory,
     attach_progress,
     attach_schedule,
-    checkpoint_and_resume,
-    create_lm_evaluator,
     create_trainer,
     mask_tokens,
     resumable_loader,
-    run_to_completion,
 )
 
 OBJECTIVES = ("causal", "mlm")

@@ -20,6 +20,7 @@ from scipy import stats as sps
 from . import stats
 from .config import RESULTS_ENV_VAR, Scale, cache_dir
 from .runtime import atomic_write, describe
+from .settings import Settings
 
 
 def results_dir(scale: Scale) -> Path:
@@ -101,14 +102,17 @@ def guards_of(comparison: pd.DataFrame, method: object) -> dict:
             "start": _number(row.get("start")), "start_p": _number(row.get("start p"))}
 
 
-def save(notebook: str, scale: Scale, tables: dict[str, pd.DataFrame], notes: str = "",
+def save(notebook: Settings | str, scale: Scale, tables: dict[str, pd.DataFrame], notes: str = "",
          seeds: Sequence | Mapping | None = None, effects: Sequence[dict] = ()) -> Path:
     """Write ``<notebook>.json`` (tables as records + markdown, effects) and return its path.
+
+    ``notebook``: the notebook's settings (its ``notebook`` names the file), or the name itself.
 
     ``seeds``: the seeds (or few-shot splits) the numbers come from, a list or
     ``{"what": [...]}``; every notebook passes them (``seeds_of`` reads them off a table).
     ``effects``: the notebook's main comparisons (see :func:`effects`).
     """
+    notebook = notebook if isinstance(notebook, str) else notebook.notebook
     source = "notebook" if seeds is not None else "not recorded"
     seeds = seeds if seeds is not None else []
     payload = {

@@ -1,4 +1,4 @@
-"""Training on PyTorch-Ignite: the update step, schedules, evaluators, checkpoints, history.
+"""Training on PyTorch-Ignite: the update step, schedules, history and the one recipe, ``fit``.
 
 The pieces are small so that each notebook can show (and change) one of them:
 
@@ -8,50 +8,37 @@ The pieces are small so that each notebook can show (and change) one of them:
   step ourselves, as the 2019 tutorial did);
 * :func:`attach_schedule` — warm-up then cosine (pretraining) or warm-up then linear decay
   (fine-tuning), built from Ignite's param schedulers;
-* :func:`create_lm_evaluator` / :func:`create_classifier_evaluator` — Ignite metrics
-  (token-weighted loss, perplexity, accuracy, confusion matrix);
 * :func:`resumable_loader` (in :mod:`tutorial_lib.batches`, with the collation, re-exported
   here) — a ``DataLoader`` whose order is a function of (seed, pass over the data) only, so that
   a resumed run continues the data stream where it was interrupted;
-* :func:`attach_checkpointing` / :func:`resume_if_possible` — Ignite ``Checkpoint`` of the model,
-  optimizer, schedule, trainer (its iteration is the position in the data stream), history and
-  every random number generator (:class:`RNGState`), written atomically with an integrity record:
-  a killed run, re-run, ends with the same weights, bit for bit on a CPU, as a run never killed;
+* checkpoints that resume exactly (:mod:`tutorial_lib.checkpoints`);
 * :class:`History` — a list of dicts for plots (checkpointed with the rest);
 * :func:`fit` — **the one training recipe** every notebook's training goes through: optimizer
   over parameter groups, trainer, schedule, periodic evaluation, a method's handlers, checkpoints
-  and exact resume, in that fixed order; :class:`Method` is what a method changes in it, and
-  :func:`evaluate` is the one way to score a classifier on a loader.
+  and exact resume, in that fixed order; :class:`Method` is what a method changes in it.
+
+Scoring a model is :mod:`tutorial_lib.evaluation`'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import errno
 import math
 import os
-import random
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import ignite.distributed as idist
-import numpy as np
 import torch
-import torch.nn.functional as F
 from ignite.engine import Engine, Events
-from ignite.engine.events import CallableEventWithFilter
 from ignite.handlers import (
-    Checkpoint,
     CosineAnnealingScheduler,
     PiecewiseLinear,
     ProgressBar,
     create_lr_scheduler_with_warmup,
 )
-from ignite.handlers.checkpoint import BaseSaveHandler
-from ignite.metrics import Accuracy, ConfusionMatrix, Loss, MetricsLambda, RunningAverage
+from ignite.metrics import RunningAverage
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -66,8 +53,9 @@ from .batches import (  # re-exported: the collation and data-stream names of th
     pad_ids,
     resumable_loader,
 )
+from .checkpoints import checkpoint_and_resume, run_to_completion
 from .config import PROGRESS_ENV_VAR
-from .models import IGNORE_INDEX, ModelError
+from .models import IGNORE_INDEX  # re-exported: notebook 01 imports it from here
 from .params import make_optimizer
 from .runtime import autocast, autocast_dtype, grad_scaler
 from .runtime import device as default_device
@@ -234,248 +222,7 @@ def attach_progress(trainer: Engine, description: str = "train") -> ProgressBar 
     return pbar
 
 
-# --- evaluators ------------------------------------------------------------------------------
-
-
-def create_lm_evaluator(
-    model: nn.Module,
-    *,
-    device: torch.device,
-    amp_dtype: torch.dtype | None = None,
-    words_per_token: float | None = None,
-) -> Engine:
-    """Evaluator with token-weighted ``loss`` (nats per sub-word token) and ``ppl`` = exp(loss).
-
-    With ``words_per_token`` = n_words / n_tokens of the evaluated text it also reports
-    ``word_ppl`` = exp(loss · n_tokens / n_words), the 2019 tutorial's conversion from sub-word
-    to word-level perplexity (comparable with word-level LMs on WikiText).
-    """
-
-    @torch.no_grad()
-    def step(engine: Engine, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        model.eval()
-        batch = to_device(batch, device)
-        with autocast(device, amp_dtype):
-            logits = model(**batch).logits
-        labels = batch["labels"]
-        if logits.dim() == 3:  # causal: logits for positions 0..T-2 predict labels 1..T-1
-            labels = labels[:, 1:]
-            logits = logits.flatten(0, 1)
-            labels = labels.flatten()
-        else:  # masked LM: logits already restricted to the masked positions
-            labels = labels[labels != IGNORE_INDEX]
-        keep = labels != IGNORE_INDEX
-        return logits[keep].float(), labels[keep]
-
-    evaluator = Engine(step)
-    loss = Loss(F.cross_entropy)
-    loss.attach(evaluator, "loss")
-    MetricsLambda(math.exp, loss).attach(evaluator, "ppl")
-    if words_per_token:
-        MetricsLambda(lambda nll: math.exp(nll / words_per_token), loss).attach(
-            evaluator, "word_ppl"
-        )
-    return evaluator
-
-
-def logits_step(model: nn.Module, *, device: torch.device, amp_dtype: torch.dtype | None = None,
-                **forward_kwargs: object) -> Callable[[Engine, Batch], tuple[torch.Tensor, torch.Tensor]]:
-    """An evaluator's step: the model in eval mode under autocast, no gradients; returns
-    ``(logits as float32, labels)`` of the batch. ``forward_kwargs`` go to the model (e.g. the
-    ``head=`` of a multi-head model)."""
-
-    @torch.no_grad()
-    def step(engine: Engine, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        model.eval()
-        batch = to_device(batch, device)
-        labels = batch.pop("labels")
-        with autocast(device, amp_dtype):
-            logits = model(**batch, **forward_kwargs).logits
-        return logits.float(), labels
-
-    return step
-
-
-def create_classifier_evaluator(
-    model: nn.Module,
-    *,
-    device: torch.device,
-    num_labels: int,
-    amp_dtype: torch.dtype | None = None,
-) -> Engine:
-    """Evaluator with ``accuracy``, ``error`` (= 1 − accuracy), ``loss`` and ``confusion``."""
-    evaluator = Engine(logits_step(model, device=device, amp_dtype=amp_dtype))
-    acc = Accuracy()
-    acc.attach(evaluator, "accuracy")
-    MetricsLambda(lambda a: 1.0 - a, acc).attach(evaluator, "error")
-    Loss(F.cross_entropy).attach(evaluator, "loss")
-    ConfusionMatrix(num_classes=num_labels).attach(evaluator, "confusion")
-    return evaluator
-
-
-# --- checkpoints and history ---------------------------------------------------------------------
-
-
-class RNGState:
-    """Every random number generator a training step may draw from, as one checkpointable object:
-    torch (CPU), CUDA (every device, when present), numpy and Python's ``random``.
-
-    Saved with the model it makes dropout and masking after a resume continue exactly where the
-    interrupted run was (Ignite's ``Checkpoint`` saves anything with ``state_dict``).
-    """
-
-    def state_dict(self) -> dict:
-        state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
-                 "python": random.getstate()}
-        if torch.cuda.is_available():
-            state["cuda"] = torch.cuda.get_rng_state_all()
-        return state
-
-    def load_state_dict(self, state: Mapping) -> None:
-        torch.set_rng_state(state["torch"])
-        np.random.set_state(state["numpy"])
-        random.setstate(state["python"])
-        if "cuda" in state and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["cuda"])
-
-
-CHECKPOINT_PREFIX = "training"
-_CHECKPOINT_NAME = re.compile(rf"{CHECKPOINT_PREFIX}_checkpoint_(\d+)\.pt")
-
-
-class SafeDiskSaver(BaseSaveHandler):
-    """Ignite save handler: atomic writes with an integrity record (:mod:`tutorial_lib.integrity`).
-
-    Ignite's ``Checkpoint`` removes the checkpoint it replaces *before* it writes the new one, so
-    with ``n_saved=1`` a full disk would leave no checkpoint at all. Here a removal only takes
-    effect after the next checkpoint is safely on disk.
-    """
-
-    def __init__(self, directory: str | Path) -> None:
-        self.directory = Path(directory)
-        self._to_remove: list[str] = []
-
-    def __call__(self, checkpoint: Mapping, filename: str, metadata: Mapping | None = None) -> None:
-        if idist.get_rank() != 0:
-            return
-        path = self.directory / filename
-        try:
-            integrity.save_torch(checkpoint, path)
-        except integrity.CacheWriteError as err:
-            kept = [n for n in self._to_remove if (self.directory / n).exists()]
-            note = (f"The previous checkpoint {self.directory / kept[-1]} is kept: running again "
-                    "resumes from it." if kept else "No earlier checkpoint of this run existed.")
-            raise integrity.CacheWriteError(
-                errno.ENOSPC, integrity.disk_full_message(path, note)) from err
-        for name in self._to_remove:
-            if name != filename:
-                integrity.discard(self.directory / name)
-        self._to_remove.clear()
-
-    def remove(self, filename: str) -> None:
-        self._to_remove.append(filename)
-
-
-def _with_rng(objects: Mapping) -> dict:
-    if not any(isinstance(v, Engine) for v in objects.values()):
-        raise ValueError("checkpoints need the trainer (its iteration is the position in the data "
-                         "stream): add it to the objects to save")
-    return {**objects, "rng": objects.get("rng", RNGState())}
-
-
-def attach_checkpointing(
-    trainer: Engine,
-    to_save: Mapping,
-    directory: str | Path,
-    every: int | None = None,
-    *,
-    event: CallableEventWithFilter | None = None,
-) -> Checkpoint:
-    """Save ``to_save`` (model, optimizer, scheduler, trainer, history ...) and the state of every
-    random number generator every ``every`` iterations — or on ``event`` — and at the end.
-
-    Attach it *after* the handlers whose work belongs in the checkpoint (an evaluation logged at
-    the same event). Files are named by the trainer's iteration, written atomically with an
-    integrity record; the last one is kept (the one before it until the new one is complete).
-    ``every`` must be a multiple of the gradient-accumulation steps (a checkpoint between two
-    micro-batches would lose the accumulated gradient).
-    """
-    if (every is None) == (event is None):
-        raise ValueError("give exactly one of every= (iterations) or event=")
-    saver = SafeDiskSaver(directory)
-    handler = Checkpoint(
-        _with_rng(to_save), saver, filename_prefix=CHECKPOINT_PREFIX, n_saved=1,
-        global_step_transform=lambda engine, _: engine.state.iteration,
-    )
-    trainer.add_event_handler(event or Events.ITERATION_COMPLETED(every=every), handler)
-
-    @trainer.on(Events.COMPLETED)
-    def _final(engine: Engine) -> None:  # the end of the run, unless that was just saved
-        last = handler.last_checkpoint
-        match = _CHECKPOINT_NAME.fullmatch(Path(str(last)).name) if last else None
-        if not match or int(match.group(1)) != engine.state.iteration:
-            handler(engine)
-
-    return handler
-
-
-def checkpoints(directory: str | Path) -> list[Path]:
-    """The ``training_checkpoint_<iteration>.pt`` files of ``directory``, newest first."""
-    found = [(int(m.group(1)), p) for p in Path(directory).glob(f"{CHECKPOINT_PREFIX}_checkpoint_*.pt")
-             if (m := _CHECKPOINT_NAME.fullmatch(p.name))]
-    return [p for _, p in sorted(found, reverse=True)]
-
-
-def resume_if_possible(to_load: Mapping, directory: str | Path) -> Path | None:
-    """Load the newest intact checkpoint of ``directory`` into ``to_load`` (plus the RNG states);
-    return its path, or None to start afresh.
-
-    A checkpoint that does not match its integrity record is reported in one warning line and
-    deleted (an older one is tried, else training starts again). One that does not fit the objects
-    (another model size or recipe in the same directory) raises :class:`ModelError` and is left
-    untouched.
-    """
-    for path in checkpoints(directory):
-        if not integrity.check(path, "checkpoint"):
-            continue
-        state = torch.load(path, map_location="cpu", weights_only=False)
-        try:
-            Checkpoint.load_objects(to_load=_with_rng(to_load), checkpoint=state)
-        except (RuntimeError, ValueError, KeyError) as err:
-            first = " ".join(str(err).split())[:300]
-            raise ModelError(
-                f"checkpoint {path} does not fit this run ({first}). It belongs to another model "
-                "size or recipe: use another directory, or delete it to start this run afresh. "
-                "It was left untouched.") from err
-        return path
-    return None
-
-
-def checkpoint_and_resume(
-    trainer: Engine,
-    to_save: Mapping,
-    directory: str | Path,
-    every: int | None = None,
-    *,
-    event: CallableEventWithFilter | None = None,
-) -> Path | None:
-    """:func:`attach_checkpointing` + :func:`resume_if_possible` with the same objects (None values,
-    e.g. a schedule hook that returned nothing, are left out). Returns the checkpoint resumed from."""
-    objects = {k: v for k, v in to_save.items() if v is not None}
-    attach_checkpointing(trainer, objects, directory, every, event=event)
-    return resume_if_possible(objects, directory)
-
-
-def run_to_completion(
-    trainer: Engine, data: object, *, max_epochs: int, epoch_length: int | None = None
-) -> object:
-    """``trainer.run(data, ...)`` — unless the run resumed from its final checkpoint: Ignite treats
-    a finished state as the start of a new run (iteration 0, training again on top of the final
-    weights); here a finished run stays finished. Returns the trainer's state."""
-    state = trainer.state
-    if state.epoch_length and state.iteration >= state.epoch_length * max_epochs:
-        return state
-    return trainer.run(data, max_epochs=max_epochs, epoch_length=epoch_length)
+# --- history ------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -666,19 +413,8 @@ def fit(
     return FitResult(trainer, optimizer, history, time.perf_counter() - start)
 
 
-def evaluate(model: nn.Module, loader: object, *, num_labels: int,
-             device: torch.device | None = None, amp_dtype: torch.dtype | None | str = "auto"
-             ) -> dict:
-    """A classifier's ``accuracy``, ``error``, ``loss`` and ``confusion`` on ``loader`` (the
-    evaluator of :func:`create_classifier_evaluator`, run once)."""
-    dev = device or default_device()
-    amp = autocast_dtype(dev) if amp_dtype == "auto" else amp_dtype
-    model.to(dev)
-    evaluator = create_classifier_evaluator(model, device=dev, num_labels=num_labels, amp_dtype=amp)
-    return dict(evaluator.run(loader).metrics)
-
-
-__all__ = [  # the names of tutorial_lib.batches stay importable from here
-    "Batch", "ResumableBatchSampler", "eval_loader", "input_lengths", "mask_tokens", "pad_collate",
+__all__ = [  # the names of tutorial_lib.batches (and models.IGNORE_INDEX) stay importable here
+    "IGNORE_INDEX", "Batch", "ResumableBatchSampler", "eval_loader", "input_lengths", "mask_tokens",
+    "pad_collate",
     "pad_ids", "resumable_loader",
 ]

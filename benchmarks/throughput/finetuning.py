@@ -13,7 +13,9 @@ import torch
 from torch import nn
 
 from tutorial_lib.backbones import Backbone
-from tutorial_lib.methods import adapters, dart, prompting, regularized, tdt
+from tutorial_lib.methods.peft import adapters
+from tutorial_lib.methods.prompts import dart, prompting
+from tutorial_lib.methods.tdt import regularized, tdt
 from tutorial_lib.models import TransformerClassifier, TransformerLM, count_parameters
 from tutorial_lib.params import ADAM_BETAS, ADAM_EPS, decay_groups, make_optimizer
 from tutorial_lib.runtime import autocast_dtype

@@ -6,7 +6,7 @@
 
 Run it once on a good connection (Colab, a slow line, the GPU workflow's prefetch job) and the
 notebooks then find everything in the caches. What a scale needs is read from every notebook's
-settings class (:data:`tutorial_lib.settings.NOTEBOOK_SETTINGS`) at that scale by :func:`needs`,
+settings class (:data:`tutorial_lib.methods.NOTEBOOK_SETTINGS`) at that scale by :func:`needs`,
 never listed by hand, so it cannot drift from what the notebooks use:
 
 * **datasets**: every task named in a field typed as task names (``settings.TaskName`` …)
@@ -52,9 +52,10 @@ from ..config import Scale
 from ..data.environment import OFFLINE_ENV_VARS, offline_flag
 from ..data.loading import resolve_source
 from ..data.registry import lookup
+from ..methods import NOTEBOOK_SETTINGS
 from ..models import CHECKPOINT_FILE
 from ..pretraining import run_directory
-from ..settings import BACKBONE, NOTEBOOK_SETTINGS, PRETRAINING, TASK, named
+from ..settings import BACKBONE, PRETRAINING, TASK, named
 from . import bundle
 
 

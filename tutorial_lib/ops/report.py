@@ -4,7 +4,7 @@ read by a notebook (``scripts/run_notebooks.py`` and ``benchmarks/replicate.py``
 :func:`report_markdown` builds the report from what each notebook saved
 (:func:`tutorial_lib.results.save`): every number in it comes from the run that saved it, each
 notebook's section says which run that was, and published numbers sit beside them in a separate
-table (:mod:`tutorial_lib.references`), marked unverified where they are.
+table (:mod:`tutorial_lib.methods.references`), marked unverified where they are.
 
 A notebook whose last attempt failed keeps its last good results; the failed execution lies in
 ``failed/<notebook>/`` beside them with ``failure.json`` (:func:`record_failure`), and the report
@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import references, stats
+from .. import stats
+from ..methods import references
 from ..runtime import atomic_write
 
 REPORT_NAME = "RESULTS.md"
@@ -341,7 +342,7 @@ def report_markdown(directory: Path, notebooks: Sequence[str] | None = None,
              "own tables at the end of its run (`tutorial_lib.results.save`); every number in a "
              "section's result tables comes from the run that section names (scale, date, seeds), "
              "and none is typed in by hand. The reference numbers beside them come from papers and "
-             "the 2019 tutorial (`tutorial_lib/references.py`); those marked **unverified** are "
+             "the 2019 tutorial (`tutorial_lib/methods/references.py`); those marked **unverified** are "
              "recalled values not yet checked against their source.\n"]
     if len(scales) > 1:
         parts.append(f"**Warning: this directory mixes scales ({', '.join(scales)}).**\n")

@@ -1,0 +1,117 @@
+"""Tests of tutorial_lib.methods.generation.dialogue_training: the cached-states path (frozen lower layers run
+once, candidates on the context's cache) gives the plain path's scores, hidden states, losses and
+metrics; draws keep the gold reply; fine-tuning trains only the top and lowers the loss."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+import torch
+from tiny import word_tokenizer
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from tutorial_lib.methods.generation import dialogue, dialogue_training
+from tutorial_lib.methods.generation.dialogue import Turn
+
+WORDS = ("i like cats . dogs are fine hi how you doing good thanks bye what do work as a nurse "
+         "teacher ok sure no yes").split()
+PERSONA = ["i like cats .", "i work as a nurse ."]
+TURNS = [Turn(PERSONA, ["hi how are you"], ["good thanks", "bye", "i like dogs", "no"], 0),
+         Turn(PERSONA, ["hi", "hi how are you doing", "good what do you do"],
+              ["ok", "i work as a nurse", "yes", "sure thanks bye"], 1),
+         Turn([], ["what do you like"], ["cats", "dogs are fine", "no", "i like cats ."], 3)]
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def tok() -> PreTrainedTokenizerFast:
+    return word_tokenizer(WORDS)
+
+
+def make_model(tok: PreTrainedTokenizerFast, segment_layer: int) -> dialogue.DoubleHeads:
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                      num_key_value_heads=2, intermediate_size=64, max_position_embeddings=256,
+                      initializer_range=0.3, bos_token_id=None, eos_token_id=None, pad_token_id=1)
+    model = dialogue.DoubleHeads(LlamaForCausalLM(cfg), segment_layer=segment_layer).eval()
+    with torch.no_grad():
+        model.segments.weight.normal_()  # speakers that matter, so their placement is tested
+    return model
+
+
+@pytest.mark.parametrize("segment_layer", [0, 1, 2])
+def test_cached_states_give_the_plain_paths_scores_and_losses(tok, segment_layer) -> None:
+    model = make_model(tok, segment_layer)
+    plain = dialogue.collate(TURNS, tok, tok.pad_token_id)
+    states = [dialogue_training.turn_states(model, tok, t, amp_dtype=None) for t in TURNS]
+    cached = dialogue_training.states_batch(states)
+    for key in ("segment_ids", "attention_mask", "reply_labels", "labels", "last", "gold"):
+        assert torch.equal(cached[key], plain[key]), key
+    with torch.no_grad():
+        s_plain, h_plain = model(plain)
+        s_cached, h_cached = model(cached)
+    real = plain["attention_mask"].reshape(-1, plain["attention_mask"].shape[-1]).bool()
+    # bf16 storage of the states: close, not equal
+    assert torch.allclose(h_cached[real], h_plain[real], atol=0.05, rtol=0.02)
+    assert torch.allclose(s_cached, s_plain, atol=0.02)
+    for how in ("mc", "lm"):
+        assert torch.allclose(dialogue.candidate_scores(model, cached, how),
+                              dialogue.candidate_scores(model, plain, how), atol=0.02)
+    loss_c, parts_c = dialogue.double_heads_loss(model, cached)
+    loss_p, parts_p = dialogue.double_heads_loss(model, plain)
+    assert float(loss_c) == pytest.approx(float(loss_p), rel=0.01)
+    assert parts_c["lm"] == pytest.approx(parts_p["lm"], rel=0.01)
+
+
+def test_evaluate_is_hits_at_1_and_the_gold_replys_perplexity(tok) -> None:
+    model = make_model(tok, 1)
+    states = [dialogue_training.turn_states(model, tok, t, amp_dtype=None) for t in TURNS]
+    plain = dialogue.collate(TURNS, tok, tok.pad_token_id)
+    nll, n = dialogue.reply_nll(model, plain)
+    for how in ("mc", "lm"):
+        out = dialogue_training.evaluate(model, states, how, batch_size=2)
+        want = dialogue.hits_at_1(dialogue.candidate_scores(model, plain, how), plain["gold"])
+        assert out["correct"] == want and out["hits_at_1"] == sum(want) / 3
+        assert out["reply_ppl"] == pytest.approx(float((nll.sum() / n.sum()).exp()), rel=0.02)
+    with pytest.raises(ValueError):
+        dialogue_training.evaluate(model, states, "bleu")
+
+
+def test_draw_keeps_the_gold_reply_at_a_uniform_position(tok) -> None:
+    model = make_model(tok, 1)
+    states = dialogue_training.turn_states(model, tok, TURNS[0], amp_dtype=None)
+    gold_ids = states.reply_ids[states.gold]
+    rng = random.Random(0)
+    positions = Counter()
+    for _ in range(400):
+        d = dialogue_training.draw(states, 2, rng)
+        assert len(d.replies) == 2 and d.reply_ids[d.gold] == gold_ids
+        assert torch.equal(d.replies[d.gold], states.replies[states.gold])
+        positions[d.gold] += 1
+    assert 150 < positions[0] < 250  # gold first about half the time
+    same = [dialogue_training.draw_all([states] * 5, 3, seed=7) for _ in range(2)]
+    assert [s.reply_ids for s in same[0]] == [s.reply_ids for s in same[1]]
+    assert len(dialogue_training.draw(states, None, rng).replies) == 4
+
+
+def test_finetune_trains_only_the_top_and_lowers_the_loss(tok) -> None:
+    model = make_model(tok, 2)
+    with torch.no_grad():
+        model.segments.weight.zero_()
+    states = [dialogue_training.turn_states(model, tok, t, amp_dtype=None) for t in TURNS] * 4
+    frozen = {k: v.clone() for k, v in model.lm.model.layers[0].state_dict().items()}
+    before = float(dialogue.double_heads_loss(model, dialogue_training.states_batch(states))[0])
+    run = dialogue_training.finetune(model, states, seed=0, lr=3e-3, epochs=4, batch_size=4, head_lr=3e-2)
+    after = float(dialogue.double_heads_loss(model, dialogue_training.states_batch(states))[0])
+    assert run.trainer.state.iteration == 12 and after < before
+    new = {id(p) for p in [*model.segments.parameters(), *model.mc_head.parameters()]}
+    groups = run.optimizer.param_groups
+    scales = {(round(g.get("lr_scale", 1.0), 6), {id(p) for p in g["params"]} <= new) for g in groups}
+    assert scales == {(1.0, False), (10.0, True)}  # the new parts at head_lr, the rest at lr
+    assert all(torch.equal(v, model.lm.model.layers[0].state_dict()[k]) for k, v in frozen.items())
+    assert model.segments.weight.abs().sum() > 0  # the speakers learned something
+    assert not model.lm.model.embed_tokens.weight.requires_grad
+    assert model.lm.model.layers[2].self_attn.q_proj.weight.requires_grad

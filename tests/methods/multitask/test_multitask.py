@@ -1,0 +1,304 @@
+"""Tests for tutorial_lib.methods.multitask.multitask: the task sampler, one-task-per-step batches, head loss
+weights reaching the shared encoder, the auxiliary LM loss, the GLUE evaluator, the Experiment
+runs and the per-task comparison with the stats rule."""
+
+import collections
+
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+from tiny import padded_batch, tiny_classifier
+
+from tutorial_lib import heads, tasks
+from tutorial_lib.methods.multitask import multitask
+from tutorial_lib.models import IGNORE_INDEX, Transformer, TransformerConfig
+
+SIZES = {"big": 3000, "mid": 1000, "small": 200}
+
+
+def empirical(sampler: multitask.TaskSampler, steps: int = 40_000) -> dict[str, float]:
+    counts = collections.Counter(sampler.schedule(steps))
+    return {t: counts[t] / steps for t in sampler.sizes}
+
+
+@pytest.mark.parametrize("strategy,temperature,expected", [
+    ("proportional", 1.0, {"big": 0.75, "mid": 0.25, "small": 0.05}),
+    ("temperature", 2.0, None),
+    ("temperature", 1e9, {"big": 1 / 3, "mid": 1 / 3, "small": 1 / 3}),
+])
+def test_sampler_probabilities_and_empirical_proportions(strategy, temperature, expected):
+    sizes = SIZES
+    sampler = multitask.TaskSampler(sizes, strategy, temperature, seed=1)
+    if expected is None:  # p ∝ sqrt(n)
+        roots = {t: n ** 0.5 for t, n in sizes.items()}
+        expected = {t: r / sum(roots.values()) for t, r in roots.items()}
+    if strategy == "proportional":
+        expected = {t: n / sum(sizes.values()) for t, n in sizes.items()}
+    for t in sizes:
+        assert sampler.probabilities[t] == pytest.approx(expected[t], abs=1e-6)
+    freq = empirical(sampler)
+    for t in sizes:
+        assert freq[t] == pytest.approx(expected[t], abs=0.01)
+
+
+def test_fixed_main_share_and_temperature_over_the_rest():
+    sampler = multitask.TaskSampler(SIZES, "temperature", 2.0, fixed={"small": 0.5}, seed=3)
+    p = sampler.probabilities
+    assert p["small"] == pytest.approx(0.5)
+    assert p["big"] / p["mid"] == pytest.approx((3000 / 1000) ** 0.5)
+    assert sum(p.values()) == pytest.approx(1.0)
+    freq = empirical(sampler)
+    assert freq["small"] == pytest.approx(0.5, abs=0.01)
+
+
+def test_round_robin_cycles_and_schedules_are_reproducible():
+    rr = multitask.TaskSampler(SIZES, "round-robin")
+    assert rr.schedule(7) == ["big", "mid", "small", "big", "mid", "small", "big"]
+    a = multitask.TaskSampler(SIZES, seed=5).schedule(50)
+    assert a == multitask.TaskSampler(SIZES, seed=5).schedule(50)
+    assert a != multitask.TaskSampler(SIZES, seed=6).schedule(50)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"strategy": "uniformish"}, "unknown strategy"),
+    ({"fixed": {"nope": 0.5}}, "unknown tasks"),
+    ({"fixed": {"big": 0.7, "mid": 0.6}}, "sum to"),
+    ({"strategy": "round-robin", "fixed": {"big": 0.5}}, "round-robin"),
+])
+def test_sampler_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        multitask.TaskSampler(SIZES, **kwargs)
+
+
+def test_batches_follow_the_schedule_and_loaders_restart():
+    loaders = {"a": [{"x": torch.tensor(i)} for i in range(2)],
+               "b": [{"x": torch.tensor(10 + i)} for i in range(3)]}
+    schedule = ["a", "a", "a", "b", "a"]
+    out = list(multitask.MultiTaskBatches(loaders, schedule))
+    assert len(out) == 5
+    assert [list(heads.split_batch(b)) for b in out] == [[t] for t in schedule]
+    assert [int(b["a/x"]) for b in out if "a/x" in b] == [0, 1, 0, 1]  # restarted after 2
+    with pytest.raises(ValueError, match="no loader"):
+        multitask.MultiTaskBatches(loaders, ["c"])
+
+
+def tiny_encoder() -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(TransformerConfig(vocab_size=50, d_model=16, n_layer=2, n_head=2, d_ff=32,
+                                         max_len=16, dropout=0.0))
+
+
+def encoder_grads(model: heads.MultiHeadModel, loss: torch.Tensor) -> torch.Tensor:
+    model.zero_grad()
+    loss.backward()
+    return torch.cat([p.grad.flatten() for p in model.encoder.parameters() if p.grad is not None])
+
+
+@pytest.mark.parametrize("weight", [0.3, 2.0])
+def test_a_head_loss_reaches_the_encoder_with_its_weight(weight):
+    model = heads.MultiHeadModel(tiny_encoder(), {
+        "a": heads.HeadConfig(3, dropout=0.0),
+        "b": heads.HeadConfig(2, loss_weight=weight, dropout=0.0)}).eval()
+    batch = padded_batch(num_labels=2)
+    part = {k: v for k, v in batch.items()}
+    plain = model(part["input_ids"], part["attention_mask"], head="b", labels=part["labels"]).loss
+    g_plain = encoder_grads(model, plain)
+    g_weighted = encoder_grads(model, model.loss(heads.merge_batches({"b": part})))
+    torch.testing.assert_close(g_weighted, weight * g_plain)
+    # two heads in one step: the encoder's gradient is the weighted sum
+    a_part = {**part, "labels": part["labels"] % 3}
+    g_a = encoder_grads(model, model(a_part["input_ids"], a_part["attention_mask"], head="a",
+                                     labels=a_part["labels"]).loss)
+    g_both = encoder_grads(model, model.loss(heads.merge_batches({"a": a_part, "b": part})))
+    torch.testing.assert_close(g_both, g_a + weight * g_plain)
+
+
+def test_lm_aux_loss_is_clf_plus_weighted_next_token_loss():
+    model = tiny_classifier(vocab_size=50).eval()
+    b = padded_batch()
+    cls_id = 2
+    last = b["attention_mask"].sum(1) - 1
+    b["input_ids"][torch.arange(4), last] = cls_id  # every row ends with [CLS], as encoded
+    total = multitask.lm_aux_loss(0.5)(model, b)
+    clf = model(**b).loss
+    h = model.encoder(b["input_ids"], b["attention_mask"]).last_hidden_state
+    targets = heads.causal_lm_targets(b["input_ids"], b["attention_mask"], ignore_ids=(cls_id,))
+    lm = F.cross_entropy(model.lm_head(h).flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
+    torch.testing.assert_close(total, clf + 0.5 * lm)
+
+
+def test_lm_aux_loss_refuses_a_bidirectional_model():
+    from tiny import tiny_bert_classifier
+
+    with pytest.raises(ValueError, match="causal"):
+        multitask.lm_aux_loss()(tiny_bert_classifier(), padded_batch())
+
+
+def test_task_evaluator_reports_the_glue_metric():
+    model = heads.MultiHeadModel(tiny_encoder(), {"cola": heads.HeadConfig(2, dropout=0.0)}).eval()
+    b = padded_batch(num_labels=2)
+    ev = multitask.create_task_evaluator(model, "cola", device=torch.device("cpu"))
+    metrics = ev.run([b, b]).metrics["glue"]
+    with torch.no_grad():
+        pred = model(b["input_ids"], b["attention_mask"], head="cola").logits.argmax(-1)
+    expected = tasks.compute_metrics("cola", torch.cat([pred, pred]), torch.cat([b["labels"]] * 2))
+    assert metrics == pytest.approx(expected)
+    assert set(metrics) == {"mcc", "score"}
+
+
+def test_a_hugging_face_encoder_trains_and_evaluates_with_named_heads():
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    bert = BertModel(BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
+                                num_attention_heads=2, intermediate_size=32,
+                                max_position_embeddings=16, hidden_dropout_prob=0.0,
+                                attention_probs_dropout_prob=0.0))
+    model = heads.MultiHeadModel(bert, {"sst2": heads.HeadConfig(2, dropout=0.0),
+                                        "stsb": heads.HeadConfig(1, dropout=0.0)})
+    assert model.pool == "first"  # BERT's [CLS] is the first token
+    b = padded_batch(num_labels=2)
+    sts = {**b, "labels": torch.tensor([0.5, 4.0, 2.0, 1.0])}
+    batches = multitask.MultiTaskBatches({"sst2": [b], "stsb": [sts]}, ["sst2", "stsb"] * 20)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses: dict[str, list[float]] = {"sst2": [], "stsb": []}
+    for batch in batches:  # one task per step, alternating
+        loss = heads.multihead_loss(model, batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        (task,) = model.last_losses
+        losses[task].append(model.last_losses[task])
+    assert len(losses["sst2"]) == len(losses["stsb"]) == 20
+    assert losses["stsb"][-1] < losses["stsb"][0] and losses["sst2"][-1] < losses["sst2"][0]
+    ev = multitask.create_task_evaluator(model.eval(), "stsb", device=torch.device("cpu"))
+    assert set(ev.run([sts]).metrics["glue"]) == {"pearson", "spearman", "score"}
+
+
+def test_experiment_runs_every_setting_on_real_glue_data(with_data):
+    """Single-task, multi-task with a fixed main share, and sequential runs end to end (smoke
+    scale, random-init encoder): the step budget of each setting and one row per scored task."""
+    from tutorial_lib import config
+    from tutorial_lib.methods.multitask.settings import MultitaskSettings
+
+    scale = config.get_scale("smoke")
+    settings = MultitaskSettings.at(scale).replace(
+        backbone="scratch", steps_per_task=2, train_examples=32, dev_examples=16, test_examples=16)
+    exp = multitask.Experiment(scale, settings, ["rte", "sst2"])
+    assert exp.split_table().loc["rte", "validation"] == 16  # the validation split is "dev"
+    single = exp.single("rte", 0)
+    assert single.steps_per_task == {"rte": 2}
+    assert set(single.scores["rte"]) == {"dev", "test"}
+    mtl = exp.run("all", ["rte", "sst2"], 0, main="rte")
+    assert sum(mtl.steps_per_task.values()) == round(2 / settings.main_share)
+    assert list(mtl.scores) == ["rte"]  # a main task: only it is scored
+    start = exp.intermediate("sst2", 3, seed=0)  # STILTs' stage 1, shared by every target seed
+    assert start.task == "sst2" and start.steps == 3 and set(start.scores) == {"sst2"}
+    before = {k: v.clone() for k, v in start.state.items()}
+    seq = exp.sequential(start, "rte", 0)
+    assert seq.steps_per_task == {"sst2": 3, "rte": 2} and list(seq.scores) == ["rte", "sst2"]
+    assert seq.curve == [] and single.curve == []  # no learning curve unless asked
+    # the learning curve: the target's dev score every step and at the end, from the run itself
+    seq_curve = exp.sequential(start, "rte", 0, curve_every=1)
+    assert [(step, t) for step, t, _ in seq_curve.curve] == [(1, "rte"), (2, "rte")]
+    assert seq_curve.curve[-1][2] == pytest.approx(seq_curve.scores["rte"]["dev"]["score"])
+    single_again = exp.single("rte", 0)
+    after_plain = torch.rand(3)  # the global generator after a run without a curve …
+    single_curve = exp.single("rte", 0, curve_every=1)
+    after_curve = torch.rand(3)  # … and with one: the evaluations drew nothing from it
+    assert torch.equal(after_plain, after_curve)
+    assert single_curve.scores == single.scores == single_again.scores
+    curves = multitask.curves([single_curve, seq_curve, single])
+    assert list(curves.groupby("setting", sort=False).size().items()) == [
+        ("single-task", 2), ("sequential (sst2 → rte)", 2)]
+    assert float(multitask.task_floor(exp.data["rte"].task, "validation").value) == pytest.approx(
+        exp.data["rte"].task.majority_baseline("validation")["score"])
+    assert seq.seconds > start.seconds  # both stages are charged to the sequential run
+    assert all(torch.equal(v, before[k]) for k, v in start.state.items())  # reusable as it was
+    table = multitask.collect([single, mtl, seq])
+    assert set(table["setting"]) == {"single-task", "all", "sequential (sst2 → rte)"}
+    assert table["test_score"].between(0, 1).all()
+    # each seed starts from its own random encoder (scratch: the seed is the init)
+    a, b = exp.new_model(["rte"], 0), exp.new_model(["rte"], 1)
+    assert not torch.equal(a.encoder.tok_emb.weight, b.encoder.tok_emb.weight)
+    assert torch.equal(a.encoder.tok_emb.weight, exp.new_model(["rte"], 0).encoder.tok_emb.weight)
+
+
+def _runs(rows: dict[tuple[str, str], list[float]]) -> pd.DataFrame:
+    return pd.DataFrame([{"task": t, "setting": s, "seed": seed, "test_score": v}
+                         for (t, s), values in rows.items() for seed, v in enumerate(values)])
+
+
+def test_compare_settings_pairs_by_seed_and_skips_tasks_without_a_baseline():
+    table = _runs({
+        ("rte", "single-task"): [0.50, 0.60, 0.70],
+        ("rte", "all"): [0.55, 0.66, 0.74],  # +5, +6, +4 points on every seed: paired → better
+        ("rte", "noisy"): [0.40, 0.75, 0.70],  # Δ −1.7 points, differences −10 .. +15: noise
+        ("qqp", "all"): [0.8, 0.7, 0.9],  # no baseline for qqp: not compared
+    })
+    floors = {"rte": 0.3, "qqp": 0.5}
+    out = multitask.compare_settings(table, floors=floors)
+    assert set(out.index.get_level_values("task")) == {"rte"}
+    rte = out.loc["rte"]
+    assert rte.loc["single-task", "verdict"] == "(baseline)"
+    assert rte.loc["all", "test"] == "paired t"
+    assert rte.loc["all", "Δ (points)"] == pytest.approx(5.0)
+    assert rte.loc["all", "verdict"] == "better"
+    assert rte.loc["noisy", "verdict"] == "within noise"
+    # unpaired, the same scores of "all" are within noise (Welch cannot see the shared seeds)
+    shuffled = table.copy()
+    shuffled.loc[(shuffled["task"] == "rte") & (shuffled["setting"] == "all"), "seed"] = [10, 11, 12]
+    welch = multitask.compare_settings(shuffled, floors=floors).loc["rte"]
+    assert welch.loc["all", "test"] == "Welch t" and welch.loc["all", "verdict"] == "within noise"
+    assert multitask.compare_settings(table[table["task"] == "qqp"], floors=floors).empty
+
+
+def test_compare_settings_voids_a_task_whose_single_task_runs_sit_at_their_floor():
+    table = _runs({
+        ("rte", "single-task"): [0.47, 0.48, 0.47],  # at RTE's 47.3 % majority rate
+        ("rte", "sequential"): [0.55, 0.56, 0.57],  # +8 points on every seed: raw "better"
+        ("sst2", "single-task"): [0.70, 0.75, 0.72],
+        ("sst2", "multi"): [0.75, 0.80, 0.78],
+    })
+    out = multitask.compare_settings(table, floors={"rte": 0.473, "sst2": 0.513})
+    assert out.loc[("rte", "sequential"), "verdict"] == "void: baseline at chance"
+    assert out.loc[("rte", "single-task"), "verdict"].startswith("(baseline) at its floor")
+    assert out.loc[("sst2", "multi"), "verdict"] == "better"
+    assert out.loc[("sst2", "single-task"), "floor"] == pytest.approx(51.3)
+    with pytest.raises(ValueError, match="no floor for task 'sst2'"):
+        multitask.compare_settings(table, floors={"rte": 0.473})
+
+
+def test_task_floor_is_computed_from_the_task(with_data):
+    """The floor is the task's own majority-class score on its test split (MCC 0 for CoLA)."""
+    for name in ("rte", "cola", "mrpc"):
+        task = tasks.load_task(name, train_examples=200, test_examples=100)
+        floor = multitask.task_floor(task)
+        assert floor.value == pytest.approx(task.majority_baseline("test")["score"])
+    cola = multitask.task_floor(tasks.load_task("cola", train_examples=200, test_examples=100))
+    assert cola.value == 0.0 and cola.what == "chance (MCC 0)"
+
+
+def test_a_hugging_face_backbone_keeps_its_word_embeddings_frozen(with_data):
+    """As in 02 (``Backbone.classifier``): MiniLM's word embeddings are half its parameters and
+    their AdamW update dominates a CPU step, so multi-task runs do not train them either."""
+    from tutorial_lib import config
+    from tutorial_lib.backbones import BackboneError
+    from tutorial_lib.methods.multitask.settings import MultitaskSettings
+
+    scale = config.get_scale("smoke")
+    settings = MultitaskSettings.at(scale).replace(
+        backbone="minilm", train_examples=8, dev_examples=8, test_examples=8)
+    try:
+        exp = multitask.Experiment(scale, settings, ["rte"])
+    except BackboneError:
+        pytest.skip("offline MiniLM not installed")
+    model = exp.new_model(["rte"], 0)
+    assert model.pool == "first"  # BERT's [CLS]
+    assert not model.encoder.get_input_embeddings().weight.requires_grad
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert any(n.startswith("encoder.encoder.layer.") for n in trainable)
+    assert any(n.startswith("heads.rte.") for n in trainable)
+    ours = multitask.Experiment(scale, settings.replace(backbone="scratch"), ["rte"])
+    assert ours.new_model(["rte"], 0).encoder.tok_emb.weight.requires_grad  # ours: all trained

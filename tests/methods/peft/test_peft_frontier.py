@@ -1,0 +1,105 @@
+"""Notebook 13's experiment functions at smoke scale (tiny random MiniLM-class models, real TREC):
+the rate chosen on dev and the selection seed's run reused, the starts, the checks and costs per
+method, the counts on a causal LM, and QLoRA's clear refusal on a CPU."""
+
+import pytest
+import torch
+from tiny_peft import batch, tiny_classifier
+
+from tutorial_lib import backbones, config, tasks
+from tutorial_lib.config import CACHE_ENV_VAR, DATA_ENV_VAR
+from tutorial_lib.methods.peft import peft_frontier as pf
+from tutorial_lib.methods.peft.peft_methods import IA3, BitFit, Full, LoRA, PromptTuning
+from tutorial_lib.methods.peft.settings import PEFTSettings
+
+SMOKE = config.get_scale("smoke")
+SETTINGS = PEFTSettings.at(SMOKE)
+
+
+@pytest.fixture(scope="module")
+def task(data_dir, tmp_path_factory, one_thread):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(DATA_ENV_VAR, str(data_dir))
+        mp.setenv(CACHE_ENV_VAR, str(tmp_path_factory.mktemp("cache")))
+        yield tasks.load_task("trec", train_examples=48, validation_examples=24, test_examples=24)
+
+
+BUDGET = SETTINGS.budget.replace(batch_size=16)
+
+
+def test_as_method_trains_the_head_at_its_own_rate():
+    model = tiny_classifier("bert")
+    method = pf.as_method(LoRA(r=2, alpha=4), lr=1e-2, head_lr=1e-3)
+    method.prepare(model)
+    groups = method.param_groups(model, 1e-2, 0.01)
+    head = {id(p) for p in model.head.parameters()}
+    scales = {g.get("lr_scale", 1.0) for g in groups if any(id(p) in head for p in g["params"])}
+    assert len(scales) == 1 and scales.pop() == pytest.approx(0.1)
+    trained = {id(p) for p in model.parameters() if p.requires_grad}
+    assert {id(p) for g in groups for p in g["params"]} == trained
+
+
+def test_the_rate_is_chosen_on_dev_and_the_selection_run_is_reused(task):
+    grid = {"LoRA": (LoRA(r=2, alpha=4), (1e-3, 1e-1)), "BitFit": (BitFit(), (1e-3,))}
+    runs, trials, results = pf.frontier_runs(grid, task, BUDGET, scale=SMOKE, backbone="minilm",
+                                             seeds=(0, 1), head_lr=1e-3)
+    assert len(trials) == 3 and len(runs) == 4  # 3 grid runs + 1 more seed each: no seed-0 rerun
+    assert sorted(runs.groupby("method").seed.apply(list).tolist()) == [[0, 1], [0, 1]]
+    lora = trials[trials.method == "LoRA"]
+    best = lora.sort_values("dev_error", kind="stable").iloc[0]
+    chosen = runs[(runs.method == "LoRA")]
+    assert (chosen.lr == best.lr).all()
+    assert chosen[chosen.seed == 0].test_error.item() == best.test_error  # the grid's run itself
+    assert "test_error_floor" in runs and [len(v) for v in results.values()] == [2, 2]
+
+
+def test_starts_are_the_untrained_models_and_lora_starts_as_its_base(task):
+    methods = {"full": Full(train_embeddings=False), "LoRA": LoRA(r=2, alpha=4), "BitFit": BitFit(),
+               "prompt": PromptTuning(n_tokens=3)}
+    starts = pf.start_errors(methods, task, BUDGET, scale=SMOKE, backbone="minilm", seeds=(0, 1))
+    assert set(starts) == set(methods) and all(set(v) == {0, 1} for v in starts.values())
+    # the same seed's head on the unchanged base: identical errors (LoRA's B = 0)
+    assert starts["LoRA"] == starts["full"] == starts["BitFit"]
+    assert all(0.0 <= e <= 1.0 for v in starts.values() for e in v.values())
+
+
+@pytest.mark.parametrize("method", [LoRA(r=2, alpha=4), IA3(), BitFit(), PromptTuning(n_tokens=3),
+                                    Full(train_embeddings=False)], ids=repr)
+def test_check_and_cost_reports_every_check_passing_on_a_real_step(method, tmp_path, one_thread):
+    row = pf.check_and_cost(method, lambda: tiny_classifier("bert"), batch(), lr=1e-2, steps=1,
+                            directory=tmp_path)
+    assert row["count ok"] and row["frozen changed"] == 0 and row["round trip ok"]
+    assert row["checkpoint (KiB)"] > 0 and row["s / step"] > 0
+    assert (row["merge |Δ logit|"] is None) == (not method.mergeable)
+
+
+def test_classifiers_of_one_backbone_share_its_encoder_so_checks_take_a_factory(task):
+    """Why check_and_cost takes ``fresh``: a method applied to one classifier of a Backbone would
+    change every other classifier of it (the reload check would compare a model with itself)."""
+    bb = backbones.load_backbone("minilm", SMOKE)
+    a, b = bb.classifier(task.num_labels), bb.classifier(task.num_labels)
+    assert a.encoder is b.encoder
+    c = backbones.load_backbone("minilm", SMOKE).classifier(task.num_labels)
+    assert c.encoder is not a.encoder
+
+
+def test_check_batch_is_one_padded_batch_of_the_split(task):
+    bb = backbones.load_backbone("minilm", SMOKE)
+    b = pf.check_batch(bb, task.validation, 5)
+    assert b["input_ids"].shape[0] == 5 == len(b["labels"])
+    assert b["attention_mask"].sum(1).min() >= 3  # [CLS] … [SEP]
+
+
+def test_counts_on_a_causal_lm_match_their_formulas():
+    table = pf.trained_counts({"LoRA": LoRA(r=2, alpha=4), "(IA)³": IA3(),
+                               "prompt": PromptTuning(n_tokens=3)}, lambda: tiny_classifier("llama"))
+    assert table["count ok"].all() and (table["% trained"] < 100).all()
+
+
+def test_qlora_says_why_it_cannot_run_on_a_cpu():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    why = pf.qlora_status()
+    assert why and "GPU" in why
+    with pytest.raises(RuntimeError, match="QLoRA cannot run here"):
+        pf.qlora_classifier("any", 2)

@@ -1,0 +1,149 @@
+"""Tests for tutorial_lib.methods.probing.inlp: the projection's algebra and that INLP really erases a
+property."""
+
+import numpy as np
+import pytest
+
+from tutorial_lib.methods.probing import inlp
+
+
+def gaussian_task(n: int, d: int = 16, classes: int = 3, seed: int = 0, data_seed: int = 0):
+    """Isotropic Gaussian vectors whose class (linearly) shifts the mean; ``seed`` fixes the
+    class means, ``data_seed`` the sample."""
+    means = 2.0 * np.random.default_rng(seed).standard_normal((classes, d))
+    rng = np.random.default_rng([seed, data_seed])
+    y = rng.integers(0, classes, size=n)
+    return rng.standard_normal((n, d)) + means[y], y
+
+
+@pytest.fixture(scope="module")
+def erased():
+    X, y = gaussian_task(3000)
+    result = inlp.inlp(X[:2000], y[:2000], X[2000:], y[2000:], max_iterations=10)
+    return X, y, result
+
+
+def test_projection_is_symmetric_idempotent_and_annihilates_removed_directions(erased):
+    _, _, r = erased
+    P = r.P
+    assert r.n_directions > 0
+    np.testing.assert_allclose(P @ P, P, atol=1e-10)
+    np.testing.assert_allclose(P, P.T, atol=1e-12)
+    np.testing.assert_allclose(P @ r.basis, 0.0, atol=1e-10)
+    assert inlp.directions_removed(P) == r.n_directions
+
+
+def test_a_fresh_probe_after_inlp_is_near_the_majority_rate_on_held_out_data(erased):
+    X, y, r = erased
+    assert r.accuracies[0] > 0.9  # the property was linearly encoded
+    assert r.converged and r.accuracies[-1] <= r.majority + 0.01
+    X_new, y_new = gaussian_task(1000, data_seed=1)  # unseen data, same distribution
+    before = inlp.default_classifier().fit(X, y).score(X_new, y_new)
+    after = inlp.default_classifier().fit(X @ r.P, y).score(X_new @ r.P, y_new)
+    assert before > 0.9
+    assert after < inlp.majority_rate(y, y_new) + 0.05
+
+
+def test_each_iteration_is_trained_on_projected_data_and_removes_new_directions():
+    X, y = gaussian_task(3000, d=12, classes=2, seed=3)
+    r = inlp.inlp(X[:2000], y[:2000], X[2000:], y[2000:], max_iterations=3, tol=-1.0)
+    assert r.n_iterations == 3 and not r.converged
+    assert r.n_directions == 3  # binary property: one new direction per iteration
+    np.testing.assert_allclose(r.basis.T @ r.basis, np.eye(3), atol=1e-10)
+
+
+def test_nullspace_projection_of_a_weight_matrix():
+    W = np.array([[1.0, 0.0, 0.0], [1.0, 1.0, 0.0]])
+    P = inlp.nullspace_projection(W)
+    np.testing.assert_allclose(W @ P, 0.0, atol=1e-12)
+    np.testing.assert_allclose(P, np.diag([0.0, 0.0, 1.0]), atol=1e-12)
+
+
+def test_random_and_coordinate_controls_remove_exactly_k_directions():
+    P = inlp.random_projection(32, 5, seed=0)
+    np.testing.assert_allclose(P @ P, P, atol=1e-10)
+    assert inlp.directions_removed(P) == 5
+    assert not np.allclose(P, inlp.random_projection(32, 5, seed=1))
+    D = inlp.coordinate_projection(32, 5, seed=0)
+    assert inlp.directions_removed(D) == 5 and np.allclose(D, np.diag(np.diag(D)))
+    assert inlp.directions_removed(inlp.random_projection(8, 0)) == 0
+
+
+def test_weights_in_input_space_undo_the_standard_scaler():
+    X, y = gaussian_task(500, d=6, classes=2)
+    X = X * np.array([1, 10, 100, 1, 1, 1.0])
+    clf = inlp.default_classifier().fit(X, y)
+    W = inlp.weights_in_input_space(clf)
+    raw = X @ W.T
+    std = clf[-1].decision_function(clf[0].transform(X))
+    np.testing.assert_allclose(raw.ravel() - raw.ravel().mean(), std - std.mean(), atol=1e-8)
+
+
+def test_numerically_zero_singular_directions_are_not_removed():
+    """Bug guarded: the multinomial weights have rank C − 1; once the property is mostly gone
+    their last singular value (~1e-15) against the others (~1e-2) passed scipy's cut-off and an
+    iteration removed a random third direction (18 instead of 16 after 8 iterations here)."""
+    X, y = gaussian_task(3000, d=64, classes=3)
+    r = inlp.inlp(X[:2000], y[:2000], X[2000:], y[2000:], max_iterations=8, tol=-1.0)
+    assert r.ranks == [2] * 8  # C − 1 per iteration
+    assert r.n_directions == 16 == sum(r.ranks) == inlp.directions_removed(r.P)
+    assert np.linalg.matrix_rank(np.eye(64) - r.P, tol=1e-8) == 16
+    np.testing.assert_allclose(r.basis.T @ r.basis, np.eye(16), atol=1e-10)
+
+
+def test_rowspace_basis_uses_a_relative_tolerance():
+    rng = np.random.default_rng(0)
+    W = 1e-2 * rng.standard_normal((2, 10))
+    W = np.vstack([W, -W.sum(0) + 1e-15 * rng.standard_normal(10)])  # rows sum to ~0: rank 2
+    assert inlp.rowspace_basis(W).shape == (10, 2)
+    assert inlp.rowspace_basis(np.zeros((3, 10))).shape == (10, 0)
+    basis = inlp.rowspace_basis(W)
+    assert inlp.extend_basis(basis, basis).shape == (10, 2)  # nothing new
+
+
+def test_every_probe_converged_and_the_solver_iterations_are_recorded(erased):
+    _, _, r = erased
+    assert len(r.solver_iterations) == len(r.accuracies)
+    assert r.solver_cap == 1000 and r.probes_converged
+    assert all(0 < n < r.solver_cap for n in r.solver_iterations)
+
+
+def test_a_probe_stopped_at_its_cap_warns_or_fails_loudly():
+    X, y = gaussian_task(600, d=16, classes=3)
+    capped = lambda: inlp.default_classifier(max_iter=2, tol=1e-12)  # noqa: E731
+    with pytest.warns(inlp.ProbeNotConverged, match="max_iter = 2"):
+        r = inlp.inlp(X[:400], y[:400], X[400:], y[400:], max_iterations=1, classifier=capped)
+    assert not r.probes_converged and r.solver_iterations[0] == 2
+    with pytest.raises(inlp.ProbeNotConverged, match="raise max_iter"):
+        inlp.inlp(X[:400], y[:400], X[400:], y[400:], max_iterations=1, classifier=capped,
+                  strict=True)
+
+
+def test_converged_inlp_accuracy_does_not_rise_over_iterations():
+    X, y = gaussian_task(4000, d=24, classes=4, seed=5)
+    r = inlp.inlp(X[:3000], y[:3000], X[3000:], y[3000:], max_iterations=6, strict=True)
+    assert r.probes_converged
+    assert all(b <= a + 0.02 for a, b in zip(r.accuracies, r.accuracies[1:]))  # within noise
+
+
+def test_reinjecting_the_gold_labels_removed_mean_restores_what_the_label_explains():
+    # the removed subspace carries only the label (no noise there): the class means restore x
+    rng = np.random.default_rng(0)
+    d, n = 8, 600
+    y = rng.integers(0, 3, size=n)
+    B = np.linalg.qr(rng.standard_normal((d, 2)))[0]  # the property's two directions
+    codes = 3.0 * rng.standard_normal((3, 2))
+    rest = rng.standard_normal((n, d))
+    X = rest - (rest @ B) @ B.T + codes[y] @ B.T
+    P = inlp.projection_removing(B, d)
+    by_class, overall = inlp.removed_means(X, y, P)
+    assert by_class.shape == (3, d)
+    np.testing.assert_allclose(inlp.reinject(X, P, by_class[y]), X, atol=1e-10)
+    np.testing.assert_allclose(overall, (X - X @ P).mean(0), atol=1e-12)
+    # without the label (the overall mean, or shuffled labels) x does not come back
+    assert np.abs(inlp.reinject(X, P, overall) - X).max() > 1.0
+    shuffled = rng.permutation(y)
+    assert np.abs(inlp.reinject(X, P, by_class[shuffled]) - X).max() > 1.0
+    # a class absent from the labels gets the overall mean
+    by4, _ = inlp.removed_means(X, y, P, classes=4)
+    np.testing.assert_allclose(by4[3], overall)

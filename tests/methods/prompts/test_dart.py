@@ -1,0 +1,224 @@
+"""Tests for tutorial_lib.methods.prompts.dart (tiny masked LMs built from configs; no pretraining, no
+data)."""
+
+import copy
+
+import pytest
+import torch
+
+from tutorial_lib.backbones import Backbone
+from tutorial_lib.methods.prompts import dart, fewshot, prompting
+from tutorial_lib.models import TransformerConfig, TransformerLM
+from tutorial_lib.tokenization import train_wordpiece
+
+LINES = ["It was great . The movie was good and fun .", "It was bad . A terrible cat and a dog ."] * 20
+ROWS = [{"text": "The movie was good and fun", "label": 1},
+        {"text": "A terrible cat and a dog", "label": 0},
+        {"text": "It was fun", "label": 1}]
+VERBALIZER = {"negative": "bad", "positive": "good"}
+NAMES = ["negative", "positive"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_wordpiece(LINES, vocab_size=160)
+
+
+@pytest.fixture
+def mlm(tokenizer):
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=len(tokenizer), d_model=32, n_layer=1, n_head=2, d_ff=64,
+                            max_len=32, causal=False, dropout=0.0, pad_id=tokenizer.pad_token_id)
+    return Backbone("ours-mlm", "masked", tokenizer, TransformerLM(cfg), 32)
+
+
+def make(mlm, **kwargs):
+    ids = prompting.verbalizer_ids(mlm, VERBALIZER, NAMES)
+    return dart.DARTClassifier(mlm, "<x> It was [MASK] .", ids, **kwargs)
+
+
+def batch_of(model, rows=ROWS):
+    return prompting.prompt_collate(model.backbone.pad_id)(model.encode(rows))
+
+
+def test_template_and_label_embeddings_receive_gradients(mlm):
+    model = make(mlm, fluency_weight=1.0).train()
+    model(**batch_of(model)).loss.backward()
+    for p in (model.embedding.template, model.embedding.labels):
+        assert p.grad is not None and p.grad.abs().sum() > 0
+    assert model.embedding.template.shape[0] == 3  # "It", "was", "." → 3 pseudo tokens
+
+
+def test_frozen_backbone_stays_fixed_and_prompts_move(mlm):
+    model = make(mlm, freeze_backbone=True).train()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    groups = model.param_groups(prompt_lr=1e-2)(model, 1e-3, 0.01)
+    assert len(groups) == 1 and groups[0]["lr_scale"] == pytest.approx(10)
+    opt = torch.optim.AdamW(groups, lr=1e-2)
+    for _ in range(2):
+        opt.zero_grad()
+        model(**batch_of(model)).loss.backward()
+        opt.step()
+    for name, p in model.named_parameters():
+        moved = not torch.equal(p, before[name])
+        is_prompt = any(p is q for q in model.prompt_parameters())
+        assert moved == is_prompt, name
+
+
+def test_fluency_target_is_one_for_the_gold_label_and_zero_otherwise(mlm):
+    model = make(mlm, mask_rate=0.3).eval()
+    b = batch_of(model)
+    labels = b["labels"]  # [1, 0, 1]
+    args = (b["input_ids"], b["attention_mask"], b["mask_pos"], b["text_mask"], labels)
+    for sampled, want in ((labels.clone(), [1.0, 1.0, 1.0]), (1 - labels, [0.0, 0.0, 0.0]),
+                          (torch.tensor([1, 1, 1]), [1.0, 0.0, 1.0])):
+        gen = torch.Generator().manual_seed(0)
+        loss, info = model.fluency_loss(*args, sampled=sampled, generator=gen)
+        assert info["targets"].tolist() == want
+        rows = info["positions"].nonzero()[:, 0]
+        t, p = torch.tensor(want)[rows], info["p"]
+        expected = -(t * p.log() + (1 - t) * (1 - p).log()).mean()
+        torch.testing.assert_close(loss, expected, rtol=1e-4, atol=1e-5)
+        # only input-text tokens are masked, at least one per row
+        assert not (info["positions"] & ~b["text_mask"]).any()
+        assert info["positions"].any(1).all()
+
+
+def test_fluency_pass_puts_the_sampled_label_vector_in_the_mask_slot(mlm):
+    model = make(mlm).eval()
+    b = batch_of(model)
+    seen = []
+    handle = model.embedding.register_forward_hook(lambda m, i, o: seen.append(i[0].clone()))
+    model.fluency_loss(b["input_ids"], b["attention_mask"], b["mask_pos"], b["text_mask"],
+                       b["labels"], sampled=torch.tensor([0, 1, 1]))
+    handle.remove()
+    slot = seen[-1][torch.arange(3), b["mask_pos"]]
+    assert slot.tolist() == model.label_pseudo_ids[torch.tensor([0, 1, 1])].tolist()
+
+
+def test_dart_starts_as_the_manual_prompt_and_leaves_real_ids_alone(mlm):
+    manual = prompting.PromptClassifier(copy.deepcopy(mlm), "<x> It was [MASK] .",
+                                        prompting.verbalizer_ids(mlm, VERBALIZER, NAMES)).eval()
+    model = make(mlm).eval()
+    b, bm = batch_of(model), batch_of(manual)
+    assert not torch.equal(b["input_ids"], bm["input_ids"])  # pseudo ids for the template
+    with torch.no_grad():
+        got = model(**{k: v for k, v in b.items() if k != "labels"}).logits
+        want = manual(**{k: v for k, v in bm.items() if k != "labels"}).logits
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+        real = bm["input_ids"]
+        torch.testing.assert_close(model.embedding(real), manual.backbone.input_embeddings()(real))
+
+
+def test_dart_on_a_hugging_face_mlm_with_a_bias(tiny_bert):
+    hf, tok = tiny_bert, tiny_bert.tokenizer
+    model = dart.DARTClassifier(hf, "<x> It was [MASK] .",
+                                prompting.verbalizer_ids(hf, VERBALIZER, NAMES)).train()
+    assert model.label_bias is not None and len(model.prompt_parameters()) == 3
+    b = batch_of(model)
+    assert b["input_ids"][0, 0].item() == tok.cls_token_id
+    model(**b).loss.backward()
+    assert model.embedding.labels.grad.abs().sum() > 0
+    assert model.embedding.template.grad.abs().sum() > 0
+
+
+def test_nearest_words_start_at_the_initial_words(mlm):
+    table = make(mlm).nearest_words(NAMES, k=3)
+    assert list(table.index) == ["template 1", "template 2", "template 3", "label negative",
+                                 "label positive"]
+    assert table.loc["label positive", "started from"] == "good"
+    assert table.loc["label positive", "nearest words"].startswith("good (1.00)")
+    assert table["cos(start, learned)"].tolist() == pytest.approx([1.0] * 5)
+
+
+def test_dart_method_trains_a_fresh_copy_in_the_few_shot_loop(mlm):
+    from tutorial_lib.tasks import FewShotSplit
+
+    split = FewShotSplit("sst2", 2, 13, train=ROWS[:2] * 2, dev=ROWS[1:], test=ROWS,
+                         label_names=NAMES)
+    method = dart.dart_method(mlm, {"sst2": "<x> It was [MASK] ."}, {"sst2": VERBALIZER},
+                              prompt_lr=1e-2)
+    built = method(split)()
+    assert isinstance(built.model, dart.DARTClassifier) and built.model.backbone is not mlm
+    groups = built.method.param_groups(built.model, 1e-3, 0.01)
+    assert groups[-1]["lr_scale"] == pytest.approx(10) and groups[-1]["weight_decay"] == 0.0
+    assert {id(p) for p in groups[-1]["params"]} == {id(p) for p in built.model.prompt_parameters()}
+    table, kept = fewshot.compare_fewshot({"DART": method}, [split], lrs={"DART": (1e-3,)},
+                                          steps=3, batch_size=2, eval_every=3,  # keeps step 3
+                                          keep=lambda m, s: True)
+    run = kept[("DART", "sst2", 2, 13)]
+    start = built.model.embedding.labels.detach()  # an untrained copy: the words' embeddings
+    assert not torch.equal(run.model.embedding.labels.detach(), start)  # the prompts moved
+    assert not isinstance(mlm.input_embeddings(), dart.ExtendedEmbedding)  # original untouched
+    assert table.iloc[0]["method"] == "DART" and 0 <= table.iloc[0]["test_accuracy"] <= 1
+
+
+def test_prompt_vectors_train_at_the_runs_rate_by_default(mlm):
+    model = make(mlm)
+    groups = model.param_groups()(model, 1e-3, 0.01)
+    prompt = {id(p) for p in model.prompt_parameters()}
+    scales = {g.get("lr_scale", 1.0) for g in groups if {id(p) for p in g["params"]} & prompt}
+    assert scales == {1.0}
+
+
+def test_paper_table_puts_each_method_on_one_row():
+    out = dart.paper_table(["sst2", "trec"], rename={"DART": "DART-style"})
+    assert list(out.index) == ["head fine-tuning", "manual prompt", "DART-style"]
+    assert out.loc["head fine-tuning", "sst2"] == "81.4 ± 3.8 (unverified)"
+    assert out.loc["DART-style", "trec"] == "—"
+
+
+def test_causal_dart_style_reads_the_backbone_once_and_keeps_the_two_pass_loss(tokenizer):
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=len(tokenizer), d_model=32, n_layer=1, n_head=2, d_ff=64,
+                            max_len=32, causal=True, dropout=0.0, pad_id=tokenizer.pad_token_id)
+    clm = Backbone("ours-clm", "causal", tokenizer, TransformerLM(cfg), 32)
+    ids = prompting.verbalizer_ids(clm, VERBALIZER, NAMES)
+    model = dart.DARTClassifier(clm, "<x> It was [MASK]", ids, fluency_weight=0.5).train()
+    b = batch_of(model)
+    calls, features = [], clm.features
+    object.__setattr__(clm, "features", lambda *a, **k: calls.append(1) or features(*a, **k))
+    try:
+        one_pass = model(**b).loss
+        assert len(calls) == 1
+        cls = torch.nn.functional.cross_entropy(
+            model.label_scores(model.mask_features(b["input_ids"], b["attention_mask"],
+                                                   b["mask_pos"])).float(), b["labels"])
+        fluency, _ = model.fluency_loss(b["input_ids"], b["attention_mask"], b["mask_pos"],
+                                        b["text_mask"], b["labels"])
+    finally:
+        object.__setattr__(clm, "features", features)
+    assert one_pass.item() == pytest.approx((cls + 0.5 * fluency).item(), rel=1e-5)
+
+
+def test_causal_dart_style_on_frozen_prefix_equals_the_whole_pass():
+    """Template after the text as vectors, "Review:" kept as words: the cached frozen layers give
+    the same loss and the same gradients for the template vectors as running the whole LM."""
+    from tiny import tiny_llama_backbone
+
+    from tutorial_lib.methods.prompts import prompt_lms
+
+    lm = tiny_llama_backbone(LINES, layers=3)
+    template = "Review:<x> It was:[MASK]"
+    ids = prompting.verbalizer_ids(lm, VERBALIZER, NAMES)
+    out = []
+    for frozen in (None, prompt_lms.FrozenPrefix(trainable_layers=1)):
+        own = prompting.fresh_copy(lm)
+        prompting.freeze_below(own, 1)
+        own = prompt_lms.on_frozen_states(own, frozen)
+        model = dart.DARTClassifier(own, template, ids, fluency_weight=0.5,
+                                    prefix_words=True).train()
+        b = batch_of(model)
+        loss = model(**b).loss
+        loss.backward()
+        out.append((model, b, loss.item(), model.embedding.template.grad.clone()))
+    (plain, b, loss, grad), (cached, b2, cached_loss, cached_grad) = out
+    assert torch.equal(b["input_ids"], b2["input_ids"])
+    V = plain.embedding.num_base
+    review = lm.literal_ids("Review:", first=True)
+    assert b["input_ids"][0, : len(review)].tolist() == review  # the prefix stays words
+    assert plain.template_ids[: len(review)] == review and min(plain.template_ids[len(review):]) >= V
+    assert plain.embedding.template.shape[0] == len(plain.template_ids) - len(review)
+    assert cached_loss == pytest.approx(loss, rel=1e-5)
+    torch.testing.assert_close(cached_grad, grad, rtol=1e-4, atol=1e-6)
+    assert grad.abs().sum() > 0

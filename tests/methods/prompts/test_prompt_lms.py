@@ -1,0 +1,113 @@
+"""Tests for tutorial_lib.methods.prompts.prompt_lms: frozen lower states reused by the top layers of a
+causal LM (a tiny random Llama, no download)."""
+
+import torch
+from transformers import LlamaConfig, LlamaModel
+
+from tutorial_lib.methods.prompts import prompt_lms
+
+
+def tiny_decoder(layers: int = 4) -> LlamaModel:
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=50, hidden_size=16, intermediate_size=32, num_hidden_layers=layers,
+                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32)
+    return LlamaModel(cfg).eval()
+
+
+def batch(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ids and their attention mask."""
+    width = max(map(len, rows))
+    ids = torch.tensor([r + [0] * (width - len(r)) for r in rows])
+    mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+    return ids, mask
+
+
+def test_top_layers_on_frozen_states_give_the_whole_decoders_states():
+    decoder = tiny_decoder()
+    rows = [[5, 6, 7, 8, 9], [10, 11, 12], [13, 14, 15, 16]]
+    ids, mask = batch(rows)
+    with torch.no_grad():
+        full = decoder(input_ids=ids, attention_mask=mask).last_hidden_state
+    frozen = prompt_lms.FrozenStates(trainable_layers=2)
+    top = prompt_lms.TopLayers(decoder, frozen)
+    with torch.no_grad():
+        first = top(input_ids=ids, attention_mask=mask).last_hidden_state
+        # the same rows in another batch (other padding, other order): looked up, not recomputed
+        ids2, mask2 = batch([rows[1], rows[0]])
+        again = top(input_ids=ids2, attention_mask=mask2).last_hidden_state
+    assert len(frozen.states) == 3
+    for i, r in enumerate(rows):
+        torch.testing.assert_close(first[i, : len(r)], full[i, : len(r)], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(again[0, :3], full[1, :3], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(again[1, :5], full[0, :5], rtol=1e-5, atol=1e-6)
+
+
+def test_only_the_top_layers_receive_gradients():
+    decoder = tiny_decoder()
+    ids, mask = batch([[5, 6, 7], [8, 9]])
+    top = prompt_lms.TopLayers(decoder, prompt_lms.FrozenStates(trainable_layers=1))
+    top(input_ids=ids, attention_mask=mask).last_hidden_state.sum().backward()
+    assert all(p.grad is None for p in decoder.layers[0].parameters())
+    assert all(p.grad is not None for p in decoder.layers[-1].parameters())
+    assert decoder.norm.weight.grad is not None
+
+
+class Extended(torch.nn.Module):
+    """Token ids ≥ ``num_base`` read trainable vectors (as DART's embedding does)."""
+
+    def __init__(self, base: torch.nn.Embedding, extra: int) -> None:
+        super().__init__()
+        self.base, self.num_base = base, base.num_embeddings
+        self.extra = torch.nn.Parameter(torch.randn(extra, base.embedding_dim))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        is_extra = ids >= self.num_base
+        out = self.base(ids.masked_fill(is_extra, 0))
+        rows = self.extra[(ids - self.num_base).clamp(min=0)]
+        return torch.where(is_extra[..., None], rows, out)
+
+
+def decoder_with_vectors(layers: int = 4, extra: int = 3) -> LlamaModel:
+    decoder = tiny_decoder(layers)
+    decoder.embed_tokens = Extended(decoder.embed_tokens, extra)
+    return decoder
+
+
+def test_prompt_on_frozen_prefix_gives_the_whole_decoders_states_and_gradients():
+    decoder = decoder_with_vectors()
+    # text, then trainable vectors 50, 51, 52 (and a real token after them); the last row has a
+    # vector before its text: its "rest" is longer, and must still come out right
+    rows = [[5, 6, 7, 8, 50, 51, 52, 9], [10, 11, 50, 51, 52, 9], [12, 50, 13, 14, 51, 52, 9]]
+    ids, mask = batch(rows)
+    for p in decoder.parameters():
+        p.requires_grad_(False)
+    for p in [*decoder.layers[-1].parameters(), decoder.embed_tokens.extra]:
+        p.requires_grad_(True)
+    full = decoder(input_ids=ids, attention_mask=mask).last_hidden_state
+    (full * mask[..., None]).square().sum().backward()
+    want = decoder.embed_tokens.extra.grad.clone()
+    decoder.embed_tokens.extra.grad = None
+    frozen = prompt_lms.FrozenPrefix(trainable_layers=1)
+    wrapped = prompt_lms.PromptOnFrozen(decoder, frozen)
+    got = wrapped(input_ids=ids, attention_mask=mask).last_hidden_state
+    for i, r in enumerate(rows):
+        torch.testing.assert_close(got[i, : len(r)], full[i, : len(r)], rtol=1e-5, atol=1e-5)
+    (got * mask[..., None]).square().sum().backward()
+    torch.testing.assert_close(decoder.embed_tokens.extra.grad, want, rtol=1e-4, atol=1e-5)
+    assert set(frozen.cache) == {(5, 6, 7, 8), (10, 11), (12,)}
+    # the prefixes are looked up, not recomputed: another batch, another order
+    ids2, mask2 = batch([rows[1], rows[0]])
+    again = wrapped(input_ids=ids2, attention_mask=mask2).last_hidden_state
+    assert len(frozen.cache) == 3
+    torch.testing.assert_close(again[0, :6], full[1, :6], rtol=1e-5, atol=1e-5)
+
+
+def test_prompt_on_frozen_prefix_needs_trainable_vectors():
+    wrapped = prompt_lms.PromptOnFrozen(tiny_decoder(), prompt_lms.FrozenPrefix(trainable_layers=1))
+    ids, mask = batch([[5, 6]])
+    try:
+        wrapped(input_ids=ids, attention_mask=mask)
+    except prompt_lms.PromptError as e:
+        assert "trainable input vectors" in str(e)
+    else:
+        raise AssertionError("no error for a plain embedding")

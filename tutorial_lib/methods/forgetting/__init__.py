@@ -1,0 +1,19 @@
+"""Chapter *forgetting*: notebook 12, forgetting in sequential transfer, its regularisers, and
+ensembles distilled into small students.
+
+Read first
+    ``forgetting.py``: ``SequentialTransfer`` (stage 1 on the source task, stage 2 on the target
+    with the source scored by its own frozen head) and the penalties Ω added to stage 2's loss.
+
+Modules
+    ``settings.py`` — ``ForgettingSettings``.
+    ``forgetting.py`` — weight decay, L2-SP, EWC (``diagonal_fisher``) and an LwF-style term.
+    ``distillation.py`` — ensembles, the KD loss (Hinton et al.), students cut from the backbone.
+    ``plots.py`` — 12's figures.
+
+The notebook calls
+    ``forgetting.SequentialTransfer``, ``regularisers``, ``anchored_penalty``, ``diagonal_fisher``,
+    ``stage_two_loss``, ``curve``; ``distillation.kd_loss``, ``ensemble_probabilities``,
+    ``truncated_backbone``, ``train_student``, ``transfer_text``, ``items_comparison``;
+    ``plots.plot_tradeoff``, ``plot_students``.
+"""

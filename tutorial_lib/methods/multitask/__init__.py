@@ -1,0 +1,22 @@
+"""Chapter *multitask*: notebooks 06 (multi-task and sequential fine-tuning) and 07 (GradTS).
+
+Read first
+    ``multitask.py``: ``Experiment`` (one backbone, one head per task, a ``TaskSampler`` choosing
+    each step's task) and ``head_loss``; everything in 06 and 07 trains through it.
+
+Modules
+    ``settings.py`` — ``MultiTaskRuns`` (the shared budget), ``MultitaskSettings``, ``GradTSSettings``.
+    ``multitask.py`` (06, 07) — the sampler, the experiment, learning curves, floors.
+    ``gradts.py`` (07) — per-head gradient importance and the ranking of auxiliary tasks.
+    ``gradts_fg.py`` (07) — GradTS-fg's instance-level selection and GradTS's four settings.
+    ``plots.py`` — 06–07's figures.
+
+The notebook calls
+    06: ``multitask.Experiment``, ``TaskSampler``, ``lm_aux_loss``, ``collect``,
+        ``compare_settings``, ``curves``, ``task_floor``; ``plots.plot_sampling``,
+        ``plot_learning_curves``, ``plot_task_losses``, ``plot_task_scores``.
+    07: ``gradts.rank_auxiliaries``, ``task_correlation``; ``gradts_fg.task_importance``,
+        ``gradts_settings``, ``floor_checks``; ``multitask.Experiment``, ``collect``,
+        ``compare_settings``; ``plots.plot_head_importance``, ``plot_task_correlation``,
+        ``plot_instance_tau``, ``plot_task_scores``.
+"""

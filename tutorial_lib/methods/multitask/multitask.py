@@ -1,0 +1,429 @@
+"""Multi-task fine-tuning on Ignite (notebooks 06 and 07).
+
+Three ways of sharing an encoder between tasks, all built on :class:`heads.MultiHeadModel`:
+
+* **auxiliary LM loss** (the 2019 tutorial's hands-on #6, after Radford et al. 2018):
+  L = 1.0 · L_clf + 0.5 · L_LM on the *same* batch — :func:`lm_aux_loss`;
+* **multi-task fine-tuning** (MT-DNN, Liu et al. 2019): one head per task; every step a
+  :class:`TaskSampler` picks a task and the step trains on one batch of it;
+* **sequential (intermediate-task) adaptation** (STILTs, Phang et al. 2018): fine-tune on an
+  intermediate task, then on the target task with a fresh head.
+
+The sampler draws task i with probability p_i ∝ n_i^(1/T) (Arivazhagan et al. 2019): T = 1 is
+proportional to the task sizes, T → ∞ uniform; ``round-robin`` cycles through the tasks.
+``fixed={"rte": 0.5}`` pins a task's share (the main task of GradTS's runs) and spreads the rest
+over the others with the strategy.
+
+Budgets (``steps_per_task`` of ``settings.MultiTaskRuns``, S per task): single-task S steps;
+multi-task over n tasks n·S steps (the compute of the n single-task runs together); a main task
+with fixed share p gets S/p steps in all, so it sees S of its own batches in every setting.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from ignite.engine import Engine, Events
+from ignite.metrics import EpochMetric
+from torch import nn
+from torch.utils.data import DataLoader
+
+from ... import stats
+from ...backbones import Backbone, load_backbone
+from ...config import Scale
+from ...evaluation import logits_step
+from ...heads import HeadConfig, MultiHeadModel, causal_lm_targets, merge_batches, multihead_loss
+from ...models import IGNORE_INDEX, last_token
+from ...runtime import autocast_dtype, device, seed_everything
+from ...tasks import Task, compute_metrics, load_task, predictions_from_logits
+from ...training import Method, eval_loader, fit, pad_collate, resumable_loader
+from .settings import MultiTaskRuns
+
+STRATEGIES = ("proportional", "temperature", "round-robin")
+
+
+# --- (a) an auxiliary LM loss on the fine-tuning batch ------------------------------------------
+
+
+def lm_aux_loss(lm_weight: float = 0.5, clf_weight: float = 1.0) -> Callable[[nn.Module, dict], torch.Tensor]:
+    """``loss_fn`` for ``finetuning.finetune`` on our causal classifier: clf_weight · CE(labels)
+    + lm_weight · next-token CE on the same input (the encoder runs once; padding and [CLS] are
+    never LM targets). The 2019 slides use 1.0 / 0.5."""
+
+    def loss_fn(model: nn.Module, batch: dict) -> torch.Tensor:
+        if not hasattr(model, "lm_head") or not model.encoder.config.is_decoder:
+            raise ValueError("the auxiliary LM loss needs our causal TransformerClassifier "
+                             "(backbone 'ours' or 'scratch')")
+        ids, mask = batch["input_ids"], batch["attention_mask"]
+        h = model.encoder(ids, mask).last_hidden_state
+        clf = F.cross_entropy(model.head(model.dropout(last_token(h, mask))).float(), batch["labels"])
+        cls_id = int(last_token(ids[..., None], mask)[0])  # every row ends with our [CLS]: never an LM target
+        targets = causal_lm_targets(ids, mask, ignore_ids=(cls_id,))
+        keep = targets != IGNORE_INDEX
+        lm = F.cross_entropy(model.lm_head(h[keep]).float(), targets[keep])
+        return clf_weight * clf + lm_weight * lm
+
+    return loss_fn
+
+
+# --- the task sampler ---------------------------------------------------------------------------
+
+
+class TaskSampler:
+    """Which task each step trains on (see the module docstring for the strategies)."""
+
+    def __init__(
+        self,
+        sizes: Mapping[str, int],
+        strategy: str = "proportional",
+        temperature: float = 1.0,
+        fixed: Mapping[str, float] | None = None,
+        seed: int = 0,
+    ):
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}: choose one of {STRATEGIES}")
+        if not sizes:
+            raise ValueError("the sampler needs at least one task")
+        fixed = dict(fixed or {})
+        unknown = set(fixed) - set(sizes)
+        if unknown:
+            raise ValueError(f"fixed shares for unknown tasks {sorted(unknown)}; tasks: {list(sizes)}")
+        if sum(fixed.values()) > 1 + 1e-9 or any(p <= 0 for p in fixed.values()):
+            raise ValueError(f"fixed shares must be positive and sum to ≤ 1, got {fixed}")
+        if strategy == "round-robin" and fixed:
+            raise ValueError("round-robin cannot honour fixed shares; use 'temperature'")
+        self.sizes, self.strategy, self.fixed = dict(sizes), strategy, fixed
+        self.temperature = 1.0 if strategy == "proportional" else float(temperature)
+        self.seed = seed
+        rest = [t for t in sizes if t not in fixed]
+        if not rest and abs(sum(fixed.values()) - 1) > 1e-9:
+            raise ValueError("fixed shares of all the tasks must sum to 1")
+        weights = np.array([sizes[t] ** (1.0 / self.temperature) for t in rest], dtype=float)
+        free = 1.0 - sum(fixed.values())
+        self.probabilities = {**fixed, **{t: free * w / weights.sum() for t, w in zip(rest, weights)}}
+
+    def schedule(self, steps: int) -> list[str]:
+        """The task of each of ``steps`` steps (seeded, so runs are reproducible)."""
+        names = list(self.sizes)
+        if self.strategy == "round-robin":
+            return [names[i % len(names)] for i in range(steps)]
+        rng = np.random.default_rng(self.seed)
+        p = np.array([self.probabilities[t] for t in names])
+        return [names[i] for i in rng.choice(len(names), size=steps, p=p / p.sum())]
+
+
+class MultiTaskBatches:
+    """Yields one merged batch (``"<task>/input_ids"`` …) per scheduled step; each task's loader
+    restarts (reshuffled) when it runs out."""
+
+    def __init__(self, loaders: Mapping[str, DataLoader], schedule: Sequence[str]):
+        missing = set(schedule) - set(loaders)
+        if missing:
+            raise ValueError(f"no loader for tasks {sorted(missing)}")
+        self.loaders, self.schedule = dict(loaders), list(schedule)
+
+    def __len__(self) -> int:
+        return len(self.schedule)
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        iters = {name: iter(loader) for name, loader in self.loaders.items()}
+        for task in self.schedule:
+            try:
+                batch = next(iters[task])
+            except StopIteration:
+                iters[task] = iter(self.loaders[task])
+                batch = next(iters[task])
+            yield merge_batches({task: batch})
+
+
+# --- data ----------------------------------------------------------------------------------------
+
+
+def head_config(task: Task) -> HeadConfig:
+    return HeadConfig(task.num_labels, "sequence")
+
+
+@dataclass
+class EncodedTask:
+    task: Task
+    train: list[dict]
+    dev: list[dict]  # the task's validation split: every choice is made here
+    test: list[dict]
+
+
+# --- evaluation ---------------------------------------------------------------------------------
+
+
+def create_task_evaluator(model: MultiHeadModel, task: str, *, device: torch.device,
+                          amp_dtype: torch.dtype | None = None) -> Engine:
+    """An Ignite evaluator with the GLUE metrics of ``task`` (``score`` = their mean)."""
+    evaluator = Engine(logits_step(model, device=device, amp_dtype=amp_dtype, head=task))
+
+    def compute(y_pred: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+        return compute_metrics(task, y_pred.cpu().numpy(), y.cpu().numpy())
+
+    EpochMetric(compute, output_transform=lambda out: (predictions_from_logits(task, out[0]), out[1]),
+                check_compute_fn=False).attach(evaluator, "glue")
+    return evaluator
+
+
+# --- one training run ---------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    setting: str
+    seed: int
+    scores: dict[str, dict[str, dict[str, float]]]  # task -> split -> metrics
+    steps_per_task: dict[str, int]
+    seconds: float
+    losses: list[tuple[int, str, float]] = field(default_factory=list)  # (step, task, loss)
+    model: MultiHeadModel | None = None  # kept only when asked (``keep_model=True``)
+    curve: list[tuple[int, str, float]] = field(default_factory=list)  # (step, task, dev score)
+
+    def rows(self) -> list[dict]:
+        out = []
+        for task, splits in self.scores.items():
+            row = {"setting": self.setting, "task": task, "seed": self.seed,
+                   "dev_score": splits["dev"]["score"], "test_score": splits["test"]["score"],
+                   "steps": sum(self.steps_per_task.values()),
+                   "task_steps": self.steps_per_task.get(task, 0), "seconds": self.seconds}
+            row.update({f"test_{k}": v for k, v in splits["test"].items() if k != "score"})
+            out.append(row)
+        return out
+
+
+@dataclass
+class Intermediate:
+    """An encoder after STILTs' intermediate stage (see :meth:`Experiment.intermediate`)."""
+
+    task: str
+    steps: int
+    state: dict = field(repr=False)  # the encoder's weights
+    scores: dict = field(default_factory=dict)  # the intermediate task's scores after the stage
+    seconds: float = 0.0
+
+
+class Experiment:
+    """GLUE tasks encoded once for one backbone; runs single-task, multi-task and sequential
+    fine-tuning with a seed each and returns :class:`RunResult`.
+    """
+
+    def __init__(self, scale: Scale, settings: MultiTaskRuns, tasks: Sequence[str]):
+        self.scale, self.settings, self.backbone = scale, settings, settings.backbone
+        self.budget = settings.budget
+        bb: Backbone = load_backbone(self.backbone, scale)
+        self.pad_id = bb.pad_id
+        self.data: dict[str, EncodedTask] = {}
+        for name in tasks:
+            t = load_task(name, train_examples=settings.train_examples,
+                          validation_examples=settings.dev_examples,
+                          test_examples=settings.test_examples)
+            self.data[name] = EncodedTask(t, *(bb.encode_rows(s, self.budget.max_len)
+                                               for s in (t.train, t.validation, t.test)))
+
+    # -- building blocks --
+    def split_table(self) -> pd.DataFrame:
+        """Sizes of each task's train / dev / test as used here, with the metric(s)."""
+        rows = [{"task": n, **e.task.sizes(), "labels": e.task.num_labels,
+                 "metric": " / ".join(e.task.spec.metrics), "protocol": e.task.spec.protocol}
+                for n, e in self.data.items()]
+        return pd.DataFrame(rows).set_index("task")
+
+    def floors(self) -> dict[str, stats.Floor]:
+        """Every task's trivial floor on its test split (:func:`task_floor`)."""
+        return {name: task_floor(e.task) for name, e in self.data.items()}
+
+    def new_model(self, heads: Sequence[str], seed: int) -> MultiHeadModel:
+        """A fresh encoder with one new head per task; a Hugging Face encoder's word embeddings
+        stay frozen, as in :meth:`tutorial_lib.backbones.Backbone.classifier`."""
+        seed_everything(seed)
+        bb = load_backbone(self.backbone, self.scale, seed=seed)
+        bb.freeze_word_embeddings()
+        return MultiHeadModel(bb.encoder, {h: head_config(self.data[h].task) for h in heads},
+                              pool=bb.pool)
+
+    def train(self, model: MultiHeadModel, sampler: TaskSampler, steps: int, seed: int,
+              train_rows: Mapping[str, list[dict]] | None = None, progress: bool = False,
+              curve: list[tuple[int, str, float]] | None = None, curve_every: int | None = None
+              ) -> tuple[list[str], list[tuple[int, str, float]], float]:
+        """``steps`` iterations of the one recipe (:func:`tutorial_lib.training.fit`), each on one
+        batch of the sampled task; each task's batches come from its own resumable loader.
+        ``curve_every``: every so many steps (before the last) each trained task's dev score is
+        appended to ``curve`` as (step, task, score) — a learning curve from the run itself; the
+        caller adds the last step's from its own final evaluation."""
+        model.to(device())
+        b = self.budget
+        rows = {t: (train_rows or {}).get(t, self.data[t].train) for t in sampler.sizes}
+        loaders = {t: resumable_loader(r, batch_size=b.batch_size, seed=seed + i,
+                                       collate_fn=pad_collate(self.pad_id),
+                                       group_by_length=b.group_by_length)
+                   for i, (t, r) in enumerate(rows.items())}
+        schedule = sampler.schedule(steps)
+        losses: list[tuple[int, str, float]] = []
+
+        def log_losses(trainer: Engine, *_: object) -> None:
+            trainer.add_event_handler(
+                Events.ITERATION_COMPLETED,
+                lambda e: losses.append((e.state.iteration, schedule[e.state.iteration - 1],
+                                         float(e.state.output))))
+
+        def score_dev(trainer: Engine) -> None:
+            if trainer.state.iteration >= steps:  # the final evaluation scores the last step
+                return
+            # a DataLoader draws its base seed from the global generator: without the fork, the
+            # evaluations would shift every later dropout mask, and the run would not be the same
+            with torch.random.fork_rng(devices=range(torch.cuda.device_count())):
+                for t in sampler.sizes:
+                    ev = create_task_evaluator(model, t, device=device(),
+                                               amp_dtype=autocast_dtype())
+                    loader = eval_loader(self.data[t].dev, b.eval_batch_size,
+                                         pad_collate(self.pad_id))
+                    score = ev.run(loader).metrics["glue"]["score"]
+                    curve.append((trainer.state.iteration, t, score))
+
+        run = fit(model, MultiTaskBatches(loaders, schedule), lr=b.lr, weight_decay=b.weight_decay,
+                  epochs=1, method=Method(loss_fn=multihead_loss, on_trainer=log_losses),
+                  warmup=int(b.warmup_frac * steps), max_norm=b.max_norm,
+                  evaluate=score_dev if curve_every and curve is not None else None,
+                  evaluate_every=curve_every, progress="multi-task" if progress else None)
+        return schedule, losses, run.seconds
+
+    def evaluate(self, model: MultiHeadModel, tasks: Sequence[str]) -> dict[str, dict]:
+        """Each task's GLUE metrics on its dev split (the task's validation set) and test split."""
+        out = {}
+        for t in tasks:
+            ev = create_task_evaluator(model, t, device=device(), amp_dtype=autocast_dtype())
+            out[t] = {split: ev.run(eval_loader(getattr(self.data[t], split),
+                                                self.budget.eval_batch_size,
+                                                pad_collate(self.pad_id))).metrics["glue"]
+                      for split in ("dev", "test")}
+        return out
+
+    # -- the settings --
+    def run(self, setting: str, tasks: Sequence[str], seed: int, *, main: str | None = None,
+            evaluate: Sequence[str] | None = None,
+            train_rows: Mapping[str, list[dict]] | None = None,
+            keep_model: bool = False, steps: int | None = None,
+            curve_every: int | None = None) -> RunResult:
+        """Train one model on ``tasks`` jointly. With ``main``: the main task's share is fixed at
+        ``settings.main_share`` and the run has S/share steps; without: n·S steps. ``steps``: S
+        for this run (default ``settings.steps_per_task``); ``curve_every``: see :meth:`train`."""
+        s = self.settings
+        steps_each = steps or s.steps_per_task
+        sizes = {t: len((train_rows or {}).get(t, self.data[t].train)) for t in tasks}
+        if main is not None and len(tasks) > 1:
+            share = s.main_share
+            sampler = TaskSampler(sizes, s.strategy, s.temperature, {main: share}, seed)
+            steps = round(steps_each / share)
+        else:
+            sampler = TaskSampler(sizes, s.strategy, s.temperature, seed=seed)
+            steps = steps_each * len(tasks)
+        model = self.new_model(tasks, seed)
+        curve: list[tuple[int, str, float]] = []
+        schedule, losses, seconds = self.train(model, sampler, steps, seed, train_rows,
+                                               curve=curve, curve_every=curve_every)
+        counts = {t: schedule.count(t) for t in tasks}
+        scores = self.evaluate(model, evaluate or ([main] if main else tasks))
+        if curve_every:
+            curve += [(steps, t, scores[t]["dev"]["score"]) for t in tasks if t in scores]
+        return RunResult(setting, seed, scores, counts, seconds, losses,
+                         model.cpu() if keep_model else None, curve)
+
+    def single(self, task: str, seed: int, keep_model: bool = False,
+               steps: int | None = None, curve_every: int | None = None) -> RunResult:
+        """``task`` alone for ``steps`` (default S = ``settings.steps_per_task``)."""
+        return self.run("single-task", [task], seed, keep_model=keep_model, steps=steps,
+                        curve_every=curve_every)
+
+    def batches(self, task: str, split: str = "train", limit: int | None = None,
+                rows: Sequence[int] | None = None) -> list[dict]:
+        """Padded batches of a split in a fixed order (no shuffling), at most ``limit`` of them;
+        ``rows``: only these examples (e.g. for per-instance scores)."""
+        data = getattr(self.data[task], split)
+        if rows is not None:
+            data = [data[i] for i in rows]
+        loader = DataLoader(data, batch_size=self.budget.batch_size,
+                            collate_fn=pad_collate(self.pad_id))
+        return list(itertools.islice(loader, limit))
+
+
+    def intermediate(self, task: str, steps: int, seed: int) -> Intermediate:
+        """STILTs' first stage: a fresh encoder trained on ``task`` alone for ``steps`` (shared by
+        the target's runs, as STILTs fine-tunes one intermediate model)."""
+        model = self.new_model([task], seed)
+        _, _, seconds = self.train(model, TaskSampler({task: 1}, seed=seed), steps, seed)
+        state = {k: v.detach().cpu().clone() for k, v in model.encoder.state_dict().items()}
+        return Intermediate(task, steps, state, self.evaluate(model, [task]), seconds)
+
+    def sequential(self, start: Intermediate, target: str, seed: int,
+                   steps: int | None = None, curve_every: int | None = None) -> RunResult:
+        """STILTs' second stage: the encoder trained in ``start`` gets a fresh ``target`` head and
+        ``steps`` (default S) on ``target`` with this ``seed``. Scores: the target, and the
+        intermediate task as it stood after its stage. ``curve_every``: see :meth:`train`."""
+        model = self.new_model([start.task, target], seed)
+        model.encoder.load_state_dict(start.state)
+        steps = steps or self.settings.steps_per_task
+        curve: list[tuple[int, str, float]] = []
+        _, losses, seconds = self.train(model, TaskSampler({target: 1}, seed=seed), steps, seed,
+                                        curve=curve, curve_every=curve_every)
+        scores = self.evaluate(model, [target])
+        if curve_every:
+            curve.append((steps, target, scores[target]["dev"]["score"]))
+        return RunResult(f"sequential ({start.task} → {target})", seed, {**scores, **start.scores},
+                         {start.task: start.steps, target: steps}, start.seconds + seconds,
+                         losses, curve=curve)
+
+
+def head_loss(model: MultiHeadModel, task: str) -> Callable[[dict], torch.Tensor]:
+    """``batch → loss`` of one head (what GradTS differentiates)."""
+    return lambda b: model(b["input_ids"], b["attention_mask"], head=task, labels=b["labels"]).loss
+
+
+def collect(results: Sequence[RunResult]) -> pd.DataFrame:
+    """One row per (run, evaluated task)."""
+    return pd.DataFrame(list(itertools.chain.from_iterable(r.rows() for r in results)))
+
+
+def curves(results: Sequence[RunResult]) -> pd.DataFrame:
+    """The runs' learning curves (``curve_every``): one row per (setting, seed, task, step) with
+    the dev score there."""
+    return pd.DataFrame([{"setting": r.setting, "seed": r.seed, "task": t, "step": step,
+                          "dev_score": score} for r in results for step, t, score in r.curve],
+                        columns=["setting", "seed", "task", "step", "dev_score"])
+
+
+def task_floor(task: Task, split: str = "test") -> stats.Floor:
+    """The trivial floor of ``task`` on its ``split`` ("test" or "validation"), computed from the
+    task (:meth:`tasks.Task.majority_baseline`): the GLUE score of always predicting the most
+    frequent training label — the majority rate for accuracy, MCC 0 ("chance") for CoLA."""
+    score = task.majority_baseline(split)["score"]
+    metrics = tuple(task.spec.metrics)
+    what = ("chance (MCC 0)" if metrics == ("mcc",) else "training mean" if task.is_regression
+            else "majority class" if metrics == ("accuracy",)
+            else f"majority class ({' / '.join(metrics)})")
+    return stats.Floor(float(score), what)
+
+
+def compare_settings(table: pd.DataFrame, baseline: str = "single-task", *,
+                     floors: Mapping[str, stats.Floor | float]) -> pd.DataFrame:
+    """Per task, every setting against ``baseline`` on the test score (the rule of
+    :mod:`tutorial_lib.stats`: paired by seed), with the learned-baseline guard: ``floors[task]``
+    is the task's trivial floor (:func:`task_floor`, or :meth:`Experiment.floors`), and a
+    comparison whose baseline does not beat it is "void: baseline at chance". Tasks without a
+    baseline row are skipped; a compared task without a floor is an error."""
+    parts = {}
+    for task, g in table.groupby("task", sort=False):
+        if baseline in set(g["setting"]) and g["setting"].nunique() > 1:
+            if task not in floors:
+                raise ValueError(f"no floor for task {task!r}: pass floors=exp.floors() "
+                                 f"(the tasks with one: {sorted(floors)})")
+            parts[task] = stats.compare(g, baseline, by="setting", column="test_score",
+                                        higher_is_better=True, floor=floors[task])
+    return pd.concat(parts, names=["task"]) if parts else pd.DataFrame()

@@ -1,0 +1,21 @@
+"""Chapter *peft*: notebook 13, parameter-efficient fine-tuning (and 03's adapters).
+
+Read first
+    ``peft_methods.py``: what each method adds or trains (``Full``, ``Houlsby``, ``LoRA``, ``IA3``,
+    ``PromptTuning``, ``PrefixTuning``, ``BitFit``), on ``peft`` where it has the method.
+
+Modules
+    ``settings.py`` — ``PEFTSettings``.
+    ``adapters.py`` (03, 13) — Houlsby adapters on our blocks and BERT's.
+    ``lora.py`` — our own LoRA in a few lines, checked against ``peft``'s; the unified view.
+    ``peft_methods.py`` — the methods, their parameter groups and counts.
+    ``peft_checks.py`` — merge and reload checks, checkpoint sizes, step costs.
+    ``peft_frontier.py`` — the frontier runs (each method at its own rate) and QLoRA's status.
+    ``plots.py`` — 13's figures.
+
+The notebook calls
+    ``peft_methods.Full`` … ``BitFit``; ``lora.LoRALinear``, ``modified_output``,
+    ``copy_lora_from_peft``; ``peft_checks.logits``; ``peft_frontier.frontier_runs``,
+    ``check_and_cost``, ``as_method``, ``check_batch``, ``qlora_run``; ``adapters.Adapter``;
+    ``plots.plot_frontier``, ``plot_costs``.
+"""

@@ -1,0 +1,22 @@
+"""Chapter *prompts*: notebook 09, prompt-based few-shot classification and DART.
+
+Read first
+    ``prompting.py``: a masked LM's head read at a ``[MASK]`` in a template, the verbalizer's words
+    as the classes (LM-BFF); then ``dart.py``, which makes the template and the label words
+    trainable embeddings.
+
+Modules
+    ``settings.py`` — ``DARTSettings``.
+    ``prompt_lms.py`` — the LMs a prompt runs on (ours, SmolLM2, a Hub MLM) and which layers train.
+    ``prompting.py`` — templates, verbalizers, ``PromptClassifier``.
+    ``dart.py`` — DART's ``ExtendedEmbedding``, ``DARTClassifier`` and its loss.
+    ``fewshot.py`` — the few-shot loop (train, choose on the few-shot dev set, test once) and the
+    comparison of every method on the same splits.
+    ``plots.py`` — 09's figure.
+
+The notebook calls
+    ``prompting.load_prompt_lm``, ``template_for``, ``verbalizer_candidates``, ``choose_verbalizer``,
+    ``PromptClassifier``; ``dart.DARTClassifier``, ``dart_method``, ``paper_table``;
+    ``fewshot.compare_fewshot``, ``zero_shot``, ``logreg_probe``, ``majority_floors``,
+    ``summarize``, ``verdicts``; ``plots.plot_methods_by_task``.
+"""

@@ -1,0 +1,435 @@
+"""The few-shot loop of notebook 09: train, choose on the few-shot dev set, test once.
+
+Every method — head fine-tuning (a new linear head on the pooled position: [CLS] for a masked
+LM, the last token for a causal LM), manual-prompt fine-tuning (:mod:`.prompting`), DART-style
+prompts (:mod:`.dart`) — is a function from a :class:`~tutorial_lib.tasks.FewShotSplit` to a ``build``
+that makes a fresh :class:`FewShotModel` (model, encoder of rows, collate, and the
+:class:`~tutorial_lib.training.Method` it trains with). :func:`train_fewshot` trains a fixed
+number of steps with the one recipe (:func:`tutorial_lib.training.fit`) and keeps the checkpoint
+with the best few-shot **dev** accuracy; :func:`select_and_test` is LM-BFF's per-split learning-rate grid
+(chosen on dev only); :func:`compare_fewshot` runs every method on every split.
+:func:`logreg_probe` is the cheap strong baseline: scikit-learn's logistic regression on the
+frozen backbone's pooled features, its C chosen on dev. :func:`verdicts` guards every comparison
+(:mod:`tutorial_lib.stats`): the baseline against each split's majority rate
+(:func:`majority_floors`), a prompt against its zero-shot start.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+from ignite.engine import Engine
+from ignite.handlers import Checkpoint
+from ignite.handlers.checkpoint import BaseSaveHandler
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from torch import nn
+
+from ... import stats
+from ...backbones import Backbone, layer_groups, load_backbone
+from ...config import Scale
+from ...evaluation import evaluate
+from ...models import pool_hidden
+from ...params import decay_groups, freeze, unfreeze
+from ...runtime import autocast, autocast_dtype, device, seed_everything
+from ...tasks import FewShotSplit
+from ...training import PLAIN, Method, eval_loader, fit, pad_collate, resumable_loader
+from .prompt_lms import FrozenStates, TopLayers, on_frozen_states
+from .prompting import PromptClassifier, freeze_below, fresh_copy, prompt_collate, verbalizer_ids
+
+
+@dataclass
+class FewShotModel:
+    """What a few-shot method builds for one run: the model, how rows become its inputs, and the
+    :class:`~tutorial_lib.training.Method` it trains with (e.g. DART's optimizer groups)."""
+
+    model: nn.Module
+    encode: Callable[[Sequence[Mapping]], list[dict]]
+    collate: Callable
+    method: Method = PLAIN
+
+
+@dataclass
+class FewShotRun:
+    test: dict
+    dev_accuracy: float
+    best_step: int
+    lr: float
+    seconds: float
+    history: list[dict] = field(default_factory=list)
+    built: FewShotModel | None = None
+
+    @property
+    def model(self) -> nn.Module | None:
+        return self.built.model if self.built else None
+
+    @property
+    def dev_score(self) -> float:
+        """The chosen checkpoint's :func:`dev_score`: dev accuracy, lower dev loss breaking ties."""
+        return next(h["score"] for h in self.history if h["step"] == self.best_step)
+
+
+class InMemorySaver(BaseSaveHandler):
+    """An Ignite save handler that keeps checkpoints in memory: a few-shot run's best model lives
+    only as long as the run, so ``Checkpoint(score_function=...)`` needs no file."""
+
+    def __init__(self) -> None:
+        self.saved: dict[str, tuple[dict, float]] = {}
+
+    def __call__(self, checkpoint: Mapping, filename: str, metadata: Mapping | None = None) -> None:
+        # a state_dict holds the live tensors: copy them, or the "best" would follow training
+        self.saved[filename] = copy.deepcopy(dict(checkpoint)), (metadata or {}).get("priority")
+
+    def remove(self, filename: str) -> None:
+        self.saved.pop(filename, None)
+
+    @property
+    def best(self) -> tuple[dict, float]:
+        """The one checkpoint an ``n_saved=1`` handler keeps, and its score."""
+        (checkpoint, score), = self.saved.values()
+        return checkpoint, score
+
+
+class TrainedWeights:
+    """What a checkpoint of a partly frozen model must hold: the parameters that train (a frozen
+    weight never changes, so copying it at every new best would only cost time — a 135M-parameter
+    LM with its top layers trained copies a few percent of itself). Ignite's ``Checkpoint`` saves
+    and loads it like a module."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {n: p.detach() for n, p in self.model.named_parameters() if p.requires_grad}
+
+    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        params = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for name, value in state.items():
+                params[name].copy_(value)
+
+
+def dev_score(metrics: Mapping[str, float]) -> float:
+    """Dev accuracy first, lower loss breaking ties: accuracies differ by at least 1/|dev| and
+    loss/10⁴ stays below that for any dev set under 1,000 examples and loss under 10."""
+    return metrics["accuracy"] - metrics["loss"] / 1e4
+
+
+def train_fewshot(
+    build: Callable[[], FewShotModel],
+    split: FewShotSplit,
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    eval_every: int,
+    seed: int = 0,
+    weight_decay: float = 0.01,
+    max_norm: float = 1.0,
+    warmup_frac: float = 0.1,
+    eval_batch_size: int = 128,
+    evaluate_test: bool = True,
+) -> FewShotRun:
+    """Train ``steps`` AdamW steps on ``split.train``; every ``eval_every`` steps score the few-shot
+    dev set and keep the best checkpoint (accuracy, then lower loss); test that checkpoint once."""
+    split.require("train", "dev", *(("test",) if evaluate_test else ()))
+    seed_everything(seed)
+    built = build()
+    model = built.model
+    model.to(device())
+    train_rows = built.encode(split.train)
+    loader = resumable_loader(train_rows, batch_size=min(batch_size, len(train_rows)), seed=seed,
+                              drop_last=True, collate_fn=built.collate)
+    dev_loader = eval_loader(built.encode(split.dev), eval_batch_size, built.collate)
+    history: list[dict] = []
+    saver = InMemorySaver()
+    weights = TrainedWeights(model)
+    best = Checkpoint({"model": weights}, saver, n_saved=1,  # strictly better only: first best kept
+                      score_function=lambda _: history[-1]["score"],
+                      global_step_transform=lambda engine, _: engine.state.iteration)
+
+    def score_dev(trainer: Engine) -> None:
+        m = evaluate(model, dev_loader, num_labels=split.num_labels)
+        history.append({"step": trainer.state.iteration, "dev_accuracy": m["accuracy"],
+                        "dev_loss": m["loss"], "train_loss": trainer.state.output,
+                        "score": dev_score(m)})
+        best(trainer)
+
+    run = fit(model, loader, lr=lr, weight_decay=weight_decay, steps=steps, method=built.method,
+              warmup=int(warmup_frac * steps), max_norm=max_norm, evaluate=score_dev,
+              evaluate_every=eval_every)
+    checkpoint, score = saver.best
+    Checkpoint.load_objects({"model": weights}, checkpoint)
+    chosen = next(h for h in history if h["score"] == score)
+    test = {}
+    if evaluate_test:
+        test_loader = eval_loader(built.encode(split.test), eval_batch_size, built.collate)
+        test = evaluate(model, test_loader, num_labels=split.num_labels)
+    return FewShotRun(test, chosen["dev_accuracy"], chosen["step"], lr, run.seconds, history, built)
+
+
+def select_and_test(build: Callable[[], FewShotModel], split: FewShotSplit, lrs: Sequence[float],
+                    **kwargs) -> FewShotRun:
+    """LM-BFF's per-split grid search, on the few-shot **dev** set only: train once per learning
+    rate, keep the best dev accuracy (lower dev loss breaking ties: the rule that chose each run's
+    checkpoint), and evaluate *only that* model on test."""
+    runs = [train_fewshot(build, split, lr=lr, evaluate_test=False, **kwargs) for lr in lrs]
+    winner = max(runs, key=lambda r: r.dev_score)  # first best on exact ties
+    built = winner.built
+    loader = eval_loader(built.encode(split.test), kwargs.get("eval_batch_size", 128),
+                         built.collate)
+    winner.test = evaluate(built.model, loader, num_labels=split.num_labels)
+    winner.seconds = sum(r.seconds for r in runs)
+    return winner
+
+
+# --- the three methods of notebook 09 ------------------------------------------------------------
+
+
+def cls_method(backbone: str, scale: Scale, trainable_layers: int | None = None,
+               head_lr: float | None = None, pool: str | None = None,
+               frozen_states: bool = False
+               ) -> Callable[[FewShotSplit], Callable[[], FewShotModel]]:
+    """Head fine-tuning: a new linear head on the backbone's pooled position ([CLS] for a masked
+    LM, a causal LM's last token). ``trainable_layers``: train only the head and the top layers
+    (the budget of the prompt methods on a CPU, see ``prompting.freeze_below``). ``head_lr``: the
+    new head's own rate (None: the run's) — a randomly initialised head needs a far larger rate
+    than the pretrained layers under it. ``pool``: where the head reads (None: the backbone's
+    default; ``"mean"``: every real token, as the logistic-regression probe does).
+    ``frozen_states``: a causal LM computes its frozen layers once per input for all the runs
+    (:class:`~.prompt_lms.FrozenStates`; the same numbers, a fraction of the time)."""
+    frozen = FrozenStates(trainable_layers) if frozen_states and trainable_layers else None
+
+    def for_split(split: FewShotSplit) -> Callable[[], FewShotModel]:
+        def build() -> FewShotModel:
+            b = load_backbone(backbone, scale)
+            model = b.classifier(split.num_labels, pool=pool)
+            if trainable_layers is not None:
+                layers = layer_groups(model, merge_final_norm=True)
+                freeze(model)
+                unfreeze(model, *(m for layer in layers[: trainable_layers + 1]
+                                  for m in layer.modules))
+            if frozen is not None:
+                model.encoder = TopLayers(model.encoder, frozen)
+            method = PLAIN if head_lr is None else Method(param_groups=head_groups(model, head_lr))
+            return FewShotModel(model, b.encode_rows, pad_collate(b.pad_id), method)
+
+        return build
+
+    return for_split
+
+
+def head_groups(model: nn.Module, head_lr: float):
+    """AdamW groups: the pretrained layers at the run's rate, the new ``model.head`` at ``head_lr``."""
+
+    def groups(_: nn.Module, lr: float, weight_decay: float) -> list[dict]:
+        head = [p for p in model.head.parameters() if p.requires_grad]
+        return (decay_groups(model, weight_decay, exclude=head)
+                + decay_groups(model, weight_decay, params=head, lr_scale=head_lr / lr))
+
+    return groups
+
+
+def prompt_method(
+    lm: Backbone | Callable[[], Backbone],
+    templates: Mapping[str, str],
+    verbalizers: Mapping[str, Mapping[str, str]],
+    max_len: int | None = None,
+    trainable_layers: int | None = None,
+    train_label_rows: bool = False,
+    frozen_states: bool = False,
+) -> Callable[[FewShotSplit], Callable[[], FewShotModel]]:
+    """Manual-prompt fine-tuning; each run starts from a fresh copy of ``lm`` (``trainable_layers``:
+    a causal LM trains only its top layers; ``train_label_rows``: the label words' output rows
+    train too, as they do in LM-BFF's full fine-tuning, where the word embeddings are frozen;
+    ``frozen_states``: the frozen layers computed once per input for all runs, as in
+    :func:`cls_method`)."""
+    frozen = FrozenStates(trainable_layers) if frozen_states and trainable_layers else None
+
+    def for_split(split: FewShotSplit) -> Callable[[], FewShotModel]:
+        def build() -> FewShotModel:
+            own = fresh(lm)
+            freeze_below(own, trainable_layers)
+            own = on_frozen_states(own, frozen)
+            ids = verbalizer_ids(own, verbalizers[split.task], split.label_names)
+            model = PromptClassifier(own, templates[split.task], ids,
+                                     train_label_rows=train_label_rows)
+            return FewShotModel(model, lambda rows: model.encode(rows, max_len),
+                                prompt_collate(own.pad_id))
+
+        return build
+
+    return for_split
+
+
+def fresh(lm: Backbone | Callable[[], Backbone]) -> Backbone:
+    """A private copy of a prompt's LM (or a new one from a factory), so runs never share weights."""
+    return fresh_copy(lm) if isinstance(lm, Backbone) else lm()
+
+
+def compare_fewshot(
+    methods: Mapping[str, Callable[[FewShotSplit], Callable[[], FewShotModel]]],
+    splits: Sequence[FewShotSplit],
+    *,
+    lrs: Mapping[str, Sequence[float] | str],
+    keep: Callable[[str, FewShotSplit], bool] | None = None,
+    progress: Callable[[str], None] | None = None,
+    **train_kwargs,
+) -> tuple[pd.DataFrame, dict]:
+    """Every method on every split (grid over ``lrs[method]`` chosen on dev); one row per run.
+    ``lrs[method]`` may name an earlier method instead: this one then trains once, at the rate
+    that method chose on the same split's dev set (equal rates, e.g. DART-style at the manual
+    prompt's). ``keep(method, split)`` marks runs whose trained model is returned in the second
+    value."""
+    rows, kept = [], {}
+    for split in splits:
+        chosen: dict[str, float] = {}
+        for name, method in methods.items():
+            grid = lrs[name]
+            if isinstance(grid, str):
+                if grid not in chosen:
+                    raise ValueError(f"{name!r} takes the rate of {grid!r}, which must come "
+                                     f"before it among the methods: {list(methods)}")
+                grid = (chosen[grid],)
+            run = select_and_test(method(split), split, grid, **train_kwargs)
+            chosen[name] = run.lr
+            rows.append({"task": split.task, "K": split.k if split.k else "full",
+                         "split": split.seed, "method": name,
+                         "test_accuracy": run.test["accuracy"], "test_error": run.test["error"],
+                         "dev_accuracy": run.dev_accuracy, "best_step": run.best_step,
+                         "lr": run.lr, "seconds": run.seconds})
+            if keep and keep(name, split):
+                kept[(name, split.task, split.k, split.seed)] = run
+            if progress:
+                progress(f"{split.task} K={split.k} split {split.seed} {name}: "
+                         f"test {100 * run.test['accuracy']:.1f}")
+    return pd.DataFrame(rows), kept
+
+
+def zero_shot(lm: Backbone, split: FewShotSplit, template: str, verbalizer: Mapping[str, str],
+              eval_batch_size: int = 128) -> dict:
+    """Test metrics of the untrained prompt classifier (no training, nothing selected)."""
+    model = PromptClassifier(lm, template, verbalizer_ids(lm, verbalizer, split.label_names))
+    loader = eval_loader(model.encode(split.test), eval_batch_size, prompt_collate(lm.pad_id))
+    return evaluate(model, loader, num_labels=split.num_labels)
+
+
+# --- the cheap strong baseline: logistic regression on frozen features ----------------------------
+
+LOGREG = "logistic regression (frozen)"
+
+
+@torch.no_grad()
+def pooled_features(b: Backbone, rows: Sequence[Mapping], pool: str = "mean", batch_size: int = 64,
+                    max_len: int | None = None) -> np.ndarray:
+    """The frozen backbone's final hidden states, one vector per example (float32): their mean
+    over the real tokens (``pool="mean"``) or the pooled position head fine-tuning reads
+    (``"last"``: a causal LM's last token, the end-of-text token it appends)."""
+    if pool not in ("mean", "last"):
+        raise ValueError(f"pool must be 'mean' or 'last', got {pool!r}")
+    model = b.classifier(2, pool=None if pool == "last" else pool).to(device()).eval()
+    loader = eval_loader(b.encode_rows(rows, max_len), batch_size, pad_collate(b.pad_id),
+                         by_length=False)  # one vector per row, in the rows' order
+    out = []
+    with autocast(device(), autocast_dtype(device())):
+        for batch in loader:
+            ids, mask = batch["input_ids"].to(device()), batch["attention_mask"].to(device())
+            h = model.encoder(input_ids=ids, attention_mask=mask).last_hidden_state.float()
+            out.append(pool_hidden(h, mask, model.pool).cpu())  # pooled in float32
+    return torch.cat(out).numpy()
+
+
+def logreg_probe(backbone: str, scale: Scale, splits: Sequence[FewShotSplit],
+                 cs: Sequence[float], *, pool: str = "mean", max_len: int | None = None,
+                 seed: int = 0, method: str = LOGREG) -> pd.DataFrame:
+    """scikit-learn's logistic regression (standardised features, L2, lbfgs) on the frozen
+    backbone's features (:func:`pooled_features`: by default the mean of the final hidden states)
+    of each split's K-per-class train set; C from ``cs`` chosen on the
+    few-shot dev set, tested once. Rows like :func:`compare_fewshot`'s (``lr`` holds the C).
+    Splits that share a test set share its features (computed once)."""
+    b = load_backbone(backbone, scale)
+    cache: dict[tuple, np.ndarray] = {}
+
+    def feats(rows: Sequence[Mapping]) -> np.ndarray:
+        key = tuple(r["text"] for r in rows)
+        if key not in cache:
+            cache[key] = pooled_features(b, rows, pool, max_len=max_len)
+        return cache[key]
+
+    out = []
+    for split in splits:
+        split.require("train", "dev", "test")
+        start = time.perf_counter()
+        y = {p: np.array([r["label"] for r in getattr(split, p)]) for p in ("train", "dev", "test")}
+        x = {p: feats(getattr(split, p)) for p in ("train", "dev", "test")}
+        fits = []
+        for c in cs:
+            clf = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=5000,
+                                                                     random_state=seed))
+            clf.fit(x["train"], y["train"])
+            fits.append((float(clf.score(x["dev"], y["dev"])), c, clf))
+        dev_acc, c, clf = max(fits, key=lambda f: f[0])  # first best on ties
+        acc = float(clf.score(x["test"], y["test"]))
+        out.append({"task": split.task, "K": split.k if split.k else "full", "split": split.seed,
+                    "method": method, "test_accuracy": acc, "test_error": 1.0 - acc,
+                    "dev_accuracy": dev_acc, "best_step": 0, "lr": c,
+                    "seconds": time.perf_counter() - start})
+    return pd.DataFrame(out)
+
+
+# --- results and their verdicts --------------------------------------------------------------------
+
+
+def majority_floors(splits: Sequence[FewShotSplit]) -> dict[str, stats.Floor]:
+    """Per task, the floor a classifier must beat: each split's majority-class rate on its test
+    set (the most frequent test label's share; ``{split seed: rate}``, so checks pair by split)."""
+    rates: dict[str, dict[int, float]] = {}
+    for s in splits:
+        labels = np.array([r["label"] for r in s.test])
+        rates.setdefault(s.task, {})[s.seed] = float(np.bincount(labels).max() / len(labels))
+    return {task: stats.Floor(by_split, "majority class") for task, by_split in rates.items()}
+
+
+def summarize(table: pd.DataFrame, by: Sequence[str] = ("task", "method")) -> pd.DataFrame:
+    """Mean ± std over splits of test accuracy in %, one row per task and method."""
+    return stats.summarize(table, list(by), "test_accuracy", digits=1)
+
+
+def verdicts(table: pd.DataFrame, baseline: str, *,
+             floors: Mapping[str, stats.Floor | float] | None = None,
+             starts: Mapping[str, Mapping[str, float]] | None = None) -> pd.DataFrame:
+    """Per task, every method against ``baseline`` on test accuracy over the splits (the rule of
+    :mod:`tutorial_lib.stats`: paired by split), with the learned-baseline guard: ``floors[task]``
+    — the baseline's floor (:func:`majority_floors`); ``starts[task][method]`` — a method's
+    starting point (a prompt's zero-shot accuracy), checked for the methods in the table."""
+    parts = []
+    for task, g in table.groupby("task", sort=False):
+        present = set(g["method"])
+        task_starts = {m: stats.Floor(v, "zero-shot start")
+                       for m, v in ((starts or {}).get(task) or {}).items() if m in present}
+        c = stats.compare(g, baseline, by="method", column="test_accuracy", higher_is_better=True,
+                          pair_on="split", floor=(floors or {}).get(task),
+                          starts=task_starts or None)
+        c.insert(0, "task", task)
+        parts.append(c.reset_index())
+    return pd.concat(parts, ignore_index=True)
+
+
+def verdict_lines(comparison: pd.DataFrame) -> str:
+    """The :func:`verdicts` table as sentences."""
+    return "\n".join(f"{task}: " + stats.sentences(g.set_index("method").drop(columns="task"),
+                                                    "test accuracy").replace("\n", f"\n{task}: ")
+                     for task, g in comparison.groupby("task", sort=False))
+
+
+def beats(comparison: pd.DataFrame, method: str) -> list[str]:
+    """The tasks on which ``method`` is better than the baseline (p < 0.05)."""
+    rows = comparison[(comparison["method"] == method) & (comparison["verdict"] == "better")]
+    return list(rows["task"])

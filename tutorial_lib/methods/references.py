@@ -1,0 +1,189 @@
+"""Published numbers to set beside each notebook's results, with where they come from.
+
+Only numbers found in the project's reference notes are listed (the notes on the 2019 tutorial
+repository and on the methods' papers and code). ``verified`` is True only where the notes read the
+number in a source (a README, an abstract, an issue thread, a retrieved paper excerpt); numbers the
+notes recalled from memory and tagged "VERIFY", and numbers no source here could confirm, are
+``verified=False`` and every report prints them as **unverified**. Check those against the paper
+before relying on them, then flip the flag here.
+
+It sits above the chapters (it imports their settings; no chapter imports it). Each entry names its
+notebook through that notebook's settings class (``DARTSettings.notebook``, in its chapter's
+``settings.py``), so a renamed or renumbered notebook keeps its entries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..settings import PRETRAINING, Settings
+from .adaptation.settings import AdaptationSettings, DiscriminativeSettings, UnfreezingSettings
+from .forgetting.settings import ForgettingSettings
+from .multitask.settings import GradTSSettings, MultitaskSettings
+from .peft.settings import PEFTSettings
+from .probing.settings import AmnesicSettings
+from .prompts.settings import DARTSettings
+from .tdt.settings import TDTSettings
+
+
+@dataclass(frozen=True)
+class Reference:
+    notebook: str  # the notebook's name, from its settings class (e.g. DARTSettings.notebook)
+    what: str
+    value: str  # as quoted (a number, a range, or a short qualitative claim)
+    unit: str
+    source: str
+    verified: bool
+    note: str = ""
+
+
+# each notebook's name, as its settings class gives it
+_PRETRAINING, _ADAPTATION, _UNFREEZING, _DISCRIMINATIVE = (
+    PRETRAINING, AdaptationSettings.notebook, UnfreezingSettings.notebook,
+    DiscriminativeSettings.notebook)
+_MULTITASK, _GRADTS, _TDT, _DART, _AMNESIC = (
+    MultitaskSettings.notebook, GradTSSettings.notebook, TDTSettings.notebook, DARTSettings.notebook,
+    AmnesicSettings.notebook)
+_WOLF_674 = "T. Wolf in huggingface/transformers#674 (2019-06-12)"
+_DART_SOURCE = "DART Table 1 / LM-BFF Table 3 (RoBERTa-large, K = 16, mean (std) over 5 splits), recalled"
+_DART_NOTE = "recalled in the notes, not checked against the papers"
+_NAACL = "huggingface/naacl_transfer_learning_tutorial README"
+
+REFERENCES: tuple[Reference, ...] = (
+    # 01 · pretraining
+    Reference(_PRETRAINING, "2019 tutorial: validation perplexity, causal LM, WikiText-103", "≈ 29", "ppl",
+              _NAACL, True,
+              "50M parameters, ~15 h on 8 V100s. The README does not say per word or per sub-word; "
+              "it compares with Transformer-XL's word-level 24, which suggests per word."),
+    Reference(_PRETRAINING,
+              "Transformer-XL validation perplexity, WikiText-103 (as quoted by the 2019 README)", "≈ 24",
+              "ppl", _NAACL, True, "closed (word) vocabulary"),
+    Reference(_PRETRAINING, "2019 tutorial model size", "≈ 50M (50.4M counted from its code)", "parameters",
+              _NAACL + " and pretraining_model.py", True, "16 layers, d = 410, BERT cased WordPiece"),
+    # 02 · adaptation
+    Reference(_ADAPTATION, "2019 tutorial: TREC-6 test error after fine-tuning", "3.6", "%",
+              "quoted by notebook 02 (2019 tutorial slides / Colab)", False,
+              "not in the reference notes: the 2019 repository reports no fine-tuning number and the "
+              "slides and Colab could not be read (check the ACL Anthology N19-5004 slides)"),
+    # 04, 05 · ULMFiT's tricks, as the 2019 tutorial found them
+    Reference(_UNFREEZING, "2019 tutorial: gradual unfreezing vs standard fine-tuning",
+              "did not out-perform standard fine-tuning", "", _WOLF_674, True,
+              "qualitative; the numbers are in the slides' hands-on part, not readable here"),
+    Reference(_DISCRIMINATIVE, "2019 tutorial: discriminative fine-tuning vs standard fine-tuning",
+              "did not out-perform standard fine-tuning", "", _WOLF_674, True,
+              "qualitative; the numbers are in the slides' hands-on part, not readable here"),
+    # 06 · multitask
+    Reference(_MULTITASK, "2019 tutorial: multi-task fine-tuning vs standard fine-tuning", "helped", "",
+              _WOLF_674, True, "qualitative"),
+    # 07 · GradTS
+    Reference(_GRADTS, "GradTS improvement of MT-DNN (bert-base-cased) against AUTOSEM, 8 GLUE tasks",
+              "0.33 to 17.93", "%", "Ma et al. 2021, abstract", True,
+              "a range over tasks; whether relative or absolute is not stated in the notes"),
+    Reference(_GRADTS, "GradTS time vs AUTOSEM", "21.32 % less on average", "", "Ma et al. 2021, abstract",
+              True),
+    Reference(_GRADTS, "all-tasks MTL vs single-task; GradTS-trial/-fg",
+              "all-tasks hurts some small tasks (WNLI, CoLA, RTE); GradTS recovers or exceeds "
+              "single-task; fg ≥ trial", "", "Ma et al. 2021, recalled", False,
+              "the per-task table was not retrievable"),
+    # 08 · TDT
+    Reference(_TDT, "TDT vs fine-tuning on GLUE and CLUE", "consistently better", "",
+              "Zeng et al. 2022, abstract", True, "with different PLMs"),
+    Reference(_TDT, "TDT − fine-tuning, GLUE average (BERT-base/large, RoBERTa-large)", "+0.5 to +1.5",
+              "points", "Zeng et al. 2022, recalled", False,
+              "larger on small tasks (RTE, MRPC, CoLA, STS-B) and low-resource subsets; "
+              "not checked against Tables 1–3 of arXiv 2203.11431"),
+    # 09 · DART / LM-BFF
+    *(Reference(_DART, f"{method}, {task}", value, "% accuracy", _DART_SOURCE, False, _DART_NOTE)
+      for method, row in {
+          "fine-tuning ([CLS], few-shot)": ("81.4 (3.8)", "76.9 (5.9)", "75.8 (3.2)"),
+          "LM-BFF (manual prompt) as reported in DART": ("92.3 (1.0)", "85.5 (2.8)", "89.0 (1.4)"),
+          "P-tuning as reported in DART": ("92.2 (0.4)", "86.7 (1.2)", "91.8 (1.1)"),
+          "DART": ("93.5 (0.5)", "88.2 (1.0)", "91.8 (0.5)"),
+      }.items()
+      for task, value in zip(("SST-2", "MR", "CR"), row)),
+    Reference(_DART, "zero-shot prompt, SST-2 (LM-BFF)", "≈ 83.6", "% accuracy", "LM-BFF, recalled",
+              False, _DART_NOTE),
+    Reference(_DART, "full-data fine-tuning, SST-2 (LM-BFF)", "≈ 95.0", "% accuracy",
+              "LM-BFF, recalled", False, _DART_NOTE),
+    # 11 · amnesic probing / INLP
+    Reference(_AMNESIC, "INLP, GloVe gender: linear SVM accuracy before → after INLP", "100 → 49.3",
+              "% accuracy", "Ravfogel et al. 2020 (paper text)", True,
+              "different setting: 300-d GloVe vectors, 35 iterations"),
+    Reference(_AMNESIC, "INLP, GloVe gender: 1-hidden-layer MLP after INLP", "85.0", "% accuracy",
+              "Ravfogel et al. 2020 (paper text)", True, "INLP guards only linearly"),
+    Reference(_AMNESIC, "INLP, GloVe gender: 10 INLP directions vs 10 manual he−she directions removed",
+              "54.4 vs 80.7", "% accuracy", "Ravfogel et al. 2020 (paper text)", True),
+    Reference(_AMNESIC, "amnesic probing: probing accuracy vs importance for the task",
+              "do not correlate", "", "Elazar et al. 2021, abstract", True),
+    Reference(_AMNESIC, "amnesic probing, BERT-base: vanilla LM accuracy, masked vs non-masked",
+              "≈ 56–57 vs ≈ 94", "% accuracy", "Elazar et al. 2021 Table 2, recalled", False,
+              "removing dep / POS hurts far more than as many random directions; copy the cells "
+              "from the TACL PDF before quoting"),
+)
+
+# 13 · parameter-efficient fine-tuning (appended)
+_PEFT = PEFTSettings.notebook
+REFERENCES = (
+    *REFERENCES,
+    Reference(_PEFT, "LoRA vs full fine-tuning, RoBERTa-base, GLUE average", "87.2 vs 86.4", "",
+              "Hu et al. 2021 Table 2, recalled", False,
+              "LoRA r = 8 on W_q and W_v: 0.3M trained parameters against 125M"),
+    Reference(_PEFT, "Houlsby adapters vs full fine-tuning, BERT-large, GLUE",
+              "within 0.4 points with 3.6 % trained per task", "", "Houlsby et al. 2019, abstract, "
+              "recalled", False),
+    Reference(_PEFT, "BitFit vs full fine-tuning, BERT-large, GLUE", "comparable (about a point)",
+              "", "Ben Zaken et al. 2022, recalled", False,
+              "the bias terms are under 0.1 % of BERT-large's parameters"),
+    Reference(_PEFT, "prompt tuning vs model tuning, T5 on SuperGLUE",
+              "the gap closes only near 10B parameters", "", "Lester et al. 2021 Fig. 1, recalled",
+              False, "far behind at small sizes; they train the prompt at lr 0.3 for 30k steps"),
+    Reference(_PEFT, "(IA)³: share of T0-3B's parameters trained", "≈ 0.01", "%",
+              "Liu et al. 2022 (T-Few), recalled", False, "few-shot; ahead of LoRA in their setting"),
+    Reference(_PEFT, "P-tuning v2 (deep prefixes) vs fine-tuning, 330M-10B models",
+              "comparable, with 0.1-3 % trained", "", "Liu et al. 2022, abstract, recalled", False),
+    Reference(_PEFT, "QLoRA: a 65B model fine-tuned on one 48 GB GPU", "4-bit NF4 base + LoRA", "",
+              "Dettmers et al. 2023, abstract, recalled", False),
+)
+
+
+# 12 · forgetting, regularised fine-tuning, ensembles, distillation (none of these papers is in the
+# reference notes: every entry is recalled and unverified)
+_FORGETTING = ForgettingSettings.notebook
+_RECALLED = "recalled, not in the reference notes: check the paper"
+REFERENCES = (*REFERENCES, *(Reference(_FORGETTING, what, value, unit, source, False, note) for
+                             what, value, unit, source, note in (
+    ("L2-SP vs L2 (weight decay) fine-tuning, target accuracy", "better on every target task", "",
+     "Li, Grandvalet & Davoine 2018 (ICML), image classification (ResNet, Inception)", _RECALLED),
+    ("EWC vs plain SGD on a sequence of tasks", "keeps the old tasks' accuracy where SGD forgets", "",
+     "Kirkpatrick et al. 2017 (PNAS), permuted MNIST and Atari", _RECALLED),
+    ("LwF vs fine-tuning, old task", "less forgetting, new task as good or better", "",
+     "Li & Hoiem 2016 (ECCV) / 2017 (TPAMI), image classification", _RECALLED),
+    ("MNIST test errors: large net / small net (hard labels) / small net distilled", "67 / 146 / 74",
+     "errors of 10,000", "Hinton, Vinyals & Dean 2015, section 3", _RECALLED),
+    ("speech frame accuracy: baseline / 10-model ensemble / distilled single model",
+     "58.9 / 61.1 / 60.8", "% frame accuracy", "Hinton, Vinyals & Dean 2015, Table 1", _RECALLED),
+    ("2019 tutorial slides §4.2.B and §4.3.C", "regularise towards the pretrained weights; "
+     "ensembles and distillation get more signal", "", "NAACL 2019 tutorial slides",
+     "qualitative; the slides could not be read here"),
+)))
+
+
+def notebook_name(notebook: Settings | type[Settings] | str) -> str:
+    """A notebook's name from its settings (an object or its class) or the name itself."""
+    return notebook if isinstance(notebook, str) else notebook.notebook
+
+
+def for_notebook(notebook: Settings | type[Settings] | str) -> list[Reference]:
+    """The entries for a notebook, by its settings (or its name, ``"02_adaptation"``)."""
+    name = notebook_name(notebook)
+    return [r for r in REFERENCES if r.notebook == name]
+
+
+def table(notebook: Settings | type[Settings] | str) -> pd.DataFrame:
+    """The entries as a table with a "verified?" column ("yes" / "**unverified**")."""
+    rows = [{"reference": r.what, "value": f"{r.value} {r.unit}".strip(), "source": r.source,
+             "verified?": "yes" if r.verified else "**unverified**", "note": r.note}
+            for r in for_notebook(notebook)]
+    return pd.DataFrame(rows, columns=["reference", "value", "source", "verified?", "note"])

@@ -1,0 +1,18 @@
+"""Chapter *token_tasks*: notebook 14, transfer to token-level tasks (named entities, extractive QA).
+
+Read first
+    ``token_tasks.py``: word tags carried onto sub-word pieces (``tokenize_and_align``) and back,
+    the token classifier and entity-level scoring; ``extractive_qa.py`` reuses its fitting.
+
+Modules
+    ``settings.py`` — ``TokenTaskSettings``.
+    ``token_tasks.py`` — IOB tags, ``TokenClassifier``, ``entity_scores`` (seqeval), baselines.
+    ``extractive_qa.py`` — windows, answer spans as token positions, the span search, EM/F1.
+    ``plots.py`` — 14's figure.
+
+The notebook calls
+    ``token_tasks.tokenize_and_align``, ``align_labels``, ``TokenClassifier``, ``finetune_ner``,
+    ``entity_scores``, ``MajorityTagger``, ``all_o_tagger``; ``extractive_qa.windows``,
+    ``char_to_token_span``, ``best_span``, ``finetune_qa``, ``squad_scores``,
+    ``normalize_answer``, the three baselines; ``plots.plot_token_tasks``.
+"""

@@ -1,0 +1,88 @@
+"""Matplotlib figures shared by the notebooks (each returns its Figure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from .training import History
+
+
+def _smooth(values: Sequence[float], window: int) -> np.ndarray:
+    values = np.asarray(values, dtype=float)
+    if window <= 1 or len(values) < window:
+        return values
+    kernel = np.ones(window) / window
+    return np.convolve(values, kernel, mode="valid")
+
+
+def plot_pretraining(histories: Mapping[str, History], smooth: int = 25) -> plt.Figure:
+    """Training loss (smoothed), validation loss, and the learning-rate schedule per run."""
+    fig, (ax_loss, ax_lr) = plt.subplots(1, 2, figsize=(11, 3.6))
+    for name, h in histories.items():
+        steps = [r["step"] for r in h.train]
+        loss = _smooth([r["loss"] for r in h.train], smooth)
+        line, = ax_loss.plot(steps[len(steps) - len(loss):], loss, label=f"{name} train")
+        evals = [r for r in h.evals if r["split"] == "validation"]
+        ax_loss.plot([r["step"] for r in evals], [r["loss"] for r in evals], "o--",
+                     color=line.get_color(), label=f"{name} validation")
+        ax_lr.plot(steps, [r["lr"] for r in h.train], label=name)
+    ax_loss.set(xlabel="optimizer step", ylabel="cross-entropy (nats / sub-word)",
+                title="loss")
+    ax_lr.set(xlabel="optimizer step", ylabel="learning rate", title="schedule: warm-up + cosine")
+    ax_loss.legend(fontsize=8)
+    ax_lr.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_learning_curves(
+    runs: Mapping[str, Sequence], metric: str = "error", title: str = "validation error"
+) -> plt.Figure:
+    """Mean ± std over seeds of a validation metric against epochs, one line per backbone.
+
+    ``runs`` maps a name to a list of results that have a ``history`` (e.g. FinetuneResult).
+    """
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    for name, results in runs.items():
+        frames = [pd.DataFrame(r.history.evals).set_index("epoch")[metric] for r in results]
+        table = pd.concat(frames, axis=1)
+        mean, std = table.mean(axis=1), table.std(axis=1, ddof=1).fillna(0.0)
+        ax.plot(mean.index, mean.values, marker="o", label=f"{name} (n={len(results)})")
+        ax.fill_between(mean.index, mean - std, mean + std, alpha=0.2)
+    ax.set(xlabel="epoch", ylabel=metric, title=title)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_confusion(
+    matrices: Mapping[str, np.ndarray], labels: Sequence[str], normalize: bool = True
+) -> plt.Figure:
+    """Side-by-side confusion matrices (rows = gold label, columns = prediction)."""
+    fig, axes = plt.subplots(1, len(matrices), figsize=(4.2 * len(matrices), 3.9), squeeze=False)
+    for ax, (name, m) in zip(axes[0], matrices.items()):
+        m = np.asarray(m, dtype=float)
+        shown = m / m.sum(axis=1, keepdims=True).clip(min=1) if normalize else m
+        ax.imshow(shown, cmap="Blues", vmin=0, vmax=1 if normalize else None)
+        for i in range(len(labels)):
+            for j in range(len(labels)):
+                ax.text(j, i, int(m[i, j]), ha="center", va="center", fontsize=8,
+                        color="white" if shown[i, j] > 0.5 else "black")
+        ax.set_xticks(range(len(labels)), labels, rotation=45)
+        ax.set_yticks(range(len(labels)), labels)
+        ax.set(xlabel="predicted", ylabel="gold", title=name)
+    fig.tight_layout()
+    return fig
+
+
+def plot_label_counts(counts: Mapping[str, Mapping[str, int]]) -> plt.Figure:
+    """Grouped bars: label frequency per split."""
+    frame = pd.DataFrame(counts).fillna(0)
+    ax = frame.plot.bar(figsize=(6.5, 3.2), rot=0)
+    ax.set(ylabel="examples", title="label distribution")
+    ax.figure.tight_layout()
+    return ax.figure
