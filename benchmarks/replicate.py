@@ -236,11 +236,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
                         "integer offset of your own (e.g. 2000: results in results/<scale>/seeds-2000, "
                         "the record beside them; the committed report is left alone)")
     args = parser.parse_args(argv)
+    config.offset_of(args.seeds)  # a bad value: one clear error before anything runs
     own = args.seeds != "held-out"
-    if own:
-        os.environ[config.SEEDS_ENV_VAR] = args.seeds
-        config.seed_offset()  # a bad value: one clear error before anything runs
-        del os.environ[config.SEEDS_ENV_VAR]
     first_dir = (args.first or ROOT / "results" / args.scale).resolve()
     held_dir = (args.held_out or first_dir / (f"seeds-{args.seeds}" if own else HELD_OUT_DIR)).resolve()
     if args.run and run_held_out(args.scale, held_dir, args.only, args.seeds) != 0:

@@ -389,6 +389,13 @@ def test_replicate_main_writes_replication_json_and_the_results_md_table(tmp_pat
     assert re.search(r"\|\s*02_x\s*\|\s*holds vs base\s*\|.*\|\s*replicated\s*\|", report)
     replicate.main(["--first", str(first_dir), "--held-out", str(held_dir)])  # again: replaced
     assert (first_dir / reports.REPORT_NAME).read_text().count("## Held-out replication") == 1
+    # a seed set of one's own: its record beside its results, the committed ones left alone
+    committed = {p.name: p.read_bytes() for p in first_dir.iterdir() if p.is_file()}
+    own = replicate.main(["--first", str(first_dir), "--held-out", str(held_dir), "--seeds", "2000"])
+    assert json.loads((held_dir / reports.REPLICATION_NAME).read_text())["counts"] == own["counts"]
+    assert {p.name: p.read_bytes() for p in first_dir.iterdir() if p.is_file()} == committed
+    with pytest.raises(config.ConfigError, match="unknown seed set 'tuned'"):
+        replicate.main(["--first", str(first_dir), "--seeds", "tuned"])
 
 
 def test_replicate_only_narrows_the_re_run_never_the_record(tmp_path):

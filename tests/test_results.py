@@ -45,6 +45,7 @@ def fake_notebook(n_images: int) -> dict:
 @pytest.fixture
 def results_env(tmp_path, monkeypatch):
     monkeypatch.setenv(results.RESULTS_ENV_VAR, str(tmp_path))
+    monkeypatch.delenv(config.SEEDS_ENV_VAR, raising=False)  # the main seed set
     return tmp_path
 
 
@@ -57,6 +58,7 @@ def test_save_records_the_seeds_or_flags_that_none_were_given(results_env):
     blob = json.loads(path.read_text())
     assert blob["seeds"] == {"MiniLM": [0], "small": [0, 1]} and blob["seeds_source"] == "notebook"
     assert blob["scale"] == "smoke" and blob["environment"].startswith("scale      : smoke")
+    assert blob["seed_set"] == "main"  # which seed set produced it ($TUTORIAL_SEEDS unset)
     blob = json.loads(results.save("03_x", scale, {"t": table}).read_text())
     assert blob["seeds"] == [] and blob["seeds_source"] == "not recorded"
     assert blob["tables"]["t"]["records"] == [{"method": "a", "error": 0.5}]

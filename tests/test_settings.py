@@ -185,7 +185,7 @@ def test_every_seed_field_is_typed_so_a_seed_set_moves_it(cls):
 
 def test_an_integer_seed_offset_moves_every_typed_seed(monkeypatch):
     monkeypatch.setenv(config.SEEDS_ENV_VAR, "7")
-    moved, main = DARTSettings.at("smoke"), None
+    moved = DARTSettings.at("smoke")
     monkeypatch.delenv(config.SEEDS_ENV_VAR)
     main = DARTSettings.at("smoke")
     assert moved.splits == tuple(s + 7 for s in main.splits) and moved.steps == main.steps

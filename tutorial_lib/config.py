@@ -212,10 +212,15 @@ HELD_OUT_OFFSET = SEED_SETS["held-out"]  # disjoint from every main seed (all < 
 
 
 def seed_offset() -> int:
-    """What this run adds to every seed and few-shot split (``$TUTORIAL_SEEDS``, the one place it is
-    read): ``main`` (or unset) 0, ``held-out`` 1000, or any non-negative integer — a seed set of
-    your own (``TUTORIAL_SEEDS=2000``) to replicate a notebook on."""
-    chosen = (os.environ.get(SEEDS_ENV_VAR) or "main").strip().lower()
+    """What this run adds to every seed and few-shot split: :func:`offset_of` ``$TUTORIAL_SEEDS``
+    (the one place it is read; unset: main)."""
+    return offset_of(os.environ.get(SEEDS_ENV_VAR) or "main")
+
+
+def offset_of(seed_set_name: str) -> int:
+    """A seed set's offset: ``main`` 0, ``held-out`` 1000, or any non-negative integer — a seed set
+    of your own (``TUTORIAL_SEEDS=2000``) to replicate a notebook on."""
+    chosen = seed_set_name.strip().lower()
     if chosen in SEED_SETS:
         return SEED_SETS[chosen]
     if chosen.isdigit():

@@ -18,9 +18,9 @@ import pandas as pd
 from scipy import stats as sps
 
 from . import stats
-from .config import RESULTS_ENV_VAR, Scale, cache_dir
+from .config import RESULTS_ENV_VAR, Scale, cache_dir, seed_set
 from .runtime import atomic_write, describe
-from .settings import Settings
+from .settings import Settings, notebook_name
 
 
 def results_dir(scale: Scale) -> Path:
@@ -112,7 +112,7 @@ def save(notebook: Settings | str, scale: Scale, tables: dict[str, pd.DataFrame]
     ``{"what": [...]}``; every notebook passes them (``seeds_of`` reads them off a table).
     ``effects``: the notebook's main comparisons (see :func:`effects`).
     """
-    notebook = notebook if isinstance(notebook, str) else notebook.notebook
+    notebook = notebook_name(notebook)
     source = "notebook" if seeds is not None else "not recorded"
     seeds = seeds if seeds is not None else []
     payload = {
@@ -122,6 +122,7 @@ def save(notebook: Settings | str, scale: Scale, tables: dict[str, pd.DataFrame]
         "environment": describe(scale),
         "seeds": _plain(seeds),
         "seeds_source": source,
+        "seed_set": seed_set(),  # main, held-out or "offset N" ($TUTORIAL_SEEDS)
         "notes": notes,
         "effects": [{"notebook": notebook, **e} for e in effects],
         "tables": {

@@ -235,6 +235,11 @@ def _check(cls: type[Settings]) -> None:
         cls.at(scale)
 
 
+def notebook_name(notebook: Settings | type[Settings] | str) -> str:
+    """A notebook's name from its settings (an object or its class) or the name itself."""
+    return notebook if isinstance(notebook, str) else notebook.notebook
+
+
 def registered() -> tuple[type[Settings], ...]:
     """Every notebook settings class imported so far, in notebook order, each checked once.
 

@@ -415,6 +415,5 @@ def fit(
 
 __all__ = [  # the names of tutorial_lib.batches (and models.IGNORE_INDEX) stay importable here
     "IGNORE_INDEX", "Batch", "ResumableBatchSampler", "eval_loader", "input_lengths", "mask_tokens",
-    "pad_collate",
-    "pad_ids", "resumable_loader",
+    "pad_collate", "pad_ids", "resumable_loader",
 ]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..settings import PRETRAINING, Settings
+from ..settings import PRETRAINING, Settings, notebook_name
 from .adaptation.settings import AdaptationSettings, DiscriminativeSettings, UnfreezingSettings
 from .forgetting.settings import ForgettingSettings
 from .multitask.settings import GradTSSettings, MultitaskSettings
@@ -168,11 +168,6 @@ REFERENCES = (*REFERENCES, *(Reference(_FORGETTING, what, value, unit, source, F
      "ensembles and distillation get more signal", "", "NAACL 2019 tutorial slides",
      "qualitative; the slides could not be read here"),
 )))
-
-
-def notebook_name(notebook: Settings | type[Settings] | str) -> str:
-    """A notebook's name from its settings (an object or its class) or the name itself."""
-    return notebook if isinstance(notebook, str) else notebook.notebook
 
 
 def for_notebook(notebook: Settings | type[Settings] | str) -> list[Reference]:
