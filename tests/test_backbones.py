@@ -137,6 +137,24 @@ def test_a_first_load_leaves_the_callers_random_numbers_alone(ours_env):
     assert (torch.rand(3).tolist(), random.random(), float(np.random.rand())) == first
 
 
+def test_a_tiny_hub_network_is_the_same_wherever_it_is_first_loaded(ours_env):
+    """At smoke a Hugging Face backbone is a random network of its class: its weights must not
+    depend on the caller's random state when the first load happens (a notebook that loads it in a
+    demo cell, unseeded, and one that loads it first inside a seeded run must train the same model;
+    without a seed of its own it did not, and smoke runs differed from process to process)."""
+    if not backbones.model_path("minilm").joinpath("config.json").is_file():
+        pytest.skip("offline MiniLM not installed")
+
+    def first_load(state: int) -> torch.Tensor:
+        backbones.forget_loaded()
+        torch.manual_seed(state)
+        return backbones.load_backbone("minilm", SMOKE).encoder.embeddings.word_embeddings.weight
+
+    assert SMOKE.tiny_hub_models
+    assert torch.equal(first_load(1), first_load(2))
+    backbones.forget_loaded()
+
+
 # --- Hugging Face --------------------------------------------------------------------------------
 
 

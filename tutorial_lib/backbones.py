@@ -437,7 +437,8 @@ def _load_hf(name: str, kind: str | None, max_len: int, tiny: bool = False) -> B
         kind = kind or (LOCAL_MODELS[name].kind if name in LOCAL_MODELS else hub_kind(path))
         if kind not in KINDS:
             raise BackboneError(f"unknown kind {kind!r}: choose one of {KINDS}")
-        if tiny:  # random weights of the same class: the code paths, not the knowledge
+        if tiny:  # random weights of the same class: the code paths, not the knowledge; seeded,
+            torch.manual_seed(0)  # so a run never depends on where the first load happened
             lm = _AUTO[kind].from_config(tiny_config(path), dtype=torch.float32)
         else:
             lm = _AUTO[kind].from_pretrained(path, dtype=torch.float32)
