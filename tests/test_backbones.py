@@ -9,7 +9,8 @@ from tiny import padded_batch, tiny_bert_classifier, tiny_classifier, tiny_llama
 from transformers import LlamaConfig
 
 from tutorial_lib import backbones, config, models, pretraining
-from tutorial_lib.backbones import Backbone, BackboneError, layer_groups, layer_states
+from tutorial_lib.anatomy import layer_groups
+from tutorial_lib.backbones import Backbone, BackboneError, layer_states
 from tutorial_lib.config import CACHE_ENV_VAR, DATA_ENV_VAR
 from tutorial_lib.models import SequenceClassifier, TransformerClassifier, TransformerLM
 

@@ -24,8 +24,9 @@ token is its last one); ``encoder`` (ids → hidden states) and :func:`layer_sta
 state after every layer); ``pool`` — where the sequence representation is ("last" for causal
 models, "first" for BERT-style ones); ``lm`` (the network with its LM head, when it has one);
 :meth:`Backbone.classifier` (a fresh classification head on the pooled position); and
-:func:`layer_groups`, the layers top-down that gradual unfreezing and discriminative learning rates
-walk through.
+:func:`tutorial_lib.anatomy.layer_groups`, the layers top-down that gradual unfreezing and
+discriminative learning rates walk through (where each family keeps its parts:
+:mod:`tutorial_lib.anatomy`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -226,10 +226,11 @@ class Backbone:
     @property
     def layer_names(self) -> list[str]:
         """Names of the hidden states of :func:`layer_states`, bottom to top, numbered as the
-        tutorial numbers layers everywhere (:data:`LAYER_NUMBERING`): "embeddings" is state 0 and
-        "block i" / "layer i" is state i, the output of the i-th block (ours: ``blocks[i - 1]`` of
-        models.py; the top one has gone through the final LayerNorm). The word is what the encoder
-        declares (``layer_names``: ours, blocks), else Hugging Face's "layer"."""
+        tutorial numbers layers everywhere (:data:`tutorial_lib.anatomy.LAYER_NUMBERING`):
+        "embeddings" is state 0 and "block i" / "layer i" is state i, the output of the i-th block
+        (ours: ``blocks[i - 1]`` of models.py; the top one has gone through the final LayerNorm).
+        The word is what the encoder declares (``layer_names``: ours, blocks), else Hugging
+        Face's "layer"."""
         word, top = getattr(self.encoder, "layer_names", ("layer", ""))
         return ["embeddings", *(f"{word} {i}" for i in range(1, self.n_layers)),
                 f"{word} {self.n_layers}{top}"]
@@ -488,52 +489,3 @@ def load_backbone(
 def forget_loaded() -> None:
     """Drop the in-process copies kept by :func:`load_backbone` (e.g. after re-pretraining)."""
     _PROTOTYPES.clear()
-
-
-# --- layers, top-down ------------------------------------------------------------------------------
-
-
-class Layer(NamedTuple):
-    """One unit of unfreezing / discriminative learning rates: a name and its modules."""
-
-    name: str
-    modules: tuple[nn.Module, ...]
-
-    def parameters(self) -> list[nn.Parameter]:
-        seen: dict[int, nn.Parameter] = {}
-        for m in self.modules:
-            seen.update((id(p), p) for p in m.parameters())
-        return list(seen.values())
-
-
-LAYER_NUMBERING = ("layer 0 is the embedding output; layer i (1 … L) is the output of the i-th "
-                   "Transformer block, as in Hugging Face's hidden_states and ELMo's h_j")
-
-
-def layer_groups(model: nn.Module, merge_final_norm: bool = False) -> list[Layer]:
-    """The layers of a classifier from the top down: head, [final norm,] layer N … layer 1,
-    embeddings — numbered as :data:`LAYER_NUMBERING` says (layer i: the i-th block).
-
-    The classifier's ``encoder`` is ours (``head, ln_f, block N-1, …, block 0, embeddings``:
-    token and position embeddings; a tied ``lm_head`` is the token embedding), BERT-style
-    (``encoder.layer``) or Llama-style (``layers`` + ``norm``). ``merge_final_norm`` puts the
-    final norm together with the top layer (the norm that layer's output goes through), which is
-    what gradual unfreezing and discriminative rates use.
-    """
-    enc = getattr(model, "encoder", None)
-    if hasattr(enc, "blocks"):  # ours: pre-LN blocks and a final norm
-        blocks, norm, emb = list(enc.blocks), enc.ln_f, (enc.tok_emb, enc.pos_emb)
-        names = ("block", "ln_f")
-    elif hasattr(enc, "encoder"):  # BERT: post-LN layers, no final norm
-        blocks, norm, emb, names = list(enc.encoder.layer), None, (enc.embeddings,), ("layer", "")
-    elif hasattr(enc, "layers"):  # Llama-style decoder: pre-LN layers and a final norm
-        blocks, norm, emb = list(enc.layers), enc.norm, (enc.embed_tokens,)
-        names = ("layer", "norm")
-    else:
-        raise TypeError(f"layer_groups does not know the layers of {type(model).__name__}")
-    layers = [Layer(f"{names[0]} {i}", (b,)) for i, b in enumerate(blocks, start=1)][::-1]
-    top = [] if norm is None else [Layer(names[1], (norm,))]
-    if norm is not None and merge_final_norm:
-        layers[0] = Layer(f"{layers[0].name} + {names[1]}", (*layers[0].modules, norm))
-        top = []
-    return [Layer("head", (model.head,)), *top, *layers, Layer("embeddings", emb)]

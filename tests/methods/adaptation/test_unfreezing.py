@@ -7,7 +7,7 @@ from ignite.engine import Events
 from tiny import tiny_classifier as _clf
 from torch.utils.data import DataLoader
 
-from tutorial_lib.backbones import layer_groups
+from tutorial_lib.anatomy import layer_groups
 from tutorial_lib.methods.adaptation.unfreezing import (
     Unfreezing,
     UnfreezingHandler,

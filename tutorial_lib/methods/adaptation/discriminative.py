@@ -26,7 +26,7 @@ from ignite.engine import Engine, Events
 from ignite.handlers import PiecewiseLinear
 from torch import nn
 
-from ...backbones import Layer, layer_groups
+from ...anatomy import Layer, layer_groups
 from ...params import ADAMW_DEFAULTS, decay_groups
 from ...training import attach_lr_scales
 

@@ -22,7 +22,7 @@ import torch
 from ignite.engine import Engine, Events
 from torch import nn
 
-from ...backbones import Layer, layer_groups
+from ...anatomy import Layer, layer_groups
 from ...training import Method
 from .discriminative import layer_param_groups
 

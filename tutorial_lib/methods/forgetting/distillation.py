@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -30,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader
 
+from ...anatomy import truncated
 from ...backbones import Backbone
 from ...models import IGNORE_INDEX, count_parameters
 from ...runtime import autocast, autocast_dtype, device, seed_everything
@@ -178,17 +178,11 @@ def transfer_text(task: Task, n: int | None, seed: int = 1) -> list[str]:
 
 
 def truncated_backbone(backbone: Backbone, layers: int) -> Backbone:
-    """A copy of a BERT-style ``backbone`` keeping only its first ``layers`` Transformer layers
+    """A copy of a Hugging Face ``backbone`` keeping only its first ``layers`` Transformer layers
     (embeddings and tokenizer as they are): a pretrained student ``layers / n_layers`` as deep."""
     if not 1 <= layers <= backbone.n_layers:
         raise ValueError(f"a student of {layers} layers: choose 1 to {backbone.n_layers}")
-    encoder = copy.deepcopy(backbone.encoder)
-    stack = getattr(getattr(encoder, "encoder", None), "layer", None)
-    if not isinstance(stack, nn.ModuleList):
-        raise TypeError(f"truncating layers needs a BERT-style encoder (encoder.layer), not "
-                        f"{type(encoder).__name__}")
-    encoder.encoder.layer = nn.ModuleList(list(stack)[:layers])
-    encoder.config.num_hidden_layers = layers
+    encoder = truncated(backbone.encoder, layers)
     return Backbone(f"{backbone.name}[:{layers}]", backbone.kind, backbone.tokenizer, encoder,
                     backbone.max_len, encoder)
 

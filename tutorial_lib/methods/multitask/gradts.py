@@ -56,7 +56,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -65,73 +64,23 @@ import torch
 from scipy.stats import kendalltau
 from torch import nn
 
-from ...models import Transformer
+from ...anatomy import KeyValue, key_values
 
 Slicing = Literal["rows", "upstream"]
 LossFn = Callable[[Any], torch.Tensor]
 K = TypeVar("K", bound=Hashable)
 
-# attributes under which wrappers keep their encoder: classifiers and MultiHeadModel (.encoder),
-# our TransformerLM and HF *For* models (.base_model), a prompt classifier (.lm)
-_WRAPPER_ATTRS = ("encoder", "base_model", "lm", "model")
+# --- where the key and value weights are: tutorial_lib.anatomy.key_values ---------------------
 
 
-# --- where the key and value weights are -------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class KVSpec:
-    """One layer: the Linear modules producing K and V, the rows that are K / V, and n_heads."""
-
-    key: nn.Linear
-    key_rows: slice
-    value: nn.Linear
-    value_rows: slice
-    n_heads: int
-
-
-def _bert_layers(module: nn.Module) -> list[KVSpec] | None:
-    """Specs of a BERT-like encoder (``encoder.layer[i].attention.self.key/value``), else None."""
-    layers = getattr(getattr(module, "encoder", None), "layer", None)
-    if not isinstance(layers, nn.ModuleList) or len(layers) == 0:
-        return None
-    specs = []
-    for layer in layers:
-        attn = getattr(getattr(layer, "attention", None), "self", None)
-        key, value = getattr(attn, "key", None), getattr(attn, "value", None)
-        if not (isinstance(key, nn.Linear) and isinstance(value, nn.Linear)):
-            return None
-        n_heads = getattr(attn, "num_attention_heads", None)
-        if n_heads is None:
-            n_heads = module.config.num_attention_heads
-        specs.append(KVSpec(key, slice(0, key.out_features), value, slice(0, value.out_features),
-                             int(n_heads)))
-    return specs
-
-
-def kv_specs(model: nn.Module, _depth: int = 0) -> list[KVSpec]:
-    """Every attention layer's K/V spec in ``model`` (ours or a Hugging Face BERT), bottom first."""
-    if isinstance(model, Transformer):
-        d = model.config.d_model
-        return [KVSpec(b.attn.qkv, slice(d, 2 * d), b.attn.qkv, slice(2 * d, 3 * d), b.attn.n_head)
-                for b in model.blocks]
-    specs = _bert_layers(model)
-    if specs is not None:
-        return specs
-    if _depth < 3:
-        for name in _WRAPPER_ATTRS:
-            child = getattr(model, name, None)
-            if isinstance(child, nn.Module) and child is not model:
-                try:
-                    return kv_specs(child, _depth + 1)
-                except ValueError:
-                    pass
-    raise ValueError(
-        f"GradTS cannot find the attention key/value weights of a {type(model).__name__}: "
-        "supported are tutorial_lib.models.Transformer, BERT-like Hugging Face encoders "
-        "(encoder.layer[i].attention.self.key/value: BERT, RoBERTa, MiniLM ...) and modules "
-        f"wrapping one as .{', .'.join(_WRAPPER_ATTRS)}."
-    )
+def kv_specs(model: nn.Module) -> list[KeyValue]:
+    """Every attention layer's keys and values in ``model`` (ours or a BERT-like encoder, on its
+    own or inside a classifier, an LM or a multi-head model), bottom first."""
+    try:
+        return key_values(model)
+    except (TypeError, AttributeError) as err:
+        raise ValueError(f"GradTS cannot find the attention key/value weights of a "
+                         f"{type(model).__name__}: {err}") from err
 
 
 def kv_weights(model: nn.Module) -> list[tuple[torch.Tensor, torch.Tensor, int]]:
@@ -160,7 +109,7 @@ def _per_head(grad_abs: torch.Tensor, n_heads: int, slicing: Slicing) -> torch.T
     raise ValueError(f"slicing must be 'rows' or 'upstream', got {slicing!r}")
 
 
-def kv_score(g_key: torch.Tensor | None, g_value: torch.Tensor | None, spec: KVSpec,
+def kv_score(g_key: torch.Tensor | None, g_value: torch.Tensor | None, spec: KeyValue,
               slicing: Slicing, shape: tuple[int, ...]) -> torch.Tensor:
     """mean(|g_K| + |g_V|) per head (the two slices have the same size) -> [..., n_heads]."""
     score = torch.zeros(*shape, spec.n_heads)

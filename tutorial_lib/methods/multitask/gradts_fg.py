@@ -22,13 +22,13 @@ import torch
 from torch import nn
 
 from ... import stats
+from ...anatomy import KeyValue
 from ...batches import eval_loader, pad_collate
 from ...evaluation import logits_step
 from ...runtime import autocast_dtype, device, device_of
 from ...tasks import compute_metrics, predictions_from_logits
 from ...training import to_device
 from .gradts import (
-    KVSpec,
     LossFn,
     Slicing,
     gradient_state,
@@ -110,7 +110,7 @@ def instance_importance(
 
 
 def _per_example_matrices(
-    specs: Sequence[KVSpec],
+    specs: Sequence[KeyValue],
     records: Mapping[int, list[tuple[torch.Tensor, torch.Tensor]]],
     g_out: Mapping[int, torch.Tensor | None],
     slicing: Slicing,

@@ -33,7 +33,8 @@ from sklearn.preprocessing import StandardScaler
 from torch import nn
 
 from ... import stats
-from ...backbones import Backbone, layer_groups, load_backbone
+from ...anatomy import layer_groups
+from ...backbones import Backbone, load_backbone
 from ...config import Scale
 from ...evaluation import evaluate
 from ...models import pool_hidden

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import DynamicCache
 
+from ...anatomy import Anatomy, anatomy
 from ...backbones import OURS, Backbone, load_backbone
 from ...config import Scale
 
@@ -51,18 +52,28 @@ def fresh_copy(lm: Backbone) -> Backbone:
     return dataclasses.replace(lm, lm=copy.deepcopy(lm.lm), encoder=None)
 
 
+def _decoder_anatomy(encoder: nn.Module) -> Anatomy | None:
+    """The anatomy of a Hugging Face decoder (Llama-like: ``layers`` + ``norm``), else None."""
+    try:
+        parts = anatomy(encoder)
+    except TypeError:
+        return None
+    return parts if parts.family == "llama" else None
+
+
 def freeze_below(lm: Backbone, trainable_layers: int | None) -> None:
     """Freeze everything but the top ``trainable_layers`` decoder layers and the final norm of a
     causal LM (None: train all). The word embeddings stay frozen: they are the tied LM head,
     whose label rows are the classifier. On a CPU this is what makes a 135M model trainable."""
     if trainable_layers is None:
         return
-    layers = getattr(lm.encoder, "layers", None)
-    if lm.answer_slot != "next" or layers is None:
+    parts = _decoder_anatomy(lm.encoder)
+    if lm.answer_slot != "next" or parts is None:
         raise PromptError("freeze_below is for a causal LM's decoder layers")
     for p in lm.lm.parameters():
         p.requires_grad_(False)
-    keep = list(layers)[len(layers) - trainable_layers:] + [lm.encoder.norm]
+    layers = parts.blocks
+    keep = list(layers)[len(layers) - trainable_layers:] + [parts.final_norm]
     for module in keep:
         for p in module.parameters():
             p.requires_grad_(True)
@@ -124,7 +135,7 @@ class TopLayers(nn.Module):
 
     def __init__(self, decoder: nn.Module, frozen: FrozenStates) -> None:
         super().__init__()
-        if getattr(decoder.config, "attention_dropout", 0.0) or not hasattr(decoder, "layers"):
+        if getattr(decoder.config, "attention_dropout", 0.0) or _decoder_anatomy(decoder) is None:
             raise PromptError("frozen states need a Hugging Face decoder without dropout")
         self.decoder, self.frozen = decoder, frozen
         self.config = decoder.config

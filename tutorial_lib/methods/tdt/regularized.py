@@ -42,6 +42,7 @@ from ignite.engine import Engine, Events
 from torch import nn
 from torch.utils.data import DataLoader
 
+from ...anatomy import anatomy
 from ...backbones import Backbone
 from ...evaluation import evaluate
 from ...finetuning import method_and_run
@@ -74,14 +75,13 @@ def check_labels(labels: torch.Tensor, method: str) -> None:
 
 
 def embedding_output_module(model: nn.Module) -> nn.Module:
-    """The module whose output is the embedding layer's output e (shape [B, T, H])."""
-    encoder = getattr(model, "encoder", None)
-    # BERT: LayerNorm + dropout of word + position + type; ours: dropout(tok_emb + pos_emb)
-    module = getattr(encoder, "embeddings", None) or getattr(encoder, "drop", None)
-    if not isinstance(module, nn.Module):
+    """The module whose output is the embedding layer's output e (shape [B, T, H]): BERT's
+    LayerNorm + dropout of word + position + type, our dropout of tok_emb + pos_emb."""
+    try:
+        return anatomy(model).embedding_output
+    except TypeError as err:
         raise TypeError(f"perturbing embeddings is implemented for a SequenceClassifier on our "
-                        f"Transformer or a BERT-style encoder, not {type(model).__name__}")
-    return module
+                        f"Transformer or a BERT-style encoder, not {type(model).__name__}") from err
 
 
 def content_mask(model: nn.Module, attention_mask: torch.Tensor) -> torch.Tensor:
