@@ -112,3 +112,21 @@ def test_the_unigram_floor_is_the_smoothed_token_frequency():
     want = -torch.log(counts / counts.sum())[[0, 1]].mean().item()
     assert pretraining.unigram_loss(train, valid, 3) == pytest.approx(want)
     assert pretraining.unigram_loss(train, valid, 3) < math.log(3)  # beats the uniform guess
+
+
+def test_ensure_pretrains_what_the_settings_name_and_nothing_else(monkeypatch):
+    """``ensure`` reads the backbone fields (and also_needs) of a notebook's settings: each of our
+    objectives once, scratch only its tokenizer, other backbones nothing."""
+    from tutorial_lib.methods.adaptation.settings import AdapterSettings
+    from tutorial_lib.methods.probing.settings import ProbingSettings
+
+    calls = []
+    monkeypatch.setattr(pretraining, "load_or_pretrain", lambda scale, obj: calls.append(obj) or obj)
+    monkeypatch.setattr(pretraining, "get_tokenizer", lambda scale: calls.append("tokenizer"))
+    smoke = config.get_scale("smoke")
+    probing = ProbingSettings.at(smoke)
+    assert {"ours", "ours-mlm", "scratch"} <= set(probing.models)
+    assert pretraining.ensure(smoke, probing) == {"causal": "causal", "mlm": "mlm"}
+    assert sorted(calls) == ["causal", "mlm", "tokenizer"]
+    calls.clear()
+    assert pretraining.ensure(smoke, AdapterSettings.at(smoke)) == {} and calls == []  # MiniLM only

@@ -53,16 +53,14 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from . import pretraining
 from .config import Scale, cache_dir
 from .models import POOLS, SequenceClassifier, TransformerClassifier, TransformerLM
-from .pretraining import get_tokenizer, load_or_pretrain, model_config
+from .pretraining import OURS, get_tokenizer, model_config
 from .runtime import device_of
 from .tokenization import encode_with_cls
 from .training import pad_ids
 
-# our backbones and the objective each was pretrained with (scratch: the causal architecture,
-# random weights)
-OURS: dict[str, str] = {"ours": "causal", "ours-mlm": "mlm", "scratch": "causal"}
 KINDS = ("causal", "masked", "encoder")
 
 
@@ -427,7 +425,10 @@ def _load_ours(name: str, scale: Scale, seed: int) -> Backbone:
         torch.manual_seed(seed)
         lm = TransformerLM(model_config(scale, tokenizer, "causal"))
     else:
-        lm = load_or_pretrain(scale, OURS[name]).model
+        try:  # loading only: a notebook makes sure they exist (pretraining.ensure)
+            lm = pretraining.load(scale, OURS[name]).model
+        except pretraining.NotPretrained as err:
+            raise BackboneError(str(err)) from err
     kind = "causal" if lm.config.causal else "masked"
     return Backbone(name, kind, tokenizer, lm, scale.model.max_len)
 
@@ -470,8 +471,9 @@ def load_backbone(
     # keyed by the cache directory too: another $TUTORIAL_CACHE_DIR is another pretrained "ours"
     key = (name, scale.name, kind, seed if name == "scratch" else None, max_len, cache_dir())
     if key not in _PROTOTYPES:
-        # A first load draws random numbers (scratch's init, pretraining), a cached one none: keep
-        # the caller's generators untouched, so a seeded run does not depend on what was loaded.
+        # A first load may draw random numbers (scratch's init, a tiny Hub network), a cached one
+        # none: keep the caller's generators untouched, so a seeded run does not depend on what
+        # was loaded.
         states = random.getstate(), np.random.get_state()
         with torch.random.fork_rng():
             if name in OURS:

@@ -395,12 +395,12 @@ def load_pretrained(directory: str | Path, causal: bool | None = None) -> Transf
     if not path.exists():
         raise ModelError(
             f"no checkpoint at {path}: run notebook 01_pretraining (or "
-            "tutorial_lib.pretraining.load_or_pretrain) to create it."
+            "tutorial_lib.pretraining.ensure) to create it."
         )
     damage = integrity.problem(path, require_record=False)  # files saved by hand may have none
     if damage:
         raise ModelError(f"checkpoint {path} is damaged ({damage}). Delete it and pretrain again "
-                         "(pretraining.load_or_pretrain rebuilds a damaged cached model itself).")
+                         "(pretraining.ensure rebuilds a damaged cached model itself).")
     payload = torch.load(path, map_location="cpu", weights_only=True)
     cfg = TransformerConfig(**payload["config"])
     if causal is not None and cfg.causal != causal:

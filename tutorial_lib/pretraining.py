@@ -42,6 +42,7 @@ from .evaluation import create_lm_evaluator
 from .models import CHECKPOINT_FILE, TransformerConfig, TransformerLM, load_pretrained, save_pretrained
 from .params import make_optimizer
 from .runtime import autocast_dtype, device, device_of
+from .settings import BACKBONE, Settings, named
 from .tokenization import clean_wikitext, load_or_train_tokenizer
 from .training import (
     History,
@@ -54,6 +55,9 @@ from .training import (
 )
 
 OBJECTIVES = ("causal", "mlm")
+# our backbones and the objective each was pretrained with (scratch: the causal architecture,
+# random weights)
+OURS: dict[str, str] = {"ours": "causal", "ours-mlm": "mlm", "scratch": "causal"}
 HISTORY_FILE = "history.json"
 
 
@@ -299,17 +303,25 @@ def _history_saver(directory: Path, history: History):
     return save
 
 
-def load_or_pretrain(scale: Scale, objective: str = "causal") -> PretrainResult:
-    """The scale's pretrained LM from the cache, or pretrain one now (so every notebook runs alone)."""
+class NotPretrained(PretrainError):
+    """A notebook asked for one of our pretrained models that its cache does not hold (yet)."""
+
+
+def _intact(directory: Path) -> bool:
+    return (integrity.check(directory / CHECKPOINT_FILE, "pretrained model")
+            and integrity.check(directory / HISTORY_FILE, "training history"))
+
+
+def load(scale: Scale, objective: str = "causal") -> PretrainResult:
+    """The scale's pretrained LM from the cache; never trains. Not there (or damaged):
+    :class:`NotPretrained`, saying how to make it."""
     _check_objective(objective)
     directory = run_directory(scale, objective)
-    intact = (integrity.check(directory / CHECKPOINT_FILE, "pretrained model")
-              and integrity.check(directory / HISTORY_FILE, "training history"))
-    if not intact:
-        # without model.pt, pretrain() resumes from the run's last checkpoint: when the run had
-        # finished, rebuilding the damaged files takes no training at all
-        integrity.discard(directory / CHECKPOINT_FILE)
-        return pretrain(scale, objective)
+    if not _intact(directory):
+        raise NotPretrained(
+            f"our {objective} LM at the {scale.name} scale is not in the cache ({directory}): run "
+            f"notebook 01, or `pretraining.ensure(scale, settings)` in this notebook (it pretrains "
+            f"what the settings need, once per scale and cache)")
     model = load_pretrained(directory, causal=objective == "causal")
     saved = json.loads((directory / HISTORY_FILE).read_text())
     history = History(saved["train"], saved["evals"])
@@ -317,6 +329,36 @@ def load_or_pretrain(scale: Scale, objective: str = "causal") -> PretrainResult:
     extra = payload.get("extra", {})
     return PretrainResult(model, get_tokenizer(scale), directory, history,
                           extra.get("metrics", {}), float(extra.get("seconds", 0.0)))
+
+
+def load_or_pretrain(scale: Scale, objective: str = "causal") -> PretrainResult:
+    """The scale's pretrained LM from the cache, or pretrain one now (so every notebook runs alone)."""
+    _check_objective(objective)
+    if not _intact(run_directory(scale, objective)):
+        # without model.pt, pretrain() resumes from the run's last checkpoint: when the run had
+        # finished, rebuilding the damaged files takes no training at all
+        integrity.discard(run_directory(scale, objective) / CHECKPOINT_FILE)
+        return pretrain(scale, objective)
+    return load(scale, objective)
+
+
+def ensure(scale: Scale, settings: Settings | None = None, *names: str) -> dict[str, PretrainResult]:
+    """Make sure our models that ``settings`` (its backbone fields and ``also_needs``) or ``names``
+    ask for are pretrained at ``scale``: loaded from the cache, or pretrained now (notebook 01's
+    recipe; minutes at classroom scale, once per scale and cache). Returns ``{objective: result}``;
+    ``scratch`` needs only our tokenizer. A notebook that uses our models calls this in its setup,
+    so that :func:`tutorial_lib.backbones.load_backbone` only ever loads."""
+    wanted = set(names)
+    if settings is not None:
+        wanted |= {name for marker, _, name in named(settings) if marker.what == BACKBONE}
+        wanted |= set(settings.also_needs.backbones)
+    done: dict[str, PretrainResult] = {}
+    for name in sorted(wanted & set(OURS)):
+        if name == "scratch":
+            get_tokenizer(scale)
+        elif OURS[name] not in done:
+            done[OURS[name]] = load_or_pretrain(scale, OURS[name])
+    return done
 
 
 # --- using the models ---------------------------------------------------------------------------

@@ -39,7 +39,7 @@ def load_prompt_lm(name: str, scale: Scale) -> Backbone:
 
 
 def load_mlm(name: str, scale: Scale) -> Backbone:
-    """A masked LM for prompting: ``"ours-mlm"`` (notebook 01's, pretrained now if not cached) or
+    """A masked LM for prompting: ``"ours-mlm"`` (notebook 01's: ``pretraining.ensure`` it first) or
     a Hugging Face masked LM (``roberta-large`` … on the Hub)."""
     bb = load_backbone(name, scale, kind=None if name in OURS else "masked")
     if bb.kind != "masked":
