@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 
 from benchmarks import write_json
-from tutorial_lib import config, runtime, stats
+from tutorial_lib import config, pretraining, runtime, stats
 from tutorial_lib.methods.multitask import multitask
 from tutorial_lib.methods.multitask.settings import GradTSSettings, MultitaskSettings
 
@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> dict:
     runtime.quiet()
     scale = config.get_scale("classroom")
     base = SETTINGS[args.notebook].at(scale)
+    pretraining.ensure(scale, base)  # our LM, if the settings name it
     blob = json.loads(args.out.read_text()) if args.out.exists() else {"runs": []}
     rows = blob["runs"]
     exp = multitask.Experiment(scale, base, args.tasks)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks import write_json
-from tutorial_lib import config, runtime, stats
+from tutorial_lib import config, pretraining, runtime, stats
 from tutorial_lib.methods.multitask import multitask
 from tutorial_lib.methods.multitask.settings import MultitaskSettings
 
@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> dict:
     runtime.quiet()
     scale = config.get_scale("classroom")
     base = MultitaskSettings.at(scale)
+    pretraining.ensure(scale, base)  # our LM, if the settings name it
     start_time = time.perf_counter()
     done = json.loads(args.out.read_text())["runs"] if args.out.exists() else []
     rows = [r for r in done if r["steps"] in args.steps and r["seed"] in args.seeds]
