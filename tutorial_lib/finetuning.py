@@ -13,9 +13,10 @@ import dataclasses
 import functools
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 import torch
@@ -33,26 +34,97 @@ from .runtime import PeakMemory, atomic_write, autocast_dtype, device, seed_ever
 from .settings import Budget
 from .stats import floor_column
 from .tasks import Task
-from .training import PLAIN, History, Method, eval_loader, fit, pad_collate, resumable_loader
+from .training import (
+    PLAIN,
+    History,
+    Method,
+    eval_loader,
+    fit_with,
+    pad_collate,
+    resumable_loader,
+)
+
+
+class Scored(NamedTuple):
+    """What a driver's ``score`` gives :func:`train_and_score`: the test metrics, the columns a
+    table row shows of them, and the predictions (if the driver keeps them)."""
+
+    test: dict
+    columns: dict
+    predictions: list = []
 
 
 @dataclass
-class FinetuneResult:
+class Run:
+    """One training run, as every driver of :func:`train_and_score` reports it — what ran, what
+    it scored on its test data, what it cost — with its one table row (:meth:`row`)."""
+
     backbone: str
     seed: int
-    test: dict  # accuracy, error, loss, confusion (a tensor)
+    test: dict  # the test metrics (a classifier's: accuracy, error, loss, confusion)
     history: History = field(default_factory=History)
     seconds: float = 0.0
     trainable_params: int = 0
     total_params: int = 0
     model: nn.Module | None = None  # kept only when asked (``keep_model=True``)
+    predictions: list = field(default_factory=list, repr=False)
+    columns: dict = field(default_factory=dict)  # the test metrics as a row shows them
 
     def row(self) -> dict:
-        return {"backbone": self.backbone, "seed": self.seed,
-                "test_error": self.test["error"], "test_accuracy": self.test["accuracy"],
+        return {"backbone": self.backbone, "seed": self.seed, **self.columns,
                 "seconds": self.seconds, "trainable_params": self.trainable_params,
                 "total_params": self.total_params,
                 "trained_pct": 100 * self.trainable_params / max(1, self.total_params)}
+
+
+def train_and_score(
+    backbone_name: str,
+    seed: int,
+    *,
+    scale: Scale,
+    budget: Budget,
+    build: Callable[[Backbone], nn.Module],
+    rows: Callable[[Backbone], list[dict]],
+    score: Callable[[nn.Module, Backbone], Scored],
+    method: Method = PLAIN,
+    validate: Callable[[Backbone], Callable[[nn.Module], dict]] | None = None,
+    evals_per_epoch: int = 2,
+    progress: bool = False,
+    keep_model: bool = False,
+    checkpoint_dir: str | Path | None = None,
+) -> Run:
+    """The one runner above :func:`~tutorial_lib.training.fit`: seed → backbone → model
+    (``build``, then ``method.prepare``) → a resumable loader of ``rows(backbone)`` (padded,
+    length-grouped if the budget says so) → :func:`~tutorial_lib.training.fit_with` the budget →
+    ``score(model, backbone)`` → a :class:`Run`. ``validate(backbone)``: a function of the model
+    whose metrics go into the history ``evals_per_epoch`` times a pass. ``checkpoint_dir``:
+    checkpoint at every validation; a killed run, re-run, ends with the weights of an
+    uninterrupted one."""
+    seed_everything(seed)
+    backbone = load_backbone(backbone_name, scale, seed=seed)
+    model = build(backbone)
+    if method.prepare:
+        method.prepare(model)
+    model.to(device())
+    loader = resumable_loader(rows(backbone), seed=seed, batch_size=budget.batch_size,
+                              collate_fn=pad_collate(backbone.pad_id),
+                              group_by_length=budget.group_by_length)
+    history, options = History(), {}
+    if validate is not None:
+        check = validate(backbone)
+
+        def log(engine: Engine) -> None:
+            row = history.log_eval(engine.state.iteration, "validation", check(model))
+            row["epoch"] = engine.state.iteration / len(loader)
+
+        options = {"evaluate": log, "evaluate_every": max(1, len(loader) // evals_per_epoch)}
+    fitted = fit_with(model, loader, budget, method=method, history=history,
+                      checkpoint_dir=checkpoint_dir,
+                      progress=f"{backbone_name} seed {seed}" if progress else None, **options)
+    scored = score(model, backbone)
+    return Run(backbone_name, seed, scored.test, history, fitted.seconds,
+               count_parameters(model, trainable_only=True), count_parameters(model),
+               model.cpu() if keep_model else None, list(scored.predictions), scored.columns)
 
 
 def loaders(backbone: Backbone, task: Task, batch_size: int, eval_batch_size: int, seed: int,
@@ -82,46 +154,37 @@ def finetune(
     progress: bool = False,
     keep_model: bool = False,
     checkpoint_dir: str | Path | None = None,
-) -> FinetuneResult:
-    """Fine-tune one backbone with one seed; validate during training, test once at the end.
+) -> Run:
+    """Fine-tune one backbone + a classification head with one seed (:func:`train_and_score`);
+    validate during training, test once at the end.
 
     ``budget`` (epochs, batch size, lr, warm-up, weight decay, clipping) is the same for a method
     and its baseline; ``method`` (a :class:`~tutorial_lib.training.Method`) is what the method
     changes: ``prepare`` the model, its ``param_groups``, extra handlers, ``schedule``, training
-    ``loss_fn`` and ``lr``. The training itself is :func:`tutorial_lib.training.fit`.
-    ``checkpoint_dir``: checkpoint there at every validation; re-running a killed run with the
-    same arguments resumes it and ends with the weights of an uninterrupted run.
+    ``loss_fn`` and ``lr``.
     """
     if task.is_regression:  # the classifiers' loss and the evaluator's accuracy need classes
         raise ValueError(f"finetune trains classifiers; {task.name} is a regression task "
                          "(use heads.MultiHeadModel with a 1-output head, as notebook 06 does)")
-    seed_everything(seed)
-    backbone = load_backbone(backbone_name, scale, seed=seed)
-    model = backbone.classifier(task.num_labels)
-    if method.prepare:
-        method.prepare(model)
-    model.to(device())
-    lr = method.lr or budget.lr
-    train_loader, val_loader, test_loader = loaders(
-        backbone, task, budget.batch_size, budget.eval_batch_size, seed, budget.max_len,
-        budget.group_by_length)
-    total = budget.epochs * len(train_loader)
-    history = History()
 
-    def validate(engine: Engine) -> None:
-        metrics = evaluate(model, val_loader, num_labels=task.num_labels)
-        row = history.log_eval(engine.state.iteration, "validation", metrics)
-        row["epoch"] = engine.state.iteration / len(train_loader)
+    def split(backbone: Backbone, rows: object) -> DataLoader:
+        return eval_loader(backbone.encode_rows(rows, budget.max_len), budget.eval_batch_size,
+                           pad_collate(backbone.pad_id), by_length=budget.group_by_length)
 
-    run = fit(model, train_loader, lr=lr, weight_decay=budget.weight_decay, epochs=budget.epochs,
-              method=method, warmup=int(budget.warmup_frac * total), max_norm=budget.max_norm,
-              evaluate=validate, evaluate_every=max(1, len(train_loader) // evals_per_epoch),
-              history=history, checkpoint_dir=checkpoint_dir,
-              progress=f"{backbone_name} seed {seed}" if progress else None)
-    test = evaluate(model, test_loader, num_labels=task.num_labels)
-    return FinetuneResult(backbone_name, seed, test, history, run.seconds,
-                          count_parameters(model, trainable_only=True), count_parameters(model),
-                          model.cpu() if keep_model else None)
+    def validate(backbone: Backbone) -> Callable[[nn.Module], dict]:
+        loader = split(backbone, task.validation)
+        return lambda model: evaluate(model, loader, num_labels=task.num_labels)
+
+    def score(model: nn.Module, backbone: Backbone) -> Scored:
+        test = evaluate(model, split(backbone, task.test), num_labels=task.num_labels)
+        return Scored(test, {"test_error": test["error"], "test_accuracy": test["accuracy"]})
+
+    return train_and_score(
+        backbone_name, seed, scale=scale, budget=budget, method=method,
+        build=lambda backbone: backbone.classifier(task.num_labels),
+        rows=lambda backbone: backbone.encode_rows(task.train, budget.max_len),
+        validate=validate, score=score, evals_per_epoch=evals_per_epoch, progress=progress,
+        keep_model=keep_model, checkpoint_dir=checkpoint_dir)
 
 
 # --- a cache of plain fine-tuning runs, shared across notebooks --------------------------------
@@ -168,7 +231,7 @@ def run_key(backbone: str, task: Task, budget: Budget, seed: int, scale: Scale,
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _save_run(path: Path, result: FinetuneResult) -> None:
+def _save_run(path: Path, result: Run) -> None:
     test = {k: (v.tolist() if torch.is_tensor(v) else v) for k, v in result.test.items()}
     atomic_write(path, json.dumps({"backbone": result.backbone, "seed": result.seed, "test": test,
                                    "history": result.history.state_dict(),
@@ -176,7 +239,7 @@ def _save_run(path: Path, result: FinetuneResult) -> None:
                                    "params": [result.trainable_params, result.total_params]}))
 
 
-def _load_run(path: Path) -> FinetuneResult | None:
+def _load_run(path: Path) -> Run | None:
     try:
         blob = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -184,12 +247,12 @@ def _load_run(path: Path) -> FinetuneResult | None:
     test = {k: (torch.tensor(v) if k == "confusion" else v) for k, v in blob["test"].items()}
     history = History()
     history.load_state_dict(blob["history"])
-    return FinetuneResult(blob["backbone"], blob["seed"], test, history, blob["seconds"],
-                          *blob["params"])
+    return Run(blob["backbone"], blob["seed"], test, history, blob["seconds"], *blob["params"],
+               columns={"test_error": test["error"], "test_accuracy": test["accuracy"]})
 
 
 def cached_finetune(backbone: str, task: Task, budget: Budget, seed: int, *, scale: Scale,
-                    lr: float | None = None) -> tuple[FinetuneResult, bool]:
+                    lr: float | None = None) -> tuple[Run, bool]:
     """Plain fine-tuning through a cache keyed by :func:`run_key`: notebooks 03–05 share their
     baseline instead of training it three times. Returns (result, whether it came from the cache)."""
     path = cache_dir("runs") / f"{run_key(backbone, task, budget, seed, scale, lr)}.json"
@@ -246,7 +309,7 @@ def compare_methods(
     measure_memory: bool = False,
     cache: bool = True,
     **options: object,
-) -> tuple[pd.DataFrame, dict[str, list[FinetuneResult]]]:
+) -> tuple[pd.DataFrame, dict[str, list[Run]]]:
     """Fine-tune ``backbone`` once per method and seed; one row per run, with its costs.
 
     ``methods`` maps a name to a :class:`~tutorial_lib.training.Method` (or a mapping, see
@@ -259,7 +322,7 @@ def compare_methods(
     Every row also carries the task's majority-class floors (:func:`floor_columns`), which
     ``stats.compare`` uses to void a comparison whose baseline did not beat them.
     """
-    runs: dict[str, list[FinetuneResult]] = {}
+    runs: dict[str, list[Run]] = {}
     rows = []
     floors = floor_columns(task)
     for name, spec in methods.items():

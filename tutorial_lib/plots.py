@@ -44,7 +44,7 @@ def plot_learning_curves(
 ) -> plt.Figure:
     """Mean ± std over seeds of a validation metric against epochs, one line per backbone.
 
-    ``runs`` maps a name to a list of results that have a ``history`` (e.g. FinetuneResult).
+    ``runs`` maps a name to a list of results that have a ``history`` (e.g. finetuning.Run).
     """
     fig, ax = plt.subplots(figsize=(6.5, 3.8))
     for name, results in runs.items():

@@ -14,6 +14,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from tutorial_lib.methods.generation import dialogue, dialogue_training
 from tutorial_lib.methods.generation.dialogue import Turn
+from tutorial_lib.settings import Budget
 
 WORDS = ("i like cats . dogs are fine hi how you doing good thanks bye what do work as a nurse "
          "teacher ok sure no yes").split()
@@ -104,7 +105,8 @@ def test_finetune_trains_only_the_top_and_lowers_the_loss(tok) -> None:
     states = [dialogue_training.turn_states(model, tok, t, amp_dtype=None) for t in TURNS] * 4
     frozen = {k: v.clone() for k, v in model.lm.model.layers[0].state_dict().items()}
     before = float(dialogue.double_heads_loss(model, dialogue_training.states_batch(states))[0])
-    run = dialogue_training.finetune(model, states, seed=0, lr=3e-3, epochs=4, batch_size=4, head_lr=3e-2)
+    run = dialogue_training.finetune(model, states, seed=0, head_lr=3e-2,
+                                     budget=Budget(lr=3e-3, epochs=4, batch_size=4))
     after = float(dialogue.double_heads_loss(model, dialogue_training.states_batch(states))[0])
     assert run.trainer.state.iteration == 12 and after < before
     new = {id(p) for p in [*model.segments.parameters(), *model.mc_head.parameters()]}

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from data_helpers import load_local, needs_data
 from tiny import tiny_encoder
 
+from tutorial_lib import finetuning
 from tutorial_lib.backbones import Backbone
 from tutorial_lib.config import get_scale
 from tutorial_lib.methods.token_tasks import extractive_qa as qa
@@ -223,11 +224,11 @@ def test_finetune_qa_learns_to_point(monkeypatch, tokenizer, one_thread):
     """The whole path — windows, start/end labels, the recipe, the span decoder, EM/F1 — learns
     an answer whose position varies (a label off by one token would score no exact match)."""
     backbone = Backbone("tiny", "encoder", tokenizer, tiny_encoder(tokenizer.vocab_size), 64)
-    monkeypatch.setattr(qa, "load_backbone", lambda *a, **k: backbone)
+    monkeypatch.setattr(finetuning, "load_backbone", lambda *a, **k: backbone)  # the runner loads
     train, test = synthetic_squad(128), synthetic_squad(32, seed=1)
     budget = Budget(epochs=10, lr=3e-3, batch_size=16)
     run = qa.finetune_qa("tiny", train, test, budget, 0, scale=get_scale("smoke"), max_length=32,
                          stride=8, max_answer_tokens=5)
     assert all(p in c for p, c in zip(run.predictions, test["context"]))
-    assert run.scores["exact_match"] > 0.8 and run.row()["f1"] >= run.scores["exact_match"]
-    assert run.train_windows >= len(train["question"])
+    assert run.test["exact_match"] > 0.8 and run.row()["f1"] >= run.test["exact_match"]
+    assert run.columns["train_windows"] >= len(train["question"])

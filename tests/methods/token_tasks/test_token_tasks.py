@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from data_helpers import DATA_DIR, load_local, needs_data
 from tiny import tiny_encoder
 
+from tutorial_lib import finetuning
 from tutorial_lib.backbones import Backbone
 from tutorial_lib.config import get_scale
 from tutorial_lib.data import CONLL_NER
@@ -235,10 +236,10 @@ def test_finetune_ner_learns_a_word_lookup(monkeypatch, minilm_tokenizer, one_th
     names whose tag is a function of the word (a misaligned label would not)."""
     tok = minilm_tokenizer
     backbone = Backbone("tiny", "encoder", tok, tiny_encoder(tok.vocab_size), 64)
-    monkeypatch.setattr(tt, "load_backbone", lambda *a, **k: backbone)
+    monkeypatch.setattr(finetuning, "load_backbone", lambda *a, **k: backbone)  # the runner loads
     train, test = synthetic_ner(96), synthetic_ner(32, seed=1)
     budget = Budget(epochs=8, lr=1e-2, batch_size=16)
     run = tt.finetune_ner("tiny", train, test, CONLL_NER, budget, 0, scale=get_scale("smoke"))
-    assert run.scores["f1"] > 0.9 and set(run.scores["per_type"]) == {"PER", "LOC"}
+    assert run.test["f1"] > 0.9 and set(run.test["per_type"]) == {"PER", "LOC"}
     assert [len(p) for p in run.predictions] == [len(t) for t in test["tokens"]]
-    assert run.row()["F1 PER"] == run.scores["per_type"]["PER"]["f1"]
+    assert run.row()["F1 PER"] == run.test["per_type"]["PER"]["f1"]

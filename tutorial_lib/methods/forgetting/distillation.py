@@ -36,7 +36,7 @@ from ...runtime import autocast, autocast_dtype, device, seed_everything
 from ...settings import Budget
 from ...stats import compare_items
 from ...tasks import Task
-from ...training import Batch, Method, fit, pad_collate, resumable_loader
+from ...training import Batch, Method, fit_with, pad_collate, resumable_loader
 
 # --- predictions and ensembles ------------------------------------------------------------
 
@@ -199,8 +199,7 @@ def train_student(student: Backbone, rows: Sequence[Mapping], num_labels: int, *
     loader = resumable_loader(list(rows), seed=seed, batch_size=budget.batch_size,
                               collate_fn=teacher_collate(student.pad_id),
                               group_by_length=budget.group_by_length)
-    run = fit(model, loader, lr=lr, weight_decay=budget.weight_decay, steps=steps, method=method,
-              warmup=int(budget.warmup_frac * steps), max_norm=budget.max_norm)
+    run = fit_with(model, loader, budget, lr=lr, steps=steps, method=method)
     return model, run.seconds
 
 

@@ -47,7 +47,7 @@ from ...runtime import device, seed_everything
 from ...settings import Budget
 from ...stats import floor_column
 from ...tasks import Task
-from ...training import Batch, Method, eval_loader, fit, pad_collate, resumable_loader
+from ...training import Batch, Method, eval_loader, fit_with, pad_collate, resumable_loader
 from .distillation import soft_target_loss
 from .settings import ForgettingSettings
 
@@ -297,10 +297,8 @@ class SequentialTransfer:
         train = resumable_loader(self.rows["target"]["train"], seed=seed, batch_size=b.batch_size,
                                  collate_fn=pad_collate(self.bb.pad_id),
                                  group_by_length=b.group_by_length)
-        total = b.epochs * len(train)
-        run = fit(model, train, lr=b.lr, weight_decay=b.weight_decay, epochs=b.epochs,
-                  method=Method(loss_fn=stage_two_loss(model, reg, source, teacher)),
-                  warmup=int(b.warmup_frac * total), max_norm=b.max_norm)
+        run = fit_with(model, train, b,
+                       method=Method(loss_fn=stage_two_loss(model, reg, source, teacher)))
         after = evaluate(model.source_view(), self.loader("source", "test"),
                          num_labels=self.source.num_labels)["accuracy"]
         target = evaluate(model, self.loader("target", "test"),

@@ -25,7 +25,8 @@ from torch import nn
 
 from ...params import decay_groups
 from ...runtime import autocast, autocast_dtype, device, seed_everything
-from ...training import FitResult, Method, ParamGroups, fit, resumable_loader
+from ...settings import Budget
+from ...training import FitResult, Method, ParamGroups, fit_with, resumable_loader
 from .dialogue import (
     BOT,
     IGNORE,
@@ -157,21 +158,19 @@ def new_parts_rate(head_lr: float) -> ParamGroups:
 
 
 def finetune(
-    model: DoubleHeads, train: Sequence[TurnStates], *, seed: int, lr: float, epochs: int,
-    batch_size: int, lm_coef: float = 2.0, mc_coef: float = 1.0, head_lr: float | None = None,
-    warmup_frac: float = 0.1, weight_decay: float = 0.01, max_norm: float = 1.0,
+    model: DoubleHeads, train: Sequence[TurnStates], *, seed: int, budget: Budget,
+    lm_coef: float = 2.0, mc_coef: float = 1.0, head_lr: float | None = None,
 ) -> FitResult:
     """The double-heads fine-tuning of the top layers (:func:`train_top`) through the one
-    training recipe (:func:`tutorial_lib.training.fit`), on cached states; ``head_lr``: the new
-    parts' own rate (None: ``lr``)."""
+    training recipe (:func:`tutorial_lib.training.fit_with` the ``budget``), on cached states;
+    ``head_lr``: the new parts' own rate (None: the budget's)."""
     seed_everything(seed)
     train_top(model)
-    loader = resumable_loader(list(train), batch_size=batch_size, seed=seed, collate_fn=states_batch)
+    loader = resumable_loader(list(train), batch_size=budget.batch_size, seed=seed,
+                              collate_fn=states_batch)
     method = Method(loss_fn=lambda m, batch: double_heads_loss(m, batch, lm_coef, mc_coef)[0],
                     param_groups=new_parts_rate(head_lr) if head_lr else None)
-    steps = epochs * len(loader)
-    return fit(model, loader, lr=lr, weight_decay=weight_decay, epochs=epochs, method=method,
-               warmup=int(warmup_frac * steps), max_norm=max_norm)
+    return fit_with(model, loader, budget, method=method)
 
 
 @torch.no_grad()

@@ -42,7 +42,7 @@ from ...heads import HeadConfig, MultiHeadModel, causal_lm_targets, merge_batche
 from ...models import IGNORE_INDEX, last_token
 from ...runtime import autocast_dtype, device, seed_everything
 from ...tasks import Task, compute_metrics, load_task, predictions_from_logits
-from ...training import Method, eval_loader, fit, pad_collate, resumable_loader
+from ...training import Method, eval_loader, fit_with, pad_collate, resumable_loader
 from .settings import MultiTaskRuns
 
 STRATEGIES = ("proportional", "temperature", "round-robin")
@@ -288,11 +288,10 @@ class Experiment:
                     score = ev.run(loader).metrics["glue"]["score"]
                     curve.append((trainer.state.iteration, t, score))
 
-        run = fit(model, MultiTaskBatches(loaders, schedule), lr=b.lr, weight_decay=b.weight_decay,
-                  epochs=1, method=Method(loss_fn=multihead_loss, on_trainer=log_losses),
-                  warmup=int(b.warmup_frac * steps), max_norm=b.max_norm,
-                  evaluate=score_dev if curve_every and curve is not None else None,
-                  evaluate_every=curve_every, progress="multi-task" if progress else None)
+        run = fit_with(model, MultiTaskBatches(loaders, schedule), b, steps=steps,
+                       method=Method(loss_fn=multihead_loss, on_trainer=log_losses),
+                       evaluate=score_dev if curve_every and curve is not None else None,
+                       evaluate_every=curve_every, progress="multi-task" if progress else None)
         return schedule, losses, run.seconds
 
     def evaluate(self, model: MultiHeadModel, tasks: Sequence[str]) -> dict[str, dict]:

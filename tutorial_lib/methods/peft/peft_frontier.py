@@ -32,7 +32,7 @@ from transformers import AutoModel, AutoTokenizer, BitsAndBytesConfig
 from ...backbones import Backbone, load_backbone
 from ...config import Scale
 from ...evaluation import evaluate
-from ...finetuning import FinetuneResult, compare_methods, loaders
+from ...finetuning import Run, compare_methods, loaders
 from ...models import SequenceClassifier, count_parameters
 from ...runtime import reset_cuda_peak, seed_everything
 from ...settings import Budget
@@ -55,7 +55,7 @@ def as_method(method: PeftMethod, lr: float, head_lr: float | None = None) -> Me
     return Method(prepare=method.apply, param_groups=groups, lr=lr)
 
 
-def _dev_error(result: FinetuneResult) -> float:
+def _dev_error(result: Run) -> float:
     """The run's last validation error (its dev score at the end of the budget)."""
     rows = [r for r in result.history.evals if r.get("split") == "validation"]
     return float(rows[-1]["error"]) if rows else float("nan")
@@ -64,7 +64,7 @@ def _dev_error(result: FinetuneResult) -> float:
 def frontier_runs(grid: Grid, task: Task, budget: Budget, *, scale: Scale, backbone: str,
                   seeds: Sequence[int], head_lr: float | None = None,
                   select_seed: int | None = None
-                  ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, list[FinetuneResult]]]:
+                  ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, list[Run]]]:
     """Every method of ``grid`` at every rate of its grid with ``select_seed`` (default: the
     first seed); the rate with the lowest final dev error is kept (ties: the first of the grid),
     and the other seeds run at it. The test split is read only for the table's report.

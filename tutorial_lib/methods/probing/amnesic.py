@@ -36,7 +36,7 @@ from ...params import decay_groups
 from ...runtime import autocast, autocast_dtype, device, seed_everything
 from ...settings import Budget
 from ...tasks import Task
-from ...training import Method, eval_loader, fit, pad_collate, resumable_loader
+from ...training import Method, eval_loader, fit, fit_with, pad_collate, resumable_loader
 from . import probing
 from .inlp import directions_removed, removed_means
 
@@ -317,12 +317,9 @@ def adversarial_finetune(
                                 collate_fn=collate),
     }
     train_loader = MultiTaskLoader(loaders, main="main")
-    total = budget.epochs * len(train_loader)
-    seconds += fit(model, train_loader, lr=budget.lr, weight_decay=budget.weight_decay,
-                   epochs=budget.epochs,
-                   method=Method(loss_fn=multihead_loss,
-                                 param_groups=_head_rate(head_lr / budget.lr)),
-                   warmup=int(budget.warmup_frac * total), max_norm=budget.max_norm).seconds
+    seconds += fit_with(model, train_loader, budget,
+                        method=Method(loss_fn=multihead_loss,
+                                      param_groups=_head_rate(head_lr / budget.lr))).seconds
 
     test_loader = eval_loader(backbone.encode_rows(task.test), budget.eval_batch_size, collate)
     pos_test = eval_loader(probing.token_label_rows(backbone, probe_test, "upos"),

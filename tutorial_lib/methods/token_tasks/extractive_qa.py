@@ -41,13 +41,13 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from ...backbones import load_backbone
+from ...backbones import Backbone
 from ...config import Scale
-from ...models import Output, count_parameters
-from ...runtime import seed_everything
+from ...finetuning import Run, Scored, train_and_score
+from ...models import Output
 from ...settings import Budget
 from ...training import PLAIN, Method
-from .token_tasks import fit_rows, position_logits
+from .token_tasks import position_logits
 
 Offsets = list[tuple[int, int] | None]  # per token: its characters in the context, None outside it
 ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -333,49 +333,40 @@ class SpanExtractor(nn.Module):
         return Output(logits, loss)
 
 
-@dataclass
-class QARun:
-    """One fine-tuning run: SQuAD EM / F1 on the test questions, its predictions, time, size."""
-
-    backbone: str
-    seed: int
-    scores: dict[str, float]
-    predictions: list[str] = field(repr=False)
-    train_windows: int
-    seconds: float
-    trainable_params: int
-
-    def row(self) -> dict:
-        return {"backbone": self.backbone, "seed": self.seed, "exact_match": self.scores["exact_match"],
-                "f1": self.scores["f1"], "train_windows": self.train_windows,
-                "seconds": self.seconds, "trainable_params": self.trainable_params}
-
-
 def finetune_qa(backbone_name: str, train: Any, test: Any, budget: Budget, seed: int, *,
                 scale: Scale, max_length: int = 384, stride: int = 128,
-                max_answer_tokens: int = 30, method: Method = PLAIN) -> QARun:
+                max_answer_tokens: int = 30, method: Method = PLAIN) -> Run:
     """Fine-tune ``backbone_name`` + :class:`SpanExtractor` on ``train``'s windows (SQuAD
-    columns ``question``, ``context``, ``answers``) with the one recipe, then answer ``test``'s
-    questions (:func:`decode`) and score them (:func:`squad_scores`). Windows are at most
-    ``max_length`` tokens (and the backbone's limit); HF backbones keep their word embeddings
-    frozen, as every classifier here does; ``method`` changes the recipe as everywhere."""
-    seed_everything(seed)
-    bb = load_backbone(backbone_name, scale, seed=seed)
-    bb.freeze_word_embeddings()
-    model = SpanExtractor(bb.encoder)
-    if method.prepare:
-        method.prepare(model)
-    length = min(max_length, bb.max_len)
-    enc = windows(bb.tokenizer, train["question"], train["context"], train["answers"],
-                  max_length=length, stride=stride)
-    rows = [{"input_ids": i, "labels": [s, e]}
-            for i, s, e in zip(enc["input_ids"], enc["start_positions"], enc["end_positions"])]
-    run = fit_rows(model, rows, budget, seed, bb.pad_id, method)
-    contexts = list(test["context"])
-    ev = windows(bb.tokenizer, test["question"], contexts, max_length=length, stride=stride)
-    logits = position_logits(model, ev["input_ids"], bb.pad_id, budget.eval_batch_size)
-    answers = decode(contexts, ev["example"], ev["offsets"], [lg[:, 0] for lg in logits],
-                     [lg[:, 1] for lg in logits], max_answer_tokens)
-    scores = squad_scores(answers, [a["text"] for a in test["answers"]])
-    return QARun(backbone_name, seed, scores, answers, len(rows), run.seconds,
-                 count_parameters(model, trainable_only=True))
+    columns ``question``, ``context``, ``answers``) with the one runner
+    (:func:`~tutorial_lib.finetuning.train_and_score`), then answer ``test``'s questions
+    (:func:`decode`) and score them (:func:`squad_scores`): ``run.test``, with the answers in
+    ``run.predictions``. Windows are at most ``max_length`` tokens (and the backbone's limit); HF
+    backbones keep their word embeddings frozen, as every classifier here does; ``method`` changes
+    the recipe as everywhere. A row also shows the number of training windows."""
+    windows_seen: list[int] = []
+
+    def build(bb: Backbone) -> SpanExtractor:
+        bb.freeze_word_embeddings()
+        return SpanExtractor(bb.encoder)
+
+    def rows(bb: Backbone) -> list[dict]:
+        enc = windows(bb.tokenizer, train["question"], train["context"], train["answers"],
+                      max_length=min(max_length, bb.max_len), stride=stride)
+        out = [{"input_ids": i, "labels": [s, e]}
+               for i, s, e in zip(enc["input_ids"], enc["start_positions"], enc["end_positions"])]
+        windows_seen.append(len(out))
+        return out
+
+    def score(model: nn.Module, bb: Backbone) -> Scored:
+        contexts = list(test["context"])
+        ev = windows(bb.tokenizer, test["question"], contexts, max_length=min(max_length, bb.max_len),
+                     stride=stride)
+        logits = position_logits(model, ev["input_ids"], bb.pad_id, budget.eval_batch_size)
+        answers = decode(contexts, ev["example"], ev["offsets"], [lg[:, 0] for lg in logits],
+                         [lg[:, 1] for lg in logits], max_answer_tokens)
+        scores = squad_scores(answers, [a["text"] for a in test["answers"]])
+        return Scored(scores, {"exact_match": scores["exact_match"], "f1": scores["f1"],
+                               "train_windows": windows_seen[-1]}, answers)
+
+    return train_and_score(backbone_name, seed, scale=scale, budget=budget, method=method,
+                           build=build, rows=rows, score=score)

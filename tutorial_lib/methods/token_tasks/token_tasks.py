@@ -35,12 +35,17 @@ from seqeval.scheme import IOB2
 from torch import nn
 from transformers import BatchEncoding, PreTrainedTokenizerBase
 
-from ...backbones import Backbone, load_backbone
+from ...backbones import Backbone
 from ...config import Scale
-from ...models import Output, count_parameters
-from ...runtime import autocast, autocast_dtype, device, seed_everything
+from ...finetuning import Run, Scored, train_and_score
+from ...models import Output
+from ...runtime import autocast, autocast_dtype, device
 from ...settings import Budget
-from ...training import PLAIN, FitResult, Method, fit, pad_collate, pad_ids, resumable_loader
+from ...training import (
+    PLAIN,
+    Method,
+    pad_ids,
+)
 
 IGNORE = -100
 """The label of positions the loss skips (``torch.nn.functional.cross_entropy``'s ``ignore_index``)."""
@@ -308,60 +313,42 @@ def predict_tags(model: TokenClassifier, backbone: Backbone, tokens: Sequence[Se
             for words, w, lg in zip(tokens, enc["word_ids"], logits)]
 
 
-@dataclass
-class NERRun:
-    """One fine-tuning run: its test scores (:func:`entity_scores`), time and size."""
-
-    backbone: str
-    seed: int
-    scores: dict
-    seconds: float
-    trainable_params: int
-    predictions: list[Tags] = field(repr=False, default_factory=list)
-
-    def row(self) -> dict:
-        per_type = {f"F1 {k}": v["f1"] for k, v in sorted(self.scores["per_type"].items())}
-        return {"backbone": self.backbone, "seed": self.seed, "f1": self.scores["f1"],
-                "precision": self.scores["precision"], "recall": self.scores["recall"],
-                **per_type, "seconds": self.seconds, "trainable_params": self.trainable_params}
-
-
-def fit_rows(model: nn.Module, rows: list[dict], budget: Budget, seed: int, pad_id: int,
-             method: Method = PLAIN) -> FitResult:
-    """The one recipe (:func:`~tutorial_lib.training.fit`) on ``rows`` of ``input_ids`` and
-    ``labels``: padded batches of ``budget.batch_size`` (length-grouped if the budget says so),
-    ``budget.epochs``, its rate (or ``method``'s), decay, warm-up share and clipping."""
-    loader = resumable_loader(rows, batch_size=budget.batch_size, seed=seed,
-                              collate_fn=pad_collate(pad_id), group_by_length=budget.group_by_length)
-    total = budget.epochs * len(loader)
-    return fit(model, loader, lr=method.lr or budget.lr, method=method,
-               weight_decay=budget.weight_decay, epochs=budget.epochs,
-               warmup=int(budget.warmup_frac * total), max_norm=budget.max_norm)
+def ner_columns(scores: dict) -> dict:
+    """The columns a NER run's table row shows: entity F1, precision, recall, F1 per type."""
+    per_type = {f"F1 {k}": v["f1"] for k, v in sorted(scores["per_type"].items())}
+    return {"f1": scores["f1"], "precision": scores["precision"], "recall": scores["recall"],
+            **per_type}
 
 
 def finetune_ner(backbone_name: str, train: dict, test: dict, names: Sequence[str], budget: Budget,
                  seed: int, *, scale: Scale, all_pieces: bool = False,
-                 method: Method = PLAIN) -> NERRun:
+                 method: Method = PLAIN) -> Run:
     """Fine-tune ``backbone_name`` + :class:`TokenClassifier` on ``train`` (``tokens``,
-    ``ner_tags`` ids) with the one recipe, then score ``test`` with seqeval (strict IOB2).
+    ``ner_tags`` ids) with the one runner (:func:`~tutorial_lib.finetuning.train_and_score`), then
+    score ``test`` with seqeval (strict IOB2): ``run.test`` holds :func:`entity_scores`,
+    ``run.predictions`` the tags.
 
     Hugging Face backbones keep their word embeddings frozen, as every classifier here does
     (:meth:`Backbone.classifier`). Inputs are cut at ``budget.max_len`` pieces (None: the
     backbone's limit). ``method`` changes the recipe as everywhere (e.g. ``prepare`` freezes the
     encoder: a linear probe on frozen features).
     """
-    seed_everything(seed)
-    bb = load_backbone(backbone_name, scale, seed=seed)
-    bb.freeze_word_embeddings()
-    model = TokenClassifier(bb.encoder, len(names))
-    if method.prepare:
-        method.prepare(model)
-    max_len = min(budget.max_len or bb.max_len, bb.max_len)
-    enc = tokenize_and_align(bb.tokenizer, train["tokens"], train["ner_tags"], max_length=max_len,
-                             all_pieces=all_pieces, names=names)
-    rows = [{"input_ids": i, "labels": y} for i, y in zip(enc["input_ids"], enc["labels"])]
-    run = fit_rows(model, rows, budget, seed, bb.pad_id, method)
-    pred = predict_tags(model, bb, test["tokens"], names, max_len, budget.eval_batch_size)
-    gold = [[names[t] for t in tags] for tags in test["ner_tags"]]
-    return NERRun(backbone_name, seed, entity_scores(gold, pred), run.seconds,
-                  count_parameters(model, trainable_only=True), pred)
+    def build(bb: Backbone) -> TokenClassifier:
+        bb.freeze_word_embeddings()
+        return TokenClassifier(bb.encoder, len(names))
+
+    def rows(bb: Backbone) -> list[dict]:
+        enc = tokenize_and_align(bb.tokenizer, train["tokens"], train["ner_tags"],
+                                 max_length=max_len(bb), all_pieces=all_pieces, names=names)
+        return [{"input_ids": i, "labels": y} for i, y in zip(enc["input_ids"], enc["labels"])]
+
+    def score(model: nn.Module, bb: Backbone) -> Scored:
+        pred = predict_tags(model, bb, test["tokens"], names, max_len(bb), budget.eval_batch_size)
+        scores = entity_scores([[names[t] for t in tags] for tags in test["ner_tags"]], pred)
+        return Scored(scores, ner_columns(scores), pred)
+
+    def max_len(bb: Backbone) -> int:
+        return min(budget.max_len or bb.max_len, bb.max_len)
+
+    return train_and_score(backbone_name, seed, scale=scale, budget=budget, method=method,
+                           build=build, rows=rows, score=score)
