@@ -4,7 +4,7 @@ import pytest
 import torch
 from tiny import tiny_bert_classifier, tiny_classifier, tiny_llama_backbone
 
-from tutorial_lib.anatomy import anatomy, key_values, layer_groups, truncated
+from tutorial_lib.anatomy import adapter_sites, anatomy, key_values, layer_groups, truncated
 
 TEXTS = ["the cat sat", "a dog ran far"]
 
@@ -51,3 +51,16 @@ def test_a_truncated_encoder_is_a_shorter_copy():
     assert truncated(bert, 1).encoder.layer is not bert.encoder.layer  # a copy
     with pytest.raises(TypeError, match="Hugging Face"):
         truncated(tiny_classifier().encoder, 1)
+
+
+def test_adapter_sites_are_two_per_block_at_the_sublayer_ends():
+    ours = tiny_classifier(n_layer=2)
+    sites = adapter_sites(ours)
+    assert [(s.owner, s.attribute) for s in sites[:2]] == [(ours.encoder.blocks[0], "adapter_attn"),
+                                                          (ours.encoder.blocks[0], "adapter_ff")]
+    assert len(sites) == 4 and {s.width for s in sites} == {ours.encoder.config.d_model}
+    bert = tiny_bert_classifier()
+    layer = bert.encoder.encoder.layer[0]
+    assert [s.owner for s in adapter_sites(bert)[:2]] == [layer.attention.output, layer.output]
+    with pytest.raises(TypeError, match="not mapped"):
+        adapter_sites(tiny_llama_backbone(TEXTS).lm)

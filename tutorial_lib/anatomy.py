@@ -12,6 +12,9 @@ bert    ``encoder.layer``      none (post-LN)  ``embeddings``        ``attention
 llama   ``layers``             ``norm``        ``embed_tokens``      (not needed by any method yet)
 ======  =====================  ==============  ====================  ===============================
 
+Adapters (:func:`adapter_sites`) go into our blocks' two slots, and around BERT's
+``attention.output.dense`` and ``output.dense``.
+
 "bert" is every BERT-like Hugging Face encoder (BERT, RoBERTa, MiniLM …), "llama" every Hugging
 Face decoder that keeps its layers as ``layers`` and its final norm as ``norm`` (Llama, SmolLM2,
 Mistral, Qwen …). Layers are numbered as :data:`LAYER_NUMBERING` says, everywhere.
@@ -96,6 +99,28 @@ def key_values(network: nn.Module) -> list[KeyValue]:
                                 slice(0, attn.value.out_features), int(attn.num_attention_heads)))
         return out
     raise TypeError(f"the keys and values of a {parts.family} model are not mapped yet")
+
+
+class AdapterSite(NamedTuple):
+    """Where one Houlsby adapter goes: ``owner.attribute`` is an empty slot (``nn.Identity``,
+    ours) or the linear layer that ends a sublayer (BERT-like: the adapter wraps it)."""
+
+    owner: nn.Module
+    attribute: str
+    width: int
+
+
+def adapter_sites(network: nn.Module) -> list[AdapterSite]:
+    """Two per block, bottom first: after the attention sublayer and after the feed-forward one,
+    before the residual addition (ours and BERT-like encoders)."""
+    parts = anatomy(network)
+    if parts.family == "ours":
+        return [AdapterSite(b, slot, b.ln1.normalized_shape[0]) for b in parts.blocks
+                for slot in ("adapter_attn", "adapter_ff")]
+    if parts.family == "bert":  # BertSelfOutput.dense and BertOutput.dense
+        return [AdapterSite(owner, "dense", owner.dense.out_features) for layer in parts.blocks
+                for owner in (layer.attention.output, layer.output)]
+    raise TypeError(f"adapters are not mapped for a {parts.family} model")
 
 
 def truncated(encoder: nn.Module, layers: int) -> nn.Module:

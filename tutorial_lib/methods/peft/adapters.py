@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...models import Block
+from ...anatomy import adapter_sites
 from ...params import freeze, unfreeze
 
 
@@ -57,25 +57,26 @@ class _AfterLinear(nn.Module):
 def add_adapters(model: nn.Module, bottleneck: int, init_std: float = 1e-3) -> list[Adapter]:
     """Insert two adapters per block (after attention and after feed-forward); return them.
 
-    Works on anything that contains our ``models.Block`` (fills its two slots) or Hugging Face
-    BERT layers (wraps ``attention.output.dense`` and ``output.dense``). New adapters are
-    trainable; call :func:`freeze_for_adapters` to freeze the rest.
+    Where they go is the anatomy's (:func:`tutorial_lib.anatomy.adapter_sites`): our blocks' two
+    slots, or around a BERT layer's ``attention.output.dense`` and ``output.dense``. New adapters
+    are trainable; call :func:`freeze_for_adapters` to freeze the rest.
     """
 
     added: list[Adapter] = []
-    for module in list(model.modules()):
-        if isinstance(module, Block):
-            d = module.ln1.normalized_shape[0]
-            module.adapter_attn = Adapter(d, bottleneck, init_std)
-            module.adapter_ff = Adapter(d, bottleneck, init_std)
-            added += [module.adapter_attn, module.adapter_ff]
-        elif hasattr(module, "attention") and hasattr(module, "output") and hasattr(module, "intermediate"):
-            for owner in (module.attention.output, module.output):  # BertSelfOutput, BertOutput
-                dense = owner.dense
-                ref = dense.weight
-                adapter = Adapter(dense.out_features, bottleneck, init_std).to(ref.device, ref.dtype)
-                owner.dense = _AfterLinear(dense, adapter)
-                added.append(adapter)
+    try:
+        sites = adapter_sites(model)
+    except (TypeError, AttributeError):
+        sites = []
+    for site in sites:
+        current = getattr(site.owner, site.attribute)
+        if isinstance(current, nn.Linear):  # the layer that ends the sublayer: the adapter follows it
+            ref = current.weight
+            adapter = Adapter(site.width, bottleneck, init_std).to(ref.device, ref.dtype)
+            setattr(site.owner, site.attribute, _AfterLinear(current, adapter))
+        else:  # a slot of ours (nn.Identity until filled)
+            adapter = Adapter(site.width, bottleneck, init_std)
+            setattr(site.owner, site.attribute, adapter)
+        added.append(adapter)
     if not added:
         raise TypeError(f"found no Transformer blocks in {type(model).__name__} to add adapters to")
     return added
