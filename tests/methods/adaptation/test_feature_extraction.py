@@ -95,8 +95,8 @@ def test_probe_learns_a_separable_problem_from_cached_features():
     feats = CachedFeatures(x, y)
     res = train_probe(feats, feats, feats, num_labels=2, mix=True, epochs=15, lr=1e-2)
     assert res.test["error"] < 0.05
-    assert len(res.validation) == 15 and res.trainable_params == 8 * 2 + 2 + 3 + 1
-    weights = res.probe.mix.weights()
+    assert len(res.history.evals) == 15 and res.trainable_params == 8 * 2 + 2 + 3 + 1
+    weights = res.model.mix.weights()
     assert weights.argmax().item() == 1, "the mix learns to weight the informative layer"
     assert mix_weights([res, res]).shape == (2, 3)
     top = train_probe(feats, feats, feats, num_labels=2, mix=False, epochs=15, lr=1e-2)
@@ -105,7 +105,7 @@ def test_probe_learns_a_separable_problem_from_cached_features():
     x_top[:, -1, 0] += 4 * (2 * y - 1)  # now only the top layer does
     feats = CachedFeatures(x_top, y)
     top = train_probe(feats, feats, feats, num_labels=2, mix=False, epochs=15, lr=1e-2)
-    assert top.test["error"] < 0.05 and top.probe.mix is None
+    assert top.test["error"] < 0.05 and top.model.mix is None
 
 
 def test_feature_extraction_runs_end_to_end(with_data):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
@@ -24,13 +24,13 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from ...backbones import Backbone, layer_states, load_backbone
 from ...config import Scale
-from ...finetuning import floor_columns
+from ...finetuning import Run, floor_columns
 from ...models import pool_hidden
 from ...params import trainable_summary
 from ...runtime import PeakMemory, autocast, autocast_dtype, device, seed_everything
 from ...settings import Budget
 from ...tasks import Task
-from ...training import Method, fit, pad_collate, resumable_loader
+from ...training import History, Method, fit, pad_collate, resumable_loader
 
 
 class ScalarMix(nn.Module):
@@ -109,15 +109,6 @@ def extract_features(backbone: Backbone, loader: DataLoader) -> CachedFeatures:
     return CachedFeatures(torch.cat(xs), torch.cat(ys), time.perf_counter() - start)
 
 
-@dataclass
-class ProbeResult:
-    probe: ProbeClassifier
-    test: dict  # accuracy, error
-    validation: list[dict] = field(default_factory=list)  # one row per epoch
-    seconds: float = 0.0
-    trainable_params: int = 0
-
-
 @torch.no_grad()
 def _evaluate(probe: nn.Module, feats: CachedFeatures, batch_size: int = 1024) -> dict:
     probe.eval()
@@ -141,26 +132,33 @@ def train_probe(
     batch_size: int = 32,
     weight_decay: float = 0.01,
     seed: int = 0,
-) -> ProbeResult:
+    backbone: str = "",
+    frozen_params: int = 0,
+) -> Run:
     """Train a :class:`ProbeClassifier` on cached features with the one recipe
     (:func:`tutorial_lib.training.fit`: AdamW, constant lr, fp32, no clipping); validate after
-    every epoch, test at the end."""
+    every epoch (the history's evaluations), test at the end. The :class:`Run`'s model is the
+    probe; its total parameters count the ``frozen_params`` of the ``backbone`` that made the
+    features."""
     seed_everything(seed)
     _, n_layers, d = train.x.shape
     probe = ProbeClassifier(n_layers, d, num_labels, mix)
     loader = resumable_loader(TensorDataset(train.x, train.y), batch_size=batch_size, seed=seed,
                               collate_fn=_feature_batch)
-    rows: list[dict] = []
+    history = History()
 
     def validate(trainer: Engine) -> None:
-        rows.append({"epoch": trainer.state.epoch, **_evaluate(probe, validation)})
+        row = history.log_eval(trainer.state.iteration, "validation", _evaluate(probe, validation))
+        row["epoch"] = trainer.state.epoch
 
     run = fit(probe, loader, lr=lr, weight_decay=weight_decay, epochs=epochs,
               method=Method(param_groups=_probe_groups, loss_fn=_probe_loss), schedule=None,
-              max_norm=None, evaluate=validate, evaluate_every=len(loader),
+              max_norm=None, evaluate=validate, evaluate_every=len(loader), history=history,
               device=torch.device("cpu"), amp_dtype=None)  # the cached features live on the CPU
-    return ProbeResult(probe, _evaluate(probe, test), rows, run.seconds,
-                       sum(p.numel() for p in probe.parameters()))
+    scores = _evaluate(probe, test)
+    trained = sum(p.numel() for p in probe.parameters())
+    return Run(backbone, seed, scores, history, run.seconds, trained, frozen_params + trained,
+               probe, columns={"test_error": scores["error"], "test_accuracy": scores["accuracy"]})
 
 
 def _feature_batch(rows: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -182,7 +180,7 @@ def _probe_groups(probe: ProbeClassifier, lr: float, weight_decay: float) -> lis
 def feature_extraction_runs(
     task: Task, budget: Budget, *, scale: Scale, backbone: str, seeds: Sequence[int], epochs: int,
     lr: float,
-) -> tuple[pd.DataFrame, dict[str, list[ProbeResult]], Backbone]:
+) -> tuple[pd.DataFrame, dict[str, list[Run]], Backbone]:
     """Feature extraction on a frozen ``backbone``: top layer vs scalar mix, one run per seed.
 
     The features of every layer are extracted once (train, validation and test) and both probes
@@ -209,19 +207,14 @@ def feature_extraction_runs(
             with PeakMemory() as mem:
                 res = train_probe(*feats, num_labels=task.num_labels, mix=mix, epochs=epochs, lr=lr,
                                   batch_size=budget.batch_size, weight_decay=budget.weight_decay,
-                                  seed=seed)
+                                  seed=seed, backbone=backbone, frozen_params=backbone_params)
             probes[name].append(res)
-            total = backbone_params + res.trainable_params
-            rows.append({"backbone": backbone, "seed": seed, "test_error": res.test["error"],
-                         "test_accuracy": res.test["accuracy"],
-                         "seconds": extract_seconds + res.seconds,
-                         "trainable_params": res.trainable_params, "total_params": total,
-                         "trained_pct": 100 * res.trainable_params / total, "method": name,
+            rows.append({**res.row(), "seconds": extract_seconds + res.seconds, "method": name,
                          "seconds_per_epoch": res.seconds / epochs,
                          "peak_mib": max(extract_mem.peak_mib, mem.peak_mib), **floors})
     return pd.DataFrame(rows), probes, bb
 
 
-def mix_weights(probes: Sequence[ProbeResult]) -> torch.Tensor:
+def mix_weights(probes: Sequence[Run]) -> torch.Tensor:
     """The learned softmax(s) of each probe's scalar mix: ``[n_probes, n_layers]``."""
-    return torch.stack([p.probe.mix.weights().detach() for p in probes])
+    return torch.stack([p.model.mix.weights().detach() for p in probes])
