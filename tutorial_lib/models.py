@@ -298,7 +298,25 @@ def sequence_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.float(), labels)
 
 
-class SequenceClassifier(nn.Module):
+class EncoderHead(nn.Module):
+    """The head family: an encoder + dropout + one linear layer (``head``, N(0, 0.02), zero bias)
+    on its hidden states ``[B, T, D]``. :class:`SequenceClassifier` reads one pooled position,
+    ``token_tasks.TokenClassifier`` every position, ``extractive_qa.SpanExtractor`` every position
+    twice (start, end); each says its own loss."""
+
+    def __init__(self, encoder: nn.Module, outputs: int, dropout: float = 0.1):
+        super().__init__()
+        self.encoder = encoder
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(encoder.config.hidden_size, outputs)
+        _init_weights(self.head)
+
+    def hidden(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The encoder's last hidden states: [B, T, D]."""
+        return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+class SequenceClassifier(EncoderHead):
     """Any encoder + dropout + a linear head on the pooled position; ``num_labels == 1``:
     regression (mean squared error).
 
@@ -310,18 +328,14 @@ class SequenceClassifier(nn.Module):
 
     def __init__(self, encoder: nn.Module, num_labels: int, pool: str = "first",
                  dropout: float = 0.1):
-        super().__init__()
         if pool not in POOLS:
             raise ValueError(f"pool must be one of {POOLS}, got {pool!r}")
-        self.encoder, self.num_labels, self.pool = encoder, num_labels, pool
-        self.dropout = nn.Dropout(dropout)
-        self.head = nn.Linear(encoder.config.hidden_size, num_labels)
-        _init_weights(self.head)
+        super().__init__(encoder, num_labels, dropout)
+        self.num_labels, self.pool = num_labels, pool
 
     def pooled(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """The hidden state at the pooled position of each row: [B, D]."""
-        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        return pool_hidden(hidden, attention_mask, self.pool)
+        return pool_hidden(self.hidden(input_ids, attention_mask), attention_mask, self.pool)
 
     def forward(
         self,

@@ -44,7 +44,7 @@ from transformers import PreTrainedTokenizerBase
 from ...backbones import Backbone
 from ...config import Scale
 from ...finetuning import Run, Scored, train_and_score
-from ...models import Output
+from ...models import EncoderHead, Output
 from ...settings import Budget
 from ...training import PLAIN, Method
 from .token_tasks import position_logits
@@ -307,24 +307,18 @@ def overlap_sentence_baseline(questions: Sequence[str], contexts: Sequence[str])
 # ----------------------------------------------------------------- the model and one run
 
 
-class SpanExtractor(nn.Module):
-    """An encoder + one linear layer that gives every position a start and an end score: logits
+class SpanExtractor(EncoderHead):
+    """The head family's linear layer giving every position a start and an end score: logits
     ``[B, T, 2]`` (padding at −∞). With ``labels`` ``[B, 2]`` (each window's answer start and
     end, 0 / 0 when it holds none), the mean of the start and end cross-entropies over positions
     (Devlin et al. 2019, §4.2)."""
 
     def __init__(self, encoder: nn.Module, dropout: float = 0.1):
-        super().__init__()
-        self.encoder = encoder
-        self.dropout = nn.Dropout(dropout)
-        self.head = nn.Linear(encoder.config.hidden_size, 2)
-        nn.init.normal_(self.head.weight, std=0.02)
-        nn.init.zeros_(self.head.bias)
+        super().__init__(encoder, 2, dropout)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 labels: torch.Tensor | None = None) -> Output:
-        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        logits = self.head(self.dropout(hidden)).float()
+        logits = self.head(self.dropout(self.hidden(input_ids, attention_mask))).float()
         logits = logits.masked_fill(~attention_mask.bool()[..., None], float("-inf"))
         if labels is None:
             return Output(logits)

@@ -38,7 +38,7 @@ from transformers import BatchEncoding, PreTrainedTokenizerBase
 from ...backbones import Backbone
 from ...config import Scale
 from ...finetuning import Run, Scored, train_and_score
-from ...models import Output
+from ...models import EncoderHead, Output
 from ...runtime import autocast, autocast_dtype, device
 from ...settings import Budget
 from ...training import (
@@ -261,22 +261,17 @@ class MajorityTagger:
 # ----------------------------------------------------------------- the model and one run
 
 
-class TokenClassifier(nn.Module):
-    """An encoder + dropout + one linear layer on **every** position: logits ``[B, T, C]``; with
+class TokenClassifier(EncoderHead):
+    """The head family's linear layer on **every** position: logits ``[B, T, C]``; with
     ``labels`` ``[B, T]``, the cross-entropy over the positions whose label is not ``IGNORE``."""
 
     def __init__(self, encoder: nn.Module, num_labels: int, dropout: float = 0.1):
-        super().__init__()
-        self.encoder, self.num_labels = encoder, num_labels
-        self.dropout = nn.Dropout(dropout)
-        self.head = nn.Linear(encoder.config.hidden_size, num_labels)
-        nn.init.normal_(self.head.weight, std=0.02)
-        nn.init.zeros_(self.head.bias)
+        super().__init__(encoder, num_labels, dropout)
+        self.num_labels = num_labels
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 labels: torch.Tensor | None = None) -> Output:
-        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        logits = self.head(self.dropout(hidden))
+        logits = self.head(self.dropout(self.hidden(input_ids, attention_mask)))
         if labels is None:
             return Output(logits)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE)
