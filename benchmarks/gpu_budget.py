@@ -5,7 +5,7 @@ today's settings where those changed since, and "not measured" elsewhere (never 
 
 01 is rescaled by its steps: its run records each objective's steps and seconds, and the rest of
 the notebook (tokenizer, encoding, evaluation, generation) is its wall time less those; today's
-``config.get_scale("gpu")`` steps at the same seconds per step give the estimate. The README's
+``PretrainingSettings.at("gpu")`` steps at the same seconds per step give the estimate. The README's
 gpu column and tests/test_gpu_budget.py read this.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from tutorial_lib import config  # noqa: E402
+from tutorial_lib.pretraining_settings import PretrainingSettings  # noqa: E402
 
 RESULTS = REPO / "results" / "gpu"
 LOAN_SECONDS = 15 * 60  # a GPU loan: 15 device-minutes, the machine's start (1-2 min) included
@@ -30,7 +30,7 @@ def pretraining_estimate(results: Path = RESULTS) -> dict:
     rows = {r["objective"]: r for r in doc["tables"]["pretraining"]["records"]}
     measured = {"causal": rows["causal LM"], "mlm": rows["masked LM"]}
     rest = wall - sum(r["seconds"] for r in measured.values())
-    pretrain = config.get_scale("gpu").pretrain
+    pretrain = PretrainingSettings.at("gpu")
     steps = {k: pretrain.steps_for(k) for k in measured}
     seconds = {k: steps[k] * r["seconds"] / r["steps"] for k, r in measured.items()}
     return {"measured_seconds": wall, "measured_steps": {k: int(r["steps"]) for k, r in measured.items()},

@@ -13,8 +13,10 @@ from tutorial_lib.anatomy import layer_groups
 from tutorial_lib.backbones import Backbone, BackboneError, layer_states
 from tutorial_lib.config import CACHE_ENV_VAR, DATA_ENV_VAR
 from tutorial_lib.models import SequenceClassifier, TransformerClassifier, TransformerLM
+from tutorial_lib.pretraining_settings import PretrainingSettings
 
 SMOKE = config.get_scale("smoke")
+OURS_SMOKE = PretrainingSettings.at(SMOKE).model  # our model at the smoke scale
 # Hugging Face backbones are loaded at a scale that keeps the real checkpoint (the scale decides
 # nothing else for them; smoke may swap in tiny random networks for speed)
 REAL_HUB = config.get_scale("classroom")
@@ -54,8 +56,8 @@ def batch_of(backbone: Backbone, texts=TEXTS) -> dict:
 def test_scratch_is_our_architecture_with_seeded_random_weights(ours_env):
     a = backbones.load_backbone("scratch", SMOKE, seed=0)
     assert a.is_ours and a.kind == "causal" and a.pool == "last"
-    assert (a.n_layers, a.hidden_size, a.max_len) == (SMOKE.model.n_layer, SMOKE.model.d_model,
-                                                      SMOKE.model.max_len)
+    assert (a.n_layers, a.hidden_size, a.max_len) == (OURS_SMOKE.n_layer, OURS_SMOKE.d_model,
+                                                      OURS_SMOKE.max_len)
     same, other = (backbones.load_backbone("scratch", SMOKE, seed=s) for s in (0, 1))
     w = lambda b: b.lm.transformer.tok_emb.weight
     assert torch.equal(w(a), w(same)) and not torch.equal(w(a), w(other))

@@ -41,6 +41,7 @@ from tutorial_lib.models import (
     save_pretrained,
 )
 from tutorial_lib.ops import report as reports
+from tutorial_lib.pretraining_settings import PretrainingSettings
 from tutorial_lib.settings import Budget
 from tutorial_lib.training import Method, TrainingOutOfMemory
 
@@ -52,11 +53,11 @@ def smoke(with_data):
     return config.get_scale("smoke")
 
 
-def tiny_scale(smoke: config.Scale, **changes) -> config.Scale:
-    """Smoke scale on 40 corpus lines: 24 steps, evaluation + checkpoint every 8 (a pass over the
-    data is ~7 batches)."""
+def tiny_recipe(smoke: config.Scale, **changes) -> PretrainingSettings:
+    """The smoke recipe on 40 corpus lines: 24 steps, evaluation + checkpoint every 8 (a pass over
+    the data is ~7 batches)."""
     settings = dict(max_train_lines=40, steps=24, eval_every=8, warmup=2) | changes
-    return dataclasses.replace(smoke, pretrain=dataclasses.replace(smoke.pretrain, **settings))
+    return PretrainingSettings.at(smoke).replace(**settings)
 
 
 def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
@@ -136,17 +137,18 @@ def test_a_checkpoint_of_another_model_size_is_refused_and_left_untouched(smoke,
                                                                          monkeypatch):
     """A killed run re-run with another model size in the same directory, and a model.pt whose
     tensors do not fit its configuration: ModelError, and the file stays as it was."""
-    small = tiny_scale(smoke)
+    small = tiny_recipe(smoke)
     kill_at(monkeypatch, pretraining, 13)
     with pytest.raises(KeyboardInterrupt):
-        pretraining.pretrain(small, "causal", directory=tmp_path / "run", progress=False)
+        pretraining.pretrain(smoke, "causal", directory=tmp_path / "run", progress=False, settings=small)
     monkeypatch.undo()
     [saved] = checkpoints(tmp_path / "run" / "train_state")
     before = saved.read_bytes()
-    wider = dataclasses.replace(small, model=dataclasses.replace(small.model, d_model=96, n_head=2))
+    wider = small.replace(model=dataclasses.replace(small.model, d_model=96, n_head=2))
     with pytest.raises(ModelError, match=r"training_checkpoint_8\.pt does not fit this run \(.*size "
                                          r"mismatch.*\)\. .*use another directory.*left untouched"):
-        pretraining.pretrain(wider, "causal", directory=tmp_path / "run", progress=False)
+        pretraining.pretrain(smoke, "causal", directory=tmp_path / "run", progress=False,
+                             settings=wider)
     assert saved.read_bytes() == before
 
     torch.manual_seed(0)
@@ -178,9 +180,9 @@ def test_damaged_cache_entries_are_rebuilt_with_one_warning_line_each(smoke, cap
     """Truncated encoded corpus and model.pt, a flipped byte in tokenizer.json: each is reported
     in one warning line and rebuilt identical (the tokenizer is deterministic; the model comes
     back from the run's final checkpoint without retraining); nothing damaged is loaded."""
-    scale = tiny_scale(smoke)
-    first = pretraining.load_or_pretrain(scale, "causal")
-    cache = config.cache_dir(scale.name)
+    recipe = tiny_recipe(smoke)
+    first = pretraining.load_or_pretrain(smoke, "causal", recipe)
+    cache = config.cache_dir(smoke.name)
     tokenizer_json = next(cache.glob("tokenizer-*")) / "tokenizer.json"
     corpus = next(cache.glob("corpus-*-train.pt"))
     model_file = first.directory / "model.pt"
@@ -190,7 +192,7 @@ def test_damaged_cache_entries_are_rebuilt_with_one_warning_line_each(smoke, cap
     _damage(model_file, "truncate")
 
     with caplog.at_level(logging.WARNING, logger="tutorial_lib"):
-        again = pretraining.load_or_pretrain(scale, "causal")
+        again = pretraining.load_or_pretrain(smoke, "causal", recipe)
     lines = warning_lines(caplog)
     assert len(lines) == 3 and all("\n" not in ln for ln in lines)
     for what in ("pretrained model", "tokenizer", "encoded corpus"):
@@ -204,16 +206,17 @@ def test_damaged_cache_entries_are_rebuilt_with_one_warning_line_each(smoke, cap
 
 
 def test_a_damaged_training_checkpoint_is_not_resumed_from(smoke, tmp_path, monkeypatch, caplog):
-    scale = tiny_scale(smoke)
-    reference = pretraining.pretrain(scale, "mlm", directory=tmp_path / "ref", progress=False)
+    recipe = tiny_recipe(smoke)
+    reference = pretraining.pretrain(smoke, "mlm", directory=tmp_path / "ref",
+        progress=False, settings=recipe)
     kill_at(monkeypatch, pretraining, 13)
     with pytest.raises(KeyboardInterrupt):
-        pretraining.pretrain(scale, "mlm", directory=tmp_path / "run", progress=False)
+        pretraining.pretrain(smoke, "mlm", directory=tmp_path / "run", progress=False, settings=recipe)
     monkeypatch.undo()
     [saved] = checkpoints(tmp_path / "run" / "train_state")
     _damage(saved, "truncate")
     with caplog.at_level(logging.WARNING, logger="tutorial_lib"):
-        run = pretraining.pretrain(scale, "mlm", directory=tmp_path / "run", progress=False)
+        run = pretraining.pretrain(smoke, "mlm", directory=tmp_path / "run", progress=False, settings=recipe)
     assert run.resumed_from is None  # started afresh rather than loading half a file
     [line] = warning_lines(caplog)
     assert line.startswith("cache: checkpoint ") and "training_checkpoint_8.pt is damaged" in line
@@ -236,11 +239,12 @@ def _disk_full_when(monkeypatch, fragment: str) -> None:
 
 
 def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(smoke, tmp_path, monkeypatch):
-    scale = tiny_scale(smoke)
-    reference = pretraining.pretrain(scale, "causal", directory=tmp_path / "ref", progress=False)
+    recipe = tiny_recipe(smoke)
+    reference = pretraining.pretrain(smoke, "causal", directory=tmp_path / "ref",
+        progress=False, settings=recipe)
     _disk_full_when(monkeypatch, "training_checkpoint_16")
     with pytest.raises(integrity.CacheWriteError) as caught:
-        pretraining.pretrain(scale, "causal", directory=tmp_path / "run", progress=False)
+        pretraining.pretrain(smoke, "causal", directory=tmp_path / "run", progress=False, settings=recipe)
     monkeypatch.undo()
     message = str(caught.value)
     assert caught.value.errno == errno.ENOSPC
@@ -251,7 +255,7 @@ def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(smoke, tmp_
     [kept] = checkpoints(state)
     assert kept.name == "training_checkpoint_8.pt" and integrity.problem(kept) is None
     assert not [p for p in state.iterdir() if p.name.endswith(".tmp")]
-    run = pretraining.pretrain(scale, "causal", directory=tmp_path / "run", progress=False)
+    run = pretraining.pretrain(smoke, "causal", directory=tmp_path / "run", progress=False, settings=recipe)
     assert run.resumed_from.endswith("training_checkpoint_8.pt")
     assert same_weights(reference.model, run.model)  # nothing lost
 
@@ -550,8 +554,9 @@ def test_inputs_longer_than_max_len_are_truncated_keeping_cls_else_a_clear_error
     long_text = " ".join(["what is the name of the longest river ?"] * 40)
     [ids] = backbone.encode([long_text])
     tokenizer = pretraining.get_tokenizer(smoke)
-    assert len(ids) == smoke.model.max_len and ids[-1] == tokenizer.cls_token_id
-    too_long = torch.full((1, smoke.model.max_len + 1), 5)
+    max_len = PretrainingSettings.at(smoke).model.max_len
+    assert len(ids) == max_len and ids[-1] == tokenizer.cls_token_id
+    too_long = torch.full((1, max_len + 1), 5)
     with pytest.raises(ValueError, match=r"sequence length 65 exceeds max_len=64: truncate the "
                                          r"input \(tokenization\.encode_with_cls"):
         backbone.classifier(2)(too_long, torch.ones_like(too_long))
@@ -595,8 +600,9 @@ def test_out_of_memory_in_a_training_step_says_what_to_lower_and_keeps_checkpoin
         smoke, tmp_path, monkeypatch):
     """Simulated: the 13th training forward raises torch.OutOfMemoryError, as CUDA does at a
     scale too large for the GPU."""
-    scale = tiny_scale(smoke)
-    reference = pretraining.pretrain(scale, "causal", directory=tmp_path / "ref", progress=False)
+    recipe = tiny_recipe(smoke)
+    reference = pretraining.pretrain(smoke, "causal", directory=tmp_path / "ref",
+        progress=False, settings=recipe)
     real_forward = TransformerLM.forward
     calls = {"train": 0}
 
@@ -609,15 +615,15 @@ def test_out_of_memory_in_a_training_step_says_what_to_lower_and_keeps_checkpoin
 
     monkeypatch.setattr(TransformerLM, "forward", forward)
     with pytest.raises(TrainingOutOfMemory) as caught:
-        pretraining.pretrain(scale, "causal", directory=tmp_path / "run", progress=False)
+        pretraining.pretrain(smoke, "causal", directory=tmp_path / "run", progress=False, settings=recipe)
     monkeypatch.undo()
     message = str(caught.value)
     assert isinstance(caught.value, torch.OutOfMemoryError)  # existing handlers still catch it
     assert "out of memory in a training step (batch of 16×32 tokens" in message
     assert "Lower the batch size" in message and "smaller scale" in message
-    assert "Scale 'smoke' has pretrain.batch_size=16, seq_len=32, grad_accum=1" in message
+    assert "PretrainingSettings at 'smoke' have batch_size=16, seq_len=32, grad_accum=1" in message
     assert "Checkpoints already written are kept" in message
     [kept] = checkpoints(tmp_path / "run" / "train_state")
     assert kept.name == "training_checkpoint_8.pt" and integrity.problem(kept) is None
-    run = pretraining.pretrain(scale, "causal", directory=tmp_path / "run", progress=False)
+    run = pretraining.pretrain(smoke, "causal", directory=tmp_path / "run", progress=False, settings=recipe)
     assert same_weights(reference.model, run.model)

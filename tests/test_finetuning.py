@@ -4,7 +4,6 @@ Moved with the code: the backbones ("ours" starts from the LM) → test_backbone
 the baseline comparison → test_stats.py; tasks, GLUE's dev set as test → test_tasks.py.
 """
 
-import dataclasses
 import hashlib
 import shutil
 
@@ -16,6 +15,7 @@ from tutorial_lib import config, finetuning, stats, tasks
 from tutorial_lib.config import CACHE_ENV_VAR, DATA_ENV_VAR
 from tutorial_lib.methods.adaptation.settings import AdaptationSettings
 from tutorial_lib.params import freeze
+from tutorial_lib.pretraining_settings import PretrainingSettings
 from tutorial_lib.training import Method
 
 SMOKE = config.get_scale("smoke")
@@ -105,7 +105,7 @@ def test_compare_methods_runs_every_method_and_seed_and_reuses_plain_runs(task):
     assert not fresh["cached"].any() and fresh["test_error"].iloc[0] == alone.test["error"]
 
 
-def test_run_key_names_everything_a_plain_run_depends_on(task):
+def test_run_key_names_everything_a_plain_run_depends_on(task, monkeypatch):
     key = lambda **kw: finetuning.run_key(**{"backbone": "scratch", "task": task, "budget": SETTINGS.budget,
                                              "seed": 0, "scale": SMOKE, **kw})
     assert key() == key()
@@ -113,9 +113,11 @@ def test_run_key_names_everything_a_plain_run_depends_on(task):
               key(task=tasks.with_train_subset(task, 100)), key(scale=config.get_scale("classroom"))]
     assert len({key(), *others}) == len(others) + 1
     # the masked LM's own pretraining length is part of an ours-mlm run's recipe
-    longer = dataclasses.replace(SMOKE, pretrain=dataclasses.replace(SMOKE.pretrain, mlm_steps=99))
-    assert key(backbone="ours-mlm", scale=longer) != key(backbone="ours-mlm")
-    assert key(backbone="ours", scale=longer) == key(backbone="ours")
+    longer = PretrainingSettings.at(SMOKE).replace(mlm_steps=99)
+    with monkeypatch.context() as patch:
+        patch.setattr(PretrainingSettings, "at", classmethod(lambda cls, scale: longer))
+        mlm_longer, ours_longer = key(backbone="ours-mlm"), key(backbone="ours")
+    assert mlm_longer != key(backbone="ours-mlm") and ours_longer == key(backbone="ours")
 
 
 def _tiny_trec() -> tasks.Task:

@@ -5,14 +5,14 @@ import re
 from pathlib import Path
 
 from benchmarks import gpu_budget
-from tutorial_lib import config
+from tutorial_lib.pretraining_settings import PretrainingSettings
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def test_01_at_todays_gpu_settings_fits_the_stated_minutes_and_a_call():
     est = gpu_budget.pretraining_estimate()
-    pretrain = config.get_scale("gpu").pretrain
+    pretrain = PretrainingSettings.at("gpu")
     assert est["steps"] == {"causal": pretrain.steps, "mlm": pretrain.steps_for("mlm")}
     # the measured run had 6000 steps of each; the estimate scales each objective's seconds
     assert est["measured_steps"] == {"causal": 6000, "mlm": 6000}
@@ -30,4 +30,4 @@ def test_the_causal_steps_stop_before_the_measured_overfitting():
     curve = {int(s): float(v) for s, v in re.findall(line, nb)}
     best = min(curve, key=curve.get)
     assert curve[6000] > curve[best] + 1.0  # it over-fitted
-    assert best <= config.get_scale("gpu").pretrain.steps <= 2000
+    assert best <= PretrainingSettings.at("gpu").steps <= 2000

@@ -18,6 +18,7 @@ from tutorial_lib.methods.probing.settings import AmnesicSettings, ProbingSettin
 from tutorial_lib.methods.prompts.settings import DARTSettings
 from tutorial_lib.ops import prefetch
 from tutorial_lib.pretraining import get_tokenizer
+from tutorial_lib.pretraining_settings import PretrainingSettings
 from tutorial_lib.settings import Names
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,7 +31,7 @@ SMOKE = config.get_scale("smoke")
 @pytest.mark.parametrize("scale", list(config.SCALES))
 def test_needs_of_every_scale(scale):
     n = prefetch.needs(scale)
-    corpus = config.get_scale(scale).pretrain.corpus
+    corpus = PretrainingSettings.at(scale).corpus
     assert n.dataset_names[0] == corpus  # notebook 01's corpus comes first
     assert {"trec", "sst2", "mr", "cr", "ud-ewt"} <= set(n.dataset_names)
     assert len(set(n.dataset_names)) == len(n.dataset_names)

@@ -1,6 +1,6 @@
 """Tests for tutorial_lib.pretraining: the smoke recipe end to end, caching, exact resume, torchrun."""
 
-import dataclasses
+import functools
 import json
 import math
 import os
@@ -13,6 +13,7 @@ from tiny import kill_at
 
 from tutorial_lib import config, pretraining
 from tutorial_lib.models import ModelError, load_pretrained
+from tutorial_lib.pretraining_settings import PretrainingSettings
 
 
 @pytest.fixture
@@ -24,12 +25,12 @@ def test_pretrain_then_load_or_pretrain_reuses_the_checkpoint(smoke):
     result = pretraining.pretrain(smoke, "causal", progress=False)
     assert (result.directory / "model.pt").exists()
     m = result.metrics
-    assert m["step"] == smoke.pretrain.steps
+    assert m["step"] == PretrainingSettings.at(smoke).steps
     assert m["ppl"] == pytest.approx(math.exp(m["loss"]))
     assert m["word_ppl"] > m["ppl"]  # more sub-words than words
-    assert m["loss"] < math.log(smoke.model.vocab_size)  # learned something beyond uniform
-    first = result.history.train[0]["loss"]
-    assert abs(first - math.log(smoke.model.vocab_size)) < 1.0  # the N(0, 0.02) init
+    uniform = math.log(PretrainingSettings.at(smoke).model.vocab_size)
+    assert m["loss"] < uniform  # learned something beyond uniform
+    assert abs(result.history.train[0]["loss"] - uniform) < 1.0  # the N(0, 0.02) init
     stamp = os.stat(result.directory / "model.pt").st_mtime_ns
     again = pretraining.load_or_pretrain(smoke, "causal")
     assert os.stat(result.directory / "model.pt").st_mtime_ns == stamp  # loaded, not retrained
@@ -67,7 +68,7 @@ def test_torchrun_two_cpu_processes(with_data, tmp_path):
     report = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1])
     assert report["world_size"] == 2
     model = load_pretrained(out, causal=True)
-    assert model.config.n_layer == config.get_scale("smoke").model.n_layer
+    assert model.config.n_layer == PretrainingSettings.at("smoke").model.n_layer
 
 
 @pytest.mark.parametrize("objective,grad_accum", [("mlm", 1), ("causal", 2)])
@@ -79,21 +80,21 @@ def test_killed_pretraining_resumes_bit_identical(smoke, tmp_path, monkeypatch, 
     ``grad_accum=2`` checkpoints come every ``eval_every`` optimizer steps (8 iterations), not
     every ``eval_every`` iterations, and the history counts optimizer steps."""
     steps, eval_every = 24 // grad_accum, 8 // grad_accum
-    scale = dataclasses.replace(smoke, pretrain=dataclasses.replace(
-        smoke.pretrain, max_train_lines=40, steps=steps, eval_every=eval_every,
-        grad_accum=grad_accum, warmup=2))
-    reference = pretraining.pretrain(scale, objective, directory=tmp_path / "ref", progress=False)
+    recipe = PretrainingSettings.at(smoke).replace(
+        max_train_lines=40, steps=steps, eval_every=eval_every, grad_accum=grad_accum, warmup=2)
+    run = functools.partial(pretraining.pretrain, smoke, objective, progress=False, settings=recipe)
+    reference = run(directory=tmp_path / "ref")
     n_blocks = len(pretraining.blocks(pretraining.encode_corpus(
-        scale, reference.tokenizer, "train").ids, scale.pretrain.seq_len))
-    assert n_blocks // scale.pretrain.batch_size < 13, "the kill must come after the first pass"
+        smoke, reference.tokenizer, "train", recipe).ids, recipe.seq_len))
+    assert n_blocks // recipe.batch_size < 13, "the kill must come after the first pass"
 
     kill_at(monkeypatch, pretraining, 13)
     with pytest.raises(KeyboardInterrupt):
-        pretraining.pretrain(scale, objective, directory=tmp_path / "run", progress=False)
+        run(directory=tmp_path / "run")
     monkeypatch.undo()
     state = tmp_path / "run" / "train_state"
     assert [p.name for p in state.glob("*.pt")] == ["training_checkpoint_8.pt"]  # iterations
-    resumed = pretraining.pretrain(scale, objective, directory=tmp_path / "run", progress=False)
+    resumed = run(directory=tmp_path / "run")
     assert resumed.resumed_from and resumed.resumed_from.endswith("training_checkpoint_8.pt")
     for (name, a), b in zip(reference.model.state_dict().items(),
                             resumed.model.state_dict().values()):

@@ -17,7 +17,6 @@ import pytest
 from tutorial_lib import config, results, stats
 from tutorial_lib.methods import NOTEBOOK_SETTINGS, references
 from tutorial_lib.ops import report as reports
-from tutorial_lib.settings import PRETRAINING
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -127,7 +126,7 @@ def test_save_figures_numbers_them_and_drops_stale_ones(tmp_path):
 def test_references_mark_recalled_numbers_unverified():
     assert references.REFERENCES
     for ref in references.REFERENCES:
-        assert ref.notebook in {PRETRAINING, *(c.notebook for c in NOTEBOOK_SETTINGS)}  # a file name
+        assert ref.notebook in {c.notebook for c in NOTEBOOK_SETTINGS}  # a file name
         if "recalled" in ref.source.lower() or "recalled" in ref.note.lower():
             assert not ref.verified, ref
     table = references.table("09_dart")

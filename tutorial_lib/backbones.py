@@ -57,6 +57,7 @@ from . import pretraining
 from .config import Scale, cache_dir
 from .models import POOLS, SequenceClassifier, TransformerClassifier, TransformerLM
 from .pretraining import OURS, get_tokenizer, model_config
+from .pretraining_settings import PretrainingSettings
 from .runtime import device_of
 from .tokenization import encode_with_cls
 from .training import pad_ids
@@ -430,7 +431,7 @@ def _load_ours(name: str, scale: Scale, seed: int) -> Backbone:
         except pretraining.NotPretrained as err:
             raise BackboneError(str(err)) from err
     kind = "causal" if lm.config.causal else "masked"
-    return Backbone(name, kind, tokenizer, lm, scale.model.max_len)
+    return Backbone(name, kind, tokenizer, lm, PretrainingSettings.at(scale).model.max_len)
 
 
 def _load_hf(name: str, kind: str | None, max_len: int, tiny: bool = False) -> Backbone:

@@ -17,8 +17,6 @@ paper       the NAACL-2019 tutorial's hyperparameters (d=410, ff=2100, 16 layers
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -56,136 +54,23 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class ModelSize:
-    """Transformer size (see ``tutorial_lib.models.TransformerConfig`` for the meaning)."""
-
-    vocab_size: int
-    d_model: int
-    n_layer: int
-    n_head: int
-    d_ff: int
-    max_len: int
-    dropout: float = 0.1
-
-
-@dataclass(frozen=True)
-class PretrainSettings:
-    """Language-model pretraining budget and optimiser settings."""
-
-    corpus: str  # a tutorial_lib.data registry name
-    max_train_lines: int | None  # None = the whole corpus
-    max_valid_lines: int | None
-    seq_len: int
-    batch_size: int
-    steps: int  # optimiser steps of the causal LM (and of the MLM unless mlm_steps is set)
-    lr: float
-    warmup: int
-    weight_decay: float = 0.01
-    grad_accum: int = 1
-    max_norm: float = 1.0
-    eval_every: int = 200  # steps between evaluations / checkpoints
-    mlm_probability: float = 0.15
-    # The MLM learns from the 15% masked tokens only, so it needs more steps than the causal LM;
-    # its step is cheaper (the output layer runs on the targets only). None = ``steps``.
-    mlm_steps: int | None = None
-    compare_lines: int = 200  # validation lines a large pretrained LM (SmolLM2) is scored on in 01
-
-    def steps_for(self, objective: str) -> int:
-        """Optimiser steps of one objective (``"causal"`` or ``"mlm"``)."""
-        return self.mlm_steps if objective == "mlm" and self.mlm_steps else self.steps
-
-
-@dataclass(frozen=True)
 class Scale:
-    """What changes between smoke / classroom / gpu / paper for our own model (notebook 01);
-    every other notebook's own settings: :mod:`tutorial_lib.settings`."""
+    """One point on the scale knob: its name and what it is for. Every notebook's sizes are its
+    own settings class's at this scale (``XSettings.at(scale)``); our model's size and its
+    pretraining recipe are notebook 01's (:mod:`tutorial_lib.pretraining_settings`)."""
 
     name: str
-    model: ModelSize
-    pretrain: PretrainSettings
     notes: str = ""
     tiny_hub_models: bool = False  # smoke: Hugging Face backbones become tiny random networks
 
-    def with_pretrain(self, **changes: object) -> Scale:
-        """This scale with other pretraining settings (a misspelt name is an error); the cache
-        fingerprint changes with them, so nothing stale is loaded.
 
-        >>> get_scale("smoke").with_pretrain(mlm_probability=0.4).pretrain.mlm_probability
-        0.4
-        """
-        names = {f.name for f in dataclasses.fields(PretrainSettings)}
-        unknown = set(changes) - names
-        if unknown:
-            raise ConfigError(f"no pretraining setting(s) {sorted(unknown)}; the settings: {sorted(names)}")
-        return dataclasses.replace(self, pretrain=dataclasses.replace(self.pretrain, **changes))
-
-    def fingerprint(self, *parts: object) -> str:
-        """Short hash of this scale's model + pretraining settings (and any extra parts).
-
-        Used to name cache entries, so a changed recipe never loads a stale checkpoint.
-        ``mlm_steps`` enters only the MLM's fingerprint (part ``"mlm"``), so changing it
-        retrains the MLM and nothing else.
-        """
-        pretrain = dataclasses.asdict(self.pretrain)
-        pretrain.pop("compare_lines")  # evaluation only: it changes no checkpoint
-        mlm_steps = pretrain.pop("mlm_steps")
-        if "mlm" in parts and mlm_steps:
-            parts = (*parts, f"mlm_steps={mlm_steps}")
-        blob = json.dumps(
-            [dataclasses.asdict(self.model), pretrain, *map(str, parts)],
-            sort_keys=True,
-        )
-        return hashlib.sha256(blob.encode()).hexdigest()[:10]
-
-
-_SMOKE = Scale(
-    name="smoke",
-    model=ModelSize(vocab_size=2000, d_model=64, n_layer=2, n_head=2, d_ff=128, max_len=64),
-    pretrain=PretrainSettings(
-        corpus="wikitext-2", max_train_lines=2000, max_valid_lines=200, seq_len=32,
-        batch_size=16, steps=40, lr=1e-3, warmup=10, eval_every=20, compare_lines=8,
-    ),
-    notes="CI: checks that every cell runs; the numbers mean nothing.",
-    tiny_hub_models=True,
-)
-
-_CLASSROOM = Scale(
-    name="classroom",
-    model=ModelSize(vocab_size=8000, d_model=256, n_layer=4, n_head=4, d_ff=1024, max_len=128),
-    pretrain=PretrainSettings(
-        corpus="wikitext-2", max_train_lines=None, max_valid_lines=None, seq_len=64,
-        batch_size=32, steps=400, lr=1e-3, warmup=100, eval_every=200, mlm_steps=800,
-    ),
-    notes="A 2-core laptop: ~2.5 min of bf16 pretraining per objective on WikiText-2.",
-)
-
-_GPU = Scale(
-    name="gpu",
-    model=ModelSize(vocab_size=16000, d_model=512, n_layer=8, n_head=8, d_ff=2048, max_len=256),
-    # Measured on one H200 (results/gpu, 2026-11-27) with 6000 steps for both objectives: the
-    # causal LM's validation loss was lowest at step 1000-2000 (4.38 nats) and then rose to 5.82
-    # at 6000 (~40 passes over WikiText-2's 2.4M tokens: it memorised the corpus), while the
-    # masked LM, which learns from 15 % of the tokens, kept improving to 6000 (3.27). Hence 1500
-    # causal steps and 6000 masked ones: about 4 min of 01 on an H200 instead of 6.
-    pretrain=PretrainSettings(
-        corpus="wikitext-2", max_train_lines=None, max_valid_lines=None, seq_len=256,
-        batch_size=64, steps=1500, lr=6e-4, warmup=150, eval_every=500, mlm_steps=6000,
-    ),
-    notes="One GPU, bf16 autocast.",
-)
-
-_PAPER = Scale(
-    name="paper",
-    model=ModelSize(
-        vocab_size=28996, d_model=410, n_layer=16, n_head=10, d_ff=2100, max_len=256
-    ),
-    pretrain=PretrainSettings(
-        corpus="wikitext-103", max_train_lines=None, max_valid_lines=None, seq_len=256,
-        batch_size=8, steps=400_000, lr=2.5e-4, warmup=1000, weight_decay=0.0,
-        max_norm=0.25, eval_every=5000,
-    ),
-    notes="The 2019 tutorial's hyperparameters (Transformer-XL WT103 base); needs a GPU cluster.",
-)
+_SMOKE = Scale("smoke", "CI: checks that every cell runs; the numbers mean nothing.",
+               tiny_hub_models=True)
+_CLASSROOM = Scale("classroom", "A 2-core laptop: ~2.5 min of bf16 pretraining per objective on "
+                                "WikiText-2.")
+_GPU = Scale("gpu", "One GPU, bf16 autocast.")
+_PAPER = Scale("paper", "The 2019 tutorial's hyperparameters (Transformer-XL WT103 base); needs a "
+                        "GPU cluster.")
 
 SCALES: dict[str, Scale] = {s.name: s for s in (_SMOKE, _CLASSROOM, _GPU, _PAPER)}
 
@@ -193,8 +78,8 @@ SCALES: dict[str, Scale] = {s.name: s for s in (_SMOKE, _CLASSROOM, _GPU, _PAPER
 def get_scale(name: str | None = None) -> Scale:
     """Return the named scale, or the one chosen by ``$TUTORIAL_SCALE`` (default classroom).
 
-    >>> get_scale("smoke").model.n_layer
-    2
+    >>> get_scale("smoke").tiny_hub_models
+    True
     """
     chosen = (name or os.environ.get(SCALE_ENV_VAR) or DEFAULT_SCALE).strip().lower()
     if chosen not in SCALES:

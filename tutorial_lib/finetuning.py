@@ -30,6 +30,7 @@ from .backbones import OURS, Backbone, load_backbone
 from .config import Scale, cache_dir
 from .evaluation import evaluate
 from .models import count_parameters
+from .pretraining_settings import PretrainingSettings
 from .runtime import PeakMemory, atomic_write, autocast_dtype, device, seed_everything
 from .settings import Budget
 from .stats import floor_column
@@ -222,7 +223,8 @@ def run_key(backbone: str, task: Task, budget: Budget, seed: int, scale: Scale,
     and transformers versions, and the hardware's precision. Two runs with the same key give the
     same numbers on a CPU."""
     # ours: the pretraining recipe of its objective (mlm_steps enter the MLM's only)
-    blob = {"backbone": backbone, "recipe": scale.fingerprint(OURS[backbone]) if backbone in OURS else "",
+    recipe = PretrainingSettings.at(scale).fingerprint(OURS[backbone]) if backbone in OURS else ""
+    blob = {"backbone": backbone, "recipe": recipe,
             "task": [task.name, task.spec.protocol, task.sizes()], "data": data_fingerprint(task),
             "budget": dataclasses.asdict(budget), "seed": seed, "lr": lr,
             "code": source_digest(Path(package)), "torch": torch.__version__,

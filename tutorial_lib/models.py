@@ -48,7 +48,7 @@ class ModelError(RuntimeError):
     """A checkpoint that is missing or does not fit the model asked for."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class TransformerConfig:
     vocab_size: int
     d_model: int = 256

@@ -1,6 +1,7 @@
 """Pretraining a Transformer language model (notebook 01), causal or masked.
 
-``pretrain(scale, "causal")`` runs the whole recipe: train (or load) the tokenizer, encode the
+``pretrain(scale, "causal")`` runs the whole recipe of the scale's :class:`PretrainingSettings`
+(pass ``settings=`` for a recipe of your own): train (or load) the tokenizer, encode the
 corpus into one long stream of ids with [SEP] between lines, cut it into blocks of
 ``seq_len`` tokens, and train with AdamW, warm-up + cosine schedule, bf16 autocast where the
 hardware has it, periodic evaluation and atomic, resumable checkpoints: a killed run, re-run,
@@ -17,6 +18,7 @@ The same function is the distributed entry point: under
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -41,6 +43,7 @@ from .config import Scale, cache_dir, get_scale
 from .evaluation import create_lm_evaluator
 from .models import CHECKPOINT_FILE, TransformerConfig, TransformerLM, load_pretrained, save_pretrained
 from .params import make_optimizer
+from .pretraining_settings import PretrainingSettings
 from .runtime import autocast_dtype, device, device_of
 from .settings import BACKBONE, Settings, named
 from .tokenization import clean_wikitext, load_or_train_tokenizer
@@ -73,20 +76,27 @@ def _check_objective(objective: str) -> None:
 # --- corpus and tokenizer --------------------------------------------------------------------------
 
 
-def corpus_lines(scale: Scale, split: str) -> list[str]:
-    """Non-empty, cleaned lines of the scale's pretraining corpus (optionally truncated)."""
-    limit = scale.pretrain.max_train_lines if split == "train" else scale.pretrain.max_valid_lines
-    rows = data.load(scale.pretrain.corpus, validation_fraction=0.0)[split]["text"]
+def recipe(scale: Scale, settings: PretrainingSettings | None = None) -> PretrainingSettings:
+    """The pretraining settings to use: ``settings`` if given, else the scale's own."""
+    return settings if settings is not None else PretrainingSettings.at(scale)
+
+
+def corpus_lines(scale: Scale, split: str, settings: PretrainingSettings | None = None) -> list[str]:
+    """Non-empty, cleaned lines of the pretraining corpus (optionally truncated)."""
+    s = recipe(scale, settings)
+    limit = s.max_train_lines if split == "train" else s.max_valid_lines
+    rows = data.load(s.corpus, validation_fraction=0.0)[split]["text"]
     lines = [clean_wikitext(r) for r in rows]
     lines = [ln for ln in lines if ln]
     return lines[:limit] if limit else lines
 
 
-def get_tokenizer(scale: Scale) -> PreTrainedTokenizerBase:
-    """The scale's cased WordPiece tokenizer, trained on the corpus once and cached."""
-    directory = cache_dir(scale.name) / f"tokenizer-{scale.fingerprint('tok')}"
-    return load_or_train_tokenizer(directory, lambda: corpus_lines(scale, "train"),
-                                   scale.model.vocab_size)
+def get_tokenizer(scale: Scale, settings: PretrainingSettings | None = None) -> PreTrainedTokenizerBase:
+    """Our cased WordPiece tokenizer, trained on the corpus once and cached."""
+    s = recipe(scale, settings)
+    directory = cache_dir(scale.name) / f"tokenizer-{s.fingerprint('tok')}"
+    return load_or_train_tokenizer(directory, lambda: corpus_lines(scale, "train", s),
+                                   s.model.vocab_size)
 
 
 @dataclass
@@ -107,13 +117,15 @@ def unigram_loss(train: EncodedCorpus, valid: EncodedCorpus, vocab_size: int) ->
     return float(-log_p[valid.ids.long()].mean())
 
 
-def encode_corpus(scale: Scale, tokenizer: PreTrainedTokenizerBase, split: str) -> EncodedCorpus:
+def encode_corpus(scale: Scale, tokenizer: PreTrainedTokenizerBase, split: str,
+                  settings: PretrainingSettings | None = None) -> EncodedCorpus:
     """Encode a split into one stream (cached next to the tokenizer)."""
-    path = cache_dir(scale.name) / f"corpus-{scale.fingerprint('tok')}-{split}.pt"
+    s = recipe(scale, settings)
+    path = cache_dir(scale.name) / f"corpus-{s.fingerprint('tok')}-{split}.pt"
     if integrity.check(path, "encoded corpus"):
         blob = torch.load(path, weights_only=True)
         return EncodedCorpus(blob["ids"], int(blob["n_words"]))
-    lines = corpus_lines(scale, split)
+    lines = corpus_lines(scale, split, s)
     encoded = tokenizer(lines, add_special_tokens=False)["input_ids"]
     sep = tokenizer.sep_token_id
     stream = [tok for row in encoded for tok in (*row, sep)]
@@ -158,14 +170,15 @@ def fixed_validation_batches(
     return batches
 
 
-def _prepare_corpus(scale: Scale) -> tuple[PreTrainedTokenizerBase, EncodedCorpus, EncodedCorpus]:
+def _prepare_corpus(scale: Scale, s: PretrainingSettings
+                    ) -> tuple[PreTrainedTokenizerBase, EncodedCorpus, EncodedCorpus]:
     """Tokenizer + encoded splits; under torchrun rank 0 builds the caches while the others wait."""
     distributed = idist.get_world_size() > 1
     if distributed and idist.get_rank() > 0:
         idist.barrier()
-    tokenizer = get_tokenizer(scale)
-    train = encode_corpus(scale, tokenizer, "train")
-    valid = encode_corpus(scale, tokenizer, "validation")
+    tokenizer = get_tokenizer(scale, s)
+    train = encode_corpus(scale, tokenizer, "train", s)
+    valid = encode_corpus(scale, tokenizer, "validation", s)
     if distributed and idist.get_rank() == 0:
         idist.barrier()
     return tokenizer, train, valid
@@ -174,18 +187,17 @@ def _prepare_corpus(scale: Scale) -> tuple[PreTrainedTokenizerBase, EncodedCorpu
 # --- the model and the loop ----------------------------------------------------------------------
 
 
-def model_config(scale: Scale, tokenizer: PreTrainedTokenizerBase, objective: str) -> TransformerConfig:
-    m = scale.model
-    return TransformerConfig(
-        vocab_size=len(tokenizer), d_model=m.d_model, n_layer=m.n_layer, n_head=m.n_head,
-        d_ff=m.d_ff, max_len=m.max_len, dropout=m.dropout, causal=objective == "causal",
-        pad_id=tokenizer.pad_token_id,
-    )
+def model_config(scale: Scale, tokenizer: PreTrainedTokenizerBase, objective: str,
+                 settings: PretrainingSettings | None = None) -> TransformerConfig:
+    """The settings' model, sized to the tokenizer, for one objective."""
+    return dataclasses.replace(recipe(scale, settings).model, vocab_size=len(tokenizer),
+                               causal=objective == "causal", pad_id=tokenizer.pad_token_id)
 
 
-def run_directory(scale: Scale, objective: str) -> Path:
-    """Where a scale's pretrained checkpoint of one objective lives (shared by all notebooks)."""
-    return cache_dir(scale.name) / f"pretrained-{objective}-{scale.fingerprint(objective)}"
+def run_directory(scale: Scale, objective: str, settings: PretrainingSettings | None = None) -> Path:
+    """Where a pretrained checkpoint of one objective lives (shared by all notebooks)."""
+    return (cache_dir(scale.name)
+            / f"pretrained-{objective}-{recipe(scale, settings).fingerprint(objective)}")
 
 
 @dataclass
@@ -206,29 +218,31 @@ def pretrain(
     directory: Path | None = None,
     seed: int = 0,
     progress: bool = True,
+    settings: PretrainingSettings | None = None,
 ) -> PretrainResult:
-    """Pretrain a ``TransformerLM`` with ``objective`` at ``scale``; save it to ``directory``.
+    """Pretrain a ``TransformerLM`` with ``objective`` at ``scale`` (its recipe, or ``settings``);
+    save it to ``directory``.
 
     An interrupted run is resumed from its last checkpoint. A finished run in ``directory`` is
     discarded and trained again (use :func:`load_or_pretrain` to reuse it instead).
     """
     _check_objective(objective)
-    steps = scale.pretrain.steps_for(objective)
-    if steps % scale.pretrain.eval_every:
+    p = recipe(scale, settings)
+    steps = p.steps_for(objective)
+    if steps % p.eval_every:
         raise PretrainError(f"scale {scale.name!r}: {objective} steps ({steps}) must be a "
-                            f"multiple of eval_every ({scale.pretrain.eval_every})")
-    directory = Path(directory or run_directory(scale, objective))
+                            f"multiple of eval_every ({p.eval_every})")
+    directory = Path(directory or run_directory(scale, objective, p))
     if (directory / CHECKPOINT_FILE).exists() and idist.get_rank() == 0:
         shutil.rmtree(directory)
     if idist.get_world_size() > 1:
         idist.barrier()  # rank 0 has cleaned the directory before anyone reads it
     manual_seed(seed + idist.get_rank())
-    p = scale.pretrain
-    tokenizer, train, valid = _prepare_corpus(scale)
+    tokenizer, train, valid = _prepare_corpus(scale, p)
     collate = lm_collate(tokenizer, objective, p.mlm_probability)
 
     dev, amp = device(), autocast_dtype()
-    model = idist.auto_model(TransformerLM(model_config(scale, tokenizer, objective)).to(dev))
+    model = idist.auto_model(TransformerLM(model_config(scale, tokenizer, objective, p)).to(dev))
     optimizer = idist.auto_optim(make_optimizer(model, p.lr, p.weight_decay))
     world = idist.get_world_size()
     # under torchrun each process takes batch_size / world_size blocks, as idist.auto_dataloader
@@ -278,9 +292,9 @@ def pretrain(
                           max_epochs=math.ceil(total / eval_every))
     except TrainingOutOfMemory as err:  # name the settings to lower at this scale
         raise TrainingOutOfMemory(
-            f"{err} Scale {scale.name!r} has pretrain.batch_size={p.batch_size}, "
-            f"seq_len={p.seq_len}, grad_accum={p.grad_accum}, model d_model={scale.model.d_model}, "
-            f"n_layer={scale.model.n_layer}.") from err
+            f"{err} PretrainingSettings at {scale.name!r} have batch_size={p.batch_size}, "
+            f"seq_len={p.seq_len}, grad_accum={p.grad_accum}, model d_model={p.model.d_model}, "
+            f"n_layer={p.model.n_layer}.") from err
     seconds = time.perf_counter() - start
 
     final = history.evals[-1] if history.evals else {}
@@ -312,11 +326,12 @@ def _intact(directory: Path) -> bool:
             and integrity.check(directory / HISTORY_FILE, "training history"))
 
 
-def load(scale: Scale, objective: str = "causal") -> PretrainResult:
-    """The scale's pretrained LM from the cache; never trains. Not there (or damaged):
-    :class:`NotPretrained`, saying how to make it."""
+def load(scale: Scale, objective: str = "causal",
+         settings: PretrainingSettings | None = None) -> PretrainResult:
+    """The scale's pretrained LM (or that of ``settings``) from the cache; never trains. Not there
+    (or damaged): :class:`NotPretrained`, saying how to make it."""
     _check_objective(objective)
-    directory = run_directory(scale, objective)
+    directory = run_directory(scale, objective, settings)
     if not _intact(directory):
         raise NotPretrained(
             f"our {objective} LM at the {scale.name} scale is not in the cache ({directory}): run "
@@ -327,19 +342,21 @@ def load(scale: Scale, objective: str = "causal") -> PretrainResult:
     history = History(saved["train"], saved["evals"])
     payload = torch.load(directory / CHECKPOINT_FILE, map_location="cpu", weights_only=True)
     extra = payload.get("extra", {})
-    return PretrainResult(model, get_tokenizer(scale), directory, history,
+    return PretrainResult(model, get_tokenizer(scale, settings), directory, history,
                           extra.get("metrics", {}), float(extra.get("seconds", 0.0)))
 
 
-def load_or_pretrain(scale: Scale, objective: str = "causal") -> PretrainResult:
-    """The scale's pretrained LM from the cache, or pretrain one now (so every notebook runs alone)."""
+def load_or_pretrain(scale: Scale, objective: str = "causal",
+                     settings: PretrainingSettings | None = None) -> PretrainResult:
+    """The pretrained LM from the cache, or pretrain one now (so every notebook runs alone)."""
     _check_objective(objective)
-    if not _intact(run_directory(scale, objective)):
+    directory = run_directory(scale, objective, settings)
+    if not _intact(directory):
         # without model.pt, pretrain() resumes from the run's last checkpoint: when the run had
         # finished, rebuilding the damaged files takes no training at all
-        integrity.discard(run_directory(scale, objective) / CHECKPOINT_FILE)
-        return pretrain(scale, objective)
-    return load(scale, objective)
+        integrity.discard(directory / CHECKPOINT_FILE)
+        return pretrain(scale, objective, settings=settings)
+    return load(scale, objective, settings)
 
 
 def ensure(scale: Scale, settings: Settings | None = None, *names: str) -> dict[str, PretrainResult]:

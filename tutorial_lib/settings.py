@@ -180,11 +180,6 @@ class Classification(Settings):
 
 # --- the registry: every notebook's class, found by its ``notebook`` name ----------------------
 
-PRETRAINING = "01_pretraining"
-"""Notebook 01's name: its settings are the scale's own (``scale.model``, ``scale.pretrain``),
-and it builds our tokenizer and pretrained models."""
-
-
 def _marker(hint: object) -> Names | None:
     """The :class:`Names` in a field's type (also inside ``X | None``), if any."""
     if get_origin(hint) is Annotated:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import os
 import platform
@@ -17,8 +18,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from tutorial_lib.config import ModelSize, get_scale
 from tutorial_lib.models import TransformerConfig, count_parameters
+from tutorial_lib.pretraining_settings import PretrainingSettings
 from tutorial_lib.runtime import PeakMemory, cpu_has_fast_bf16
 from tutorial_lib.settings import Budget
 
@@ -44,7 +45,7 @@ class BenchSize:
     """Model sizes, batch shapes and the number of warm-up / timed steps of one benchmark size."""
 
     name: str
-    model: ModelSize  # the same sizes as a tutorial_lib scale
+    model: TransformerConfig  # the same sizes as a tutorial_lib scale's PretrainingSettings
     seq_len: int  # pretraining
     batch_size: int
     ft_seq_len: int  # fine-tuning: every row is exactly this long
@@ -57,25 +58,21 @@ class BenchSize:
     ft_steps: int
 
     def model_config(self, causal: bool = True, vocab_size: int | None = None) -> TransformerConfig:
-        m = self.model
-        return TransformerConfig(
-            vocab_size=vocab_size or m.vocab_size, d_model=m.d_model, n_layer=m.n_layer,
-            n_head=m.n_head, d_ff=m.d_ff, max_len=m.max_len, dropout=m.dropout,
-            causal=causal, pad_id=0,
-        )
+        return dataclasses.replace(self.model, vocab_size=vocab_size or self.model.vocab_size,
+                                   causal=causal, pad_id=0)
 
 
 def bench_size(name: str) -> BenchSize:
     """``tiny`` (CI: seconds), or the model and pretraining batch of a ``tutorial_lib`` scale."""
     if name == "tiny":
-        tiny = ModelSize(vocab_size=128, d_model=32, n_layer=2, n_head=2, d_ff=64, max_len=32,
-                         dropout=0.1)
+        tiny = TransformerConfig(vocab_size=128, d_model=32, n_layer=2, n_head=2, d_ff=64,
+                                 max_len=32, dropout=0.1)
         return BenchSize("tiny", tiny, seq_len=16, batch_size=4, ft_seq_len=16, ft_batch_size=4,
                          warmup=1, rounds=2, steps=2, ft_warmup=1, ft_rounds=2, ft_steps=1)
     if name not in SIZES:
         raise ValueError(f"unknown size {name!r}: choose one of {', '.join(SIZES)}")
-    scale = get_scale(name)
-    m, p = scale.model, scale.pretrain
+    p = PretrainingSettings.at(name)
+    m = p.model
     timing = {"classroom": dict(warmup=3, rounds=8, steps=3, ft_warmup=2, ft_rounds=4, ft_steps=3),
               "gpu": dict(warmup=10, rounds=5, steps=20, ft_warmup=5, ft_rounds=5, ft_steps=10)}
     timing["paper"] = timing["gpu"]  # the 2019 model and batch (16 layers, d = 410, 8 x 256): a GPU's

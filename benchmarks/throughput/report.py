@@ -13,6 +13,8 @@ from pathlib import Path
 
 import torch
 
+from tutorial_lib.pretraining_settings import SIZE_FIELDS
+
 from .efficiency import GPU_PEAK_SIZES, PEAK_SIZES, efficiency, efficiency_from_file, matmul_peak
 from .finetuning import finetune_costs
 from .measure import RESULTS_DIR, SIZES, bench_size, device_tag, environment
@@ -148,7 +150,7 @@ def run_benchmark(
     peak = matmul_peak(dev, sizes=sizes, repeats=2 if size == "tiny" else 4) if measure_peak else None
     result = {
         "size": size, "environment": environment(dev),
-        "config": {**dataclasses.asdict(bs.model),
+        "config": {**{k: getattr(bs.model, k) for k in SIZE_FIELDS},
                    **{k: v for k, v in dataclasses.asdict(bs).items() if k != "model"}},
         "pretraining": pretraining_throughput(bs, dev, compile=compile, peak_flops=peak_flops),
         "finetune": finetune_costs(bs, dev) if finetune else None,

@@ -16,13 +16,14 @@ generation      15          decoding and the dialogue model
 
 A chapter holds its method modules, ``settings.py`` (its notebooks' settings classes) and
 ``plots.py``. Chapters build on the core (``tutorial_lib/*.py``) and never on each other
-(``tests/test_layering.py``); notebook 02 and 01 need no chapter (``finetuning``,
-``pretraining`` are core).
+(``tests/test_layering.py``); notebooks 01 and 02 need no chapter (``pretraining`` with its
+``PretrainingSettings``, and ``finetuning`` are core: every chapter uses them).
 
 Importing this package imports every chapter's settings (nothing heavier), so
 :data:`NOTEBOOK_SETTINGS` holds every notebook's class.
 """
 
+from .. import pretraining_settings as _pretraining  # noqa: F401 (registers 01's class)
 from .. import settings
 from .adaptation import settings as _adaptation  # noqa: F401 (registers the classes)
 from .forgetting import settings as _forgetting  # noqa: F401

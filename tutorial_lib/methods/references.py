@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..settings import PRETRAINING, Settings, notebook_name
+from ..pretraining_settings import PretrainingSettings
+from ..settings import Settings, notebook_name
 from .adaptation.settings import AdaptationSettings, DiscriminativeSettings, UnfreezingSettings
 from .forgetting.settings import ForgettingSettings
 from .multitask.settings import GradTSSettings, MultitaskSettings
@@ -41,7 +42,7 @@ class Reference:
 
 # each notebook's name, as its settings class gives it
 _PRETRAINING, _ADAPTATION, _UNFREEZING, _DISCRIMINATIVE = (
-    PRETRAINING, AdaptationSettings.notebook, UnfreezingSettings.notebook,
+    PretrainingSettings.notebook, AdaptationSettings.notebook, UnfreezingSettings.notebook,
     DiscriminativeSettings.notebook)
 _MULTITASK, _GRADTS, _TDT, _DART, _AMNESIC = (
     MultitaskSettings.notebook, GradTSSettings.notebook, TDTSettings.notebook, DARTSettings.notebook,

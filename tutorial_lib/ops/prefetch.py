@@ -11,7 +11,7 @@ never listed by hand, so it cannot drift from what the notebooks use:
 
 * **datasets**: every task named in a field typed as task names (``settings.TaskName`` …)
   mapped to its dataset (``tasks.TASKS[name].dataset``), the pretraining corpus
-  (``scale.pretrain.corpus``), and what a notebook loads without a field naming it (its
+  (``PretrainingSettings.corpus``), and what a notebook loads without a field naming it (its
   class's ``also_needs``); loaded through :func:`tutorial_lib.data.load`: the local copy when
   ``TUTORIAL_DATA_DIR`` is set, else the Hugging Face Hub;
 * **Hub models**: every name in a field typed as backbone names (``settings.BackboneName`` …)
@@ -55,7 +55,8 @@ from ..data.registry import lookup
 from ..methods import NOTEBOOK_SETTINGS
 from ..models import CHECKPOINT_FILE
 from ..pretraining import run_directory
-from ..settings import BACKBONE, PRETRAINING, TASK, named
+from ..pretraining_settings import PretrainingSettings
+from ..settings import BACKBONE, TASK, named
 from . import bundle
 
 
@@ -64,7 +65,7 @@ def _number(notebook: str) -> str:
     return notebook.split("_", 1)[0]
 
 
-BUILDER = _number(PRETRAINING)  # the notebook that builds our tokenizer and models
+BUILDER = _number(PretrainingSettings.notebook)  # the notebook that builds our tokenizer and models
 HUB_FILES = ["*.json", "*.txt", "*.model", "*.safetensors", "*.tiktoken"]
 """The Hub files ``from_pretrained`` reads: config, tokenizer files, safetensors weights."""
 HUB_FALLBACK_WEIGHTS = ["pytorch_model*.bin"]  # only for a repository without safetensors
@@ -167,7 +168,7 @@ def needs(scale: Scale | str | None = None) -> Needs:
     # our tokenizer, trained on the corpus, serves every one of our models; a missing checkpoint
     # is pretrained on the corpus by whichever notebook asks for it first
     ours_users = {BUILDER}.union(*ours.values())
-    dataset_users[scale.pretrain.corpus] |= ours_users
+    dataset_users[PretrainingSettings.at(scale).corpus] |= ours_users
     for name in dataset_users:
         lookup(name)  # DataError for a dataset the registry does not know
     return Needs(
@@ -368,7 +369,7 @@ def check_offline_model(need: Need, scale: str, online: bool) -> Row:
 
 def tokenizer_directory(scale: Scale) -> Path:
     """Where ``pretraining.get_tokenizer`` caches the scale's tokenizer."""
-    return config.cache_dir(scale.name) / f"tokenizer-{scale.fingerprint('tok')}"
+    return config.cache_dir(scale.name) / f"tokenizer-{PretrainingSettings.at(scale).fingerprint('tok')}"
 
 
 def check_ours(need: Need, scale: Scale) -> Row:

@@ -21,7 +21,7 @@ from ...settings import (
 @dataclass(frozen=True)
 class DialogueSettings(Settings):
     """15: (1) decoding strategies on ``backbone``: ``prompts`` test paragraphs of the scale's
-    pretraining corpus (``scale.pretrain.corpus``: WikiText-2, WikiText-103 at paper) cut to
+    pretraining corpus (``PretrainingSettings.corpus``: WikiText-2, WikiText-103 at paper) cut to
     ``prompt_tokens`` tokens, ``new_tokens`` generated for each (batches of ``generate_batch``),
     repetition of ``repetition_n``-grams, prompts and samples drawn with ``decoding_seed``; our
     sampler against ``generate`` on ``match_prompts`` prompts of ``match_tokens`` tokens.
