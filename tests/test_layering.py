@@ -34,7 +34,8 @@ LAYERS = [
     # notebook's settings class with its values at every scale (on config's Scale only)
     {"integrity"},  # the cache's size/hash records: on runtime's atomic writes, under every writer
     {"models", "tokenization", "tasks", "stats"},
-    {"anatomy", "pretraining_settings"},  # pretraining_settings: 01's class (the model's config)  # where each family keeps its parts (on models: our Transformer)
+    {"anatomy", "pretraining_settings"},  # anatomy: where each family keeps its parts (on models);
+    # pretraining_settings: 01's class (our model's TransformerConfig and the recipe)
     {"params", "batches", "checkpoints"},  # checkpoints: exact resume (integrity, models)
     {"training"},  # the one recipe (fit) builds its optimizer with params
     {"evaluation"},  # the evaluators and evaluate (on training.to_device)
