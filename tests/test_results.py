@@ -324,6 +324,46 @@ def test_effects_json_and_the_report_give_holm_p_per_notebook_family(tmp_path):
     assert columns[columns.index("p") + 1] == "p_holm"
 
 
+def _effect(notebook, method, baseline, metric, delta, ci, verdict, n=5, test="paired t"):
+    low, high = (float(x) for x in ci.strip("[]").split(","))
+    df = n - 1
+    se = (high - low) / 2 / float(stats.sps.t.ppf(0.975, df))
+    return {"notebook": notebook, "method": method, "baseline": baseline, "metric": metric,
+            "backbone": "x", "delta": delta, "unit": "points", "ci95": ci, "p": 0.5, "test": test,
+            "verdict": verdict, "expected": "none", "source": "", "n": n, "df": df, "se": se}
+
+
+def test_every_effect_carries_its_mde_and_a_null_inside_it_its_bound(tmp_path):
+    """The MDE comes from the record's standard error and df alone (so effects saved before it
+    existed get it too); a within-noise CI inside ±MDE gives the equivalence bound."""
+    narrow = _effect("02_adaptation", "a", "b", "err", 0.1, "[-0.50, +0.70]", stats.WITHIN_NOISE)
+    wide = _effect("02_adaptation", "c", "b", "err", 3.0, "[-2.00, +8.00]", stats.WITHIN_NOISE)
+    [a, c] = reports.with_power([narrow, wide])
+    assert a["mde"] == pytest.approx(stats.minimum_detectable_effect(narrow["se"], 4), abs=1e-3)
+    assert a["no_larger_than"] == pytest.approx(0.7) and c["no_larger_than"] is None
+    assert c["mde"] < 8.0  # the CI reaches past the MDE: no bound
+    _write(tmp_path, "02_adaptation", effects=[narrow, wide])
+    body = sections(reports.report_markdown(tmp_path, ["02_adaptation"]))["What the nulls could have seen"]
+    assert "2 of 2 effects are within noise" in body and f"| {a['mde']:.2f} | \\|Δ\\| ≤ 0.70 |" in body
+
+
+def test_a_source_effect_is_called_below_our_mde_or_not_seen_and_gets_its_runs(tmp_path):
+    """03's adapters (the slides: +0.4 points of error) and 04's gradual unfreezing (+1.6): an MDE
+    above the source's Δ says the run could not have seen it; below it, with a null, the run is
+    evidence against that size."""
+    below = _effect("03_adapters_and_freezing", "adapters m=64", "full fine-tuning",
+                    "TREC-6 test error", 0.27, "[-0.77, +1.30]", stats.WITHIN_NOISE, n=3)
+    against = _effect("04_gradual_unfreezing", "gradual unfreezing", "full fine-tuning",
+                      "TREC-6 test error", 0.07, "[-0.40, +0.54]", stats.WITHIN_NOISE, n=3)
+    [b, a] = reports.with_power([below, against])
+    assert b["source_delta"] == pytest.approx(0.4) and b["source_vs_run"] == reports.SOURCE_BELOW
+    assert a["source_delta"] == pytest.approx(1.6) and a["source_vs_run"] == reports.SOURCE_NOT_SEEN
+    assert b["runs_for_source"] > 3 and a["runs_for_source"] <= 3
+    unrelated = reports.with_power([_effect("02_adaptation", "x", "y", "err", 1.0, "[-1, +3]",
+                                            stats.WITHIN_NOISE)])[0]
+    assert "source_delta" not in unrelated
+
+
 def test_report_shows_the_replication_table_when_replication_json_exists(tmp_path):
     _write(tmp_path, "02_adaptation")
     assert "Held-out replication" not in reports.report_markdown(tmp_path, ["02_adaptation"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -81,13 +82,36 @@ def _number(value: object) -> float | None:
 
 def _test_size(row: pd.Series) -> dict:
     """``n``, ``df`` and ``se`` of one comparison row (None where the table has no such column:
-    a table from before they existed, or an untested row)."""
+    a table from before they existed, or an untested row), and what the test could have seen
+    (:func:`power_of`)."""
     n, df = _number(row.get("n")), _number(row.get("df"))
     se = None
     if df and row.get("95% CI"):
         low, high = (float(x) for x in str(row["95% CI"]).strip("[]").split(","))
         se = round((high - low) / 2 / float(sps.t.ppf(1 - stats.ALPHA / 2, df)), 4)
-    return {"n": None if n is None else int(n), "df": df, "se": se}
+    out = {"n": None if n is None else int(n), "df": df, "se": se}
+    return out | power_of(out | {"ci95": row.get("95% CI"), "verdict": row.get("verdict"),
+                                 "test": row.get("test")})
+
+
+def power_of(record: Mapping) -> dict:
+    """An effect record's power: ``mde`` (the minimum detectable effect at 80 % power,
+    :func:`tutorial_lib.stats.minimum_detectable_effect`, from its ``se`` and ``df``) and, for a
+    within-noise verdict whose CI lies inside ±MDE, ``no_larger_than`` (the CI's farther end).
+    McNemar's (test items) from its normal CI; None where the record has no standard error."""
+    se, df = record.get("se"), record.get("df")
+    if record.get("test") == "McNemar" and record.get("ci95"):  # items: the CI is a normal one
+        low, high = (float(x) for x in str(record["ci95"]).strip("[]").split(","))
+        se, df = (high - low) / 2 / float(sps.norm.ppf(1 - stats.ALPHA / 2)), math.inf
+    if se is None or df is None or pd.isna(se) or pd.isna(df):
+        return {"mde": None, "no_larger_than": None}
+    mde = stats.minimum_detectable_effect(float(se), float(df))
+    bound = None
+    if record.get("verdict") == stats.WITHIN_NOISE and record.get("ci95"):
+        low, high = (float(x) for x in str(record["ci95"]).strip("[]").split(","))
+        if -mde <= low and high <= mde:
+            bound = round(max(abs(low), abs(high)), 3)
+    return {"mde": round(mde, 3), "no_larger_than": bound}
 
 
 def guards_of(comparison: pd.DataFrame, method: object) -> dict:

@@ -31,6 +31,16 @@ method with a start must be *better* than its start. Otherwise the verdict is co
 **"void: baseline at chance"**, **"void: baseline did not train"** or, for the method,
 **"did not train"** — in that order of precedence, never typed by hand.
 
+**What a null could have seen.** "Within noise" is not "no effect": with three seeds the test can
+miss large effects. Every comparison therefore carries its **minimum detectable effect**
+(:meth:`Comparison.mde`, :func:`minimum_detectable_effect`): the smallest |Δ| the same test, at the
+run's own spread and number of runs, detects with 80 % power at α = 0.05 — λ standard errors, λ
+from the noncentral t (2.8 for many runs, 5.7 with three paired seeds). A within-noise verdict is
+printed with it, and where the whole 95 % CI lies inside ±MDE the run bounds the effect
+(:meth:`Comparison.bound`: "|Δ| ≤ the CI's farther end"). Set against a paper's number, the MDE
+says whether a null is evidence (the paper's effect above the MDE and not seen) or silence (below
+it); :meth:`Comparison.runs_for` says how many runs would detect it.
+
 **Multiplicity.** A notebook tests several effects. The verdict uses the **raw p** of its own test
 (α = 0.05 per comparison): it is computed in the cell that runs the test, before the notebook's
 other tests exist, and it never changes afterwards. The report (``RESULTS.md``, ``effects.json``)
@@ -49,8 +59,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
+from scipy.optimize import brentq
 
 ALPHA = 0.05
+POWER = 0.8  # the power a minimum detectable effect is computed for (Cohen's convention)
 WITHIN_NOISE = "within noise"
 VOID_AT_CHANCE = "void: baseline at chance"
 VOID_BASELINE_DID_NOT_TRAIN = "void: baseline did not train"
@@ -123,6 +135,43 @@ class Comparison:
         if self.start_check is not None and self.start_check.raw_verdict(higher_is_better) != "better":
             return DID_NOT_TRAIN
         return self.raw_verdict(higher_is_better)
+
+    @property
+    def se(self) -> float:
+        """Δ's standard error, read back from the 95 % CI: half its width over the critical value
+        (t with the test's ``df``; the normal for McNemar). NaN when nothing was tested."""
+        if self.test == "none" or math.isnan(self.low) or math.isnan(self.high):
+            return math.nan
+        df = math.inf if self.test == "McNemar" else self.df
+        return (self.high - self.low) / 2 / _critical(df, ALPHA)
+
+    def mde(self, power: float = POWER, alpha: float = ALPHA) -> float:
+        """The **minimum detectable effect**: the smallest |Δ| this design — its own spread and its
+        number of runs — detects with probability ``power`` (:func:`minimum_detectable_effect`).
+        A "within noise" verdict says nothing about effects smaller than this."""
+        df = math.inf if self.test == "McNemar" else self.df
+        return minimum_detectable_effect(self.se, df, power, alpha)
+
+    def runs_for(self, delta: float, power: float = POWER, alpha: float = ALPHA) -> float:
+        """Runs (pairs when paired; per side for Welch) with which a repeat of this comparison, at
+        its observed spread, would detect a true Δ of ``delta`` (e.g. a paper's number) with
+        ``power``. NaN for McNemar (its units are test items, not runs)."""
+        if self.test in ("none", "McNemar") or math.isnan(self.se):
+            return math.nan
+        paired = self.test != "Welch t"
+        spread = self.se * math.sqrt(self.n if paired else self.n / 2)
+        return seeds_needed(delta, spread, power=power, alpha=alpha, paired=paired)
+
+    def bound(self, power: float = POWER, alpha: float = ALPHA) -> float | None:
+        """An **equivalence statement** for a null: when the verdict is within noise and the whole
+        95 % CI lies inside ±MDE, the effect is "no larger than" the CI's farthest end (returned);
+        None otherwise (the run cannot bound it that tightly)."""
+        if self.raw_verdict(True) != WITHIN_NOISE:
+            return None
+        mde = self.mde(power, alpha)
+        if math.isnan(mde) or not within_margin(self, mde):
+            return None
+        return max(abs(self.low), abs(self.high))
 
     def seeds_needed(self, power: float = 0.8, alpha: float = ALPHA) -> float:
         """Runs a repeat of this comparison would need (pairs when paired; per side otherwise) to
@@ -298,8 +347,9 @@ def compare(
     starts: Mapping[str, Floor | float] | None = None,
 ) -> pd.DataFrame:
     """Every group of ``table[by]`` against ``baseline`` on ``column``: one row each with Δ, its
-    95 % CI, the effect size, the test, p, the verdict and ``n`` (runs, pairs when paired) with the
-    test's degrees of freedom ``df`` (in points when ``percent``). The baseline's own row comes
+    95 % CI, the effect size, the test, p, the verdict, the minimum detectable effect ``MDE``
+    (:meth:`Comparison.mde`, in Δ's units) and ``n`` (runs, pairs when paired) with the test's
+    degrees of freedom ``df`` (in points when ``percent``). The baseline's own row comes
     first, with its mean. ``pair_on``: the column that pairs runs.
 
     The guards (module docstring), in ``column``'s units: ``floor`` — the baseline's trivial floor
@@ -331,7 +381,7 @@ def compare(
     base_keys = base[pair_on].tolist() if pair_on in base else None
     rows = [{by: baseline, f"mean ({unit})": k * base[column].mean(), f"Δ ({unit})": 0.0,
              "95% CI": "", "effect size": math.nan, "test": "", "p": math.nan,
-             "verdict": "(baseline)", "n": len(base), "df": math.nan}]
+             "verdict": "(baseline)", "MDE": math.nan, "n": len(base), "df": math.nan}]
     guards = floor is not None or bool(starts)
     if guards:
         rows[0].update(_guard_columns(base[column], base_keys, floor, starts.get(baseline), k))
@@ -348,7 +398,7 @@ def compare(
         row = {by: name, f"mean ({unit})": k * g[column].mean(), f"Δ ({unit})": k * c.delta,
                "95% CI": "" if math.isnan(c.low) else f"[{k * c.low:+.2f}, {k * c.high:+.2f}]",
                "effect size": c.effect_size, "test": c.test, "p": c.p,
-               "verdict": c.verdict(higher_is_better), "n": c.n, "df": c.df}
+               "verdict": c.verdict(higher_is_better), "MDE": k * c.mde(), "n": c.n, "df": c.df}
         if guards:
             row.update(_guard_columns(g[column], keys[0], None, starts.get(name), k))
         rows.append(row)
@@ -385,8 +435,23 @@ def sentences(comparison: pd.DataFrame, metric: str = "test error") -> str:
         ci = f", 95% CI {r['95% CI']}" if r["95% CI"] else ""
         p = "" if math.isnan(r["p"]) else f", {r['test']} p = {r['p']:.3f}"
         lines.append(f"{name}: {r[unit_col]:+.2f} {unit} of {metric} vs {baseline}{ci}{p} → "
-                     f"{r['verdict']}")
+                     f"{r['verdict']}{null_text(r, unit)}")
     return "\n".join(lines)
+
+
+def null_text(row: Mapping, unit: str = "points") -> str:
+    """What a within-noise row of a :func:`compare` table could have seen: `` (MDE X unit)``, and
+    where its CI lies inside ±MDE, ``; |Δ| ≤ Y`` (the equivalence statement). "" otherwise."""
+    mde = row.get("MDE", math.nan)
+    if row.get("verdict") != WITHIN_NOISE or mde is None or math.isnan(mde):
+        return ""
+    ci = str(row.get("95% CI") or "")
+    bound = ""
+    if ci:
+        low, high = (float(x) for x in ci.strip("[]").split(","))
+        if -mde <= low and high <= mde:
+            bound = f"; |Δ| ≤ {max(abs(low), abs(high)):.2f}"
+    return f" (MDE {mde:.2f} {unit}{bound})"
 
 
 def within_margin(comparison: Comparison, margin: float) -> bool:
@@ -430,6 +495,42 @@ def seeds_needed(delta: float, std: float, power: float = 0.8, alpha: float = AL
         if t_power(d, n, alpha, paired) >= power:
             return n
     return math.inf
+
+
+def _critical(df: float, alpha: float) -> float:
+    """The two-sided critical value: t with ``df`` degrees of freedom, the normal when df = ∞."""
+    return float(sps.norm.ppf(1 - alpha / 2) if math.isinf(df) else sps.t.ppf(1 - alpha / 2, df))
+
+
+def detectable_noncentrality(df: float, power: float = POWER, alpha: float = ALPHA) -> float:
+    """λ such that the two-sided test at level ``alpha`` rejects with probability ``power`` when
+    the true Δ is λ standard errors: P(|T| > t_{1−α/2}) = power with T ~ noncentral t(df, λ)
+    (the normal shifted by λ when df = ∞): 2.80 for large df, 3.76 at df = 4 (5 paired seeds),
+    5.65 at df = 2 (3 paired seeds)."""
+    if not df or df < 1 or math.isnan(df):
+        return math.nan
+    crit = _critical(df, alpha)
+    if math.isinf(df):
+        def reject(lam: float) -> float:
+            return float(sps.norm.sf(crit - lam) + sps.norm.cdf(-crit - lam))
+    else:  # (the far tail's mass, NaN in scipy for a large λ at df = 1, is 0)
+        def reject(lam: float) -> float:
+            return float(sps.nct.sf(crit, df, lam) + np.nan_to_num(sps.nct.cdf(-crit, df, lam)))
+    high = 8.0
+    while reject(high) < power:
+        high *= 2
+    return float(brentq(lambda lam: reject(lam) - power, 0.0, high))
+
+
+def minimum_detectable_effect(se: float, df: float, power: float = POWER,
+                              alpha: float = ALPHA) -> float:
+    """The smallest true |Δ| the verdict rule's test detects with probability ``power``, given
+    Δ's standard error ``se`` and the test's ``df``: λ·SE (:func:`detectable_noncentrality`).
+    Paired with n runs this is d_min·s, d_min the standardised effect of ``statsmodels``'
+    ``TTestPower().solve_power(nobs=n, power=power)`` and s the std of the differences."""
+    if se is None or math.isnan(se) or df is None:
+        return math.nan
+    return detectable_noncentrality(df, power, alpha) * se
 
 
 def holm(pvalues: Sequence[float | None]) -> list[float]:

@@ -20,7 +20,12 @@ import pandas as pd
 
 from ..pretraining_settings import PretrainingSettings
 from ..settings import Settings, notebook_name
-from .adaptation.settings import AdaptationSettings, DiscriminativeSettings, UnfreezingSettings
+from .adaptation.settings import (
+    AdaptationSettings,
+    AdapterSettings,
+    DiscriminativeSettings,
+    UnfreezingSettings,
+)
 from .forgetting.settings import ForgettingSettings
 from .multitask.settings import GradTSSettings, MultitaskSettings
 from .peft.settings import PEFTSettings
@@ -183,3 +188,50 @@ def table(notebook: Settings | type[Settings] | str) -> pd.DataFrame:
              "verified?": "yes" if r.verified else "**unverified**", "note": r.note}
             for r in for_notebook(notebook)]
     return pd.DataFrame(rows, columns=["reference", "value", "source", "verified?", "note"])
+
+
+# --- the sources' effects, for the power analysis ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceEffect:
+    """A source's number for one of our comparisons, as a Δ in our units and sign convention
+    (method − baseline; for an error, negative is better), so the report can say whether this run
+    could have seen it (``ops.report``: below or above our minimum detectable effect, and the runs
+    needed to detect it). Often measured on another benchmark or model: the size is the question."""
+
+    notebook: str
+    method: str
+    baseline: str
+    metric: str  # how the effect record's metric starts
+    delta: float
+    source: str
+    verified: bool
+    note: str = ""
+
+
+_SLIDES = "2019 tutorial slides, hands-on #2/#3/#4/#6 (single runs, TREC-6 test error)"
+SOURCE_EFFECTS: tuple[SourceEffect, ...] = (
+    SourceEffect(UnfreezingSettings.notebook, "gradual unfreezing", "full fine-tuning", "TREC-6 test error",
+                 5.2 - 3.6, _SLIDES, True, "5.2 % (#4) vs 3.6 % (#2)"),
+    *(SourceEffect(AdapterSettings.notebook, f"adapters m={m}", "full fine-tuning", "TREC-6 test error",
+                   4.0 - 3.6, _SLIDES, True, "4.0 % (#3) vs 3.6 % (#2)") for m in (8, 64)),
+    SourceEffect(_MULTITASK, "+ LM loss (1.0 / 0.5)", "classification only", "TREC-6 test error",
+                 3.4 - 3.6, _SLIDES, True, "3.4 % (#6, 6 epochs) vs 3.6 % (#2, 3 epochs): the epochs "
+                 "differ too"),
+    SourceEffect(_TDT, "TDT", "fine-tuning", "sst2 dev (in-domain) error", -0.5,
+                 "Zeng et al. 2022 (GLUE average +0.5 to +1.5 points; the low end), recalled", False),
+    SourceEffect(PEFTSettings.notebook, "LoRA", "all but embeddings", "trec test error", 86.4 - 87.2,
+                 "Hu et al. 2021 Table 2 (RoBERTa-base GLUE average 87.2 vs 86.4), recalled", False,
+                 "LoRA better by 0.8 points: −0.8 points of error"),
+    SourceEffect(ForgettingSettings.notebook, "KD", "hard labels", "student (2 layers) test accuracy",
+                 (146 - 74) / 100, "Hinton et al. 2015 §3 (MNIST: 146 → 74 errors of 10,000), recalled",
+                 False, "+0.72 points of accuracy"),
+)
+
+
+def source_effect(record: dict) -> SourceEffect | None:
+    """The :class:`SourceEffect` for an effect record of ``effects.json`` (None if there is none)."""
+    return next((s for s in SOURCE_EFFECTS if s.notebook == record.get("notebook")
+                 and s.method == record.get("method") and s.baseline == record.get("baseline")
+                 and str(record.get("metric", "")).startswith(s.metric)), None)
