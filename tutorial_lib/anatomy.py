@@ -12,6 +12,9 @@ bert    ``encoder.layer``      none (post-LN)  ``embeddings``        ``attention
 llama   ``layers``             ``norm``        ``embed_tokens``      (not needed by any method yet)
 ======  =====================  ==============  ====================  ===============================
 
+Decoding (:attr:`Anatomy.cached_decoding`): a llama-family LM has Hugging Face's ``generate`` and a
+key/value cache; ours re-reads its history at every step.
+
 Adapters (:func:`adapter_sites`) go into our blocks' two slots, and around BERT's
 ``attention.output.dense`` and ``output.dense``.
 
@@ -44,6 +47,12 @@ class Anatomy:
     embeddings: tuple[nn.Module, ...]  # the embedding layer's parameters
     embedding_output: nn.Module  # the module whose output is the embedding layer's output e
     names: tuple[str, str]  # what the tutorial calls a layer and the final norm
+
+    @property
+    def cached_decoding(self) -> bool:
+        """Whether the family's LM decodes with Hugging Face's ``generate`` and a key/value cache
+        (llama); ours has neither: a decoder re-reads its history at every step."""
+        return self.family == "llama"
 
 
 def anatomy(network: nn.Module) -> Anatomy:

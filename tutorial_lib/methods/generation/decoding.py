@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from scipy import stats as sps
 
+from ...anatomy import anatomy
 from ...stats import ALPHA
 
 Picker = Callable[[torch.Tensor], torch.Tensor]  # next-token logits [B, V] -> token ids [B]
@@ -137,12 +138,12 @@ def history_forward(model: torch.nn.Module) -> Forward:
 
 
 def as_forward(model: torch.nn.Module | Forward) -> Forward:
-    """``model``'s step: a :data:`Forward` as is, a Hugging Face LM (it can ``generate``) with its
-    key/value cache (:func:`lm_forward`), any other causal LM on its history
-    (:func:`history_forward`)."""
+    """``model``'s step: a :data:`Forward` as is, an LM whose family decodes with a key/value cache
+    (``anatomy(model).cached_decoding``: Hugging Face's llama family) with it (:func:`lm_forward`),
+    ours on its history (:func:`history_forward`)."""
     if not isinstance(model, torch.nn.Module):
         return model
-    return lm_forward(model) if hasattr(model, "generate") else history_forward(model)
+    return lm_forward(model) if anatomy(model).cached_decoding else history_forward(model)
 
 
 @torch.no_grad()
@@ -327,9 +328,10 @@ def hf_generate(
 def generate_texts(
     model: torch.nn.Module, prompts: torch.Tensor, strategy: Strategy, new_tokens: int, batch_size: int = 16,
 ) -> torch.Tensor:
-    """``[P, new_tokens]``: :func:`hf_generate` for a Hugging Face LM, our :func:`decode` prompt
-    by prompt for any other causal LM (ours: no ``generate``); no early stop in either."""
-    if hasattr(model, "generate"):
+    """``[P, new_tokens]``: :func:`hf_generate` for a family with Hugging Face's ``generate``
+    (``anatomy(model).cached_decoding``), our :func:`decode` prompt by prompt for ours; no early stop
+    in either."""
+    if anatomy(model).cached_decoding:
         return hf_generate(model, prompts, strategy, new_tokens, batch_size)
     return torch.cat([decode(model, p[None], strategy, new_tokens) for p in prompts])
 

@@ -35,6 +35,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from ... import stats
+from ...anatomy import anatomy
 from ...backbones import Backbone, load_backbone
 from ...config import Scale
 from ...evaluation import logits_step
@@ -57,7 +58,7 @@ def lm_aux_loss(lm_weight: float = 0.5, clf_weight: float = 1.0) -> Callable[[nn
     never LM targets). The 2019 slides use 1.0 / 0.5."""
 
     def loss_fn(model: nn.Module, batch: dict) -> torch.Tensor:
-        if not hasattr(model, "lm_head") or not model.encoder.config.is_decoder:
+        if anatomy(model).family != "ours" or not model.encoder.config.is_decoder:
             raise ValueError("the auxiliary LM loss needs our causal TransformerClassifier "
                              "(backbone 'ours' or 'scratch')")
         ids, mask = batch["input_ids"], batch["attention_mask"]
