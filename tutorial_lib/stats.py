@@ -347,7 +347,8 @@ def compare(
     starts: Mapping[str, Floor | float] | None = None,
 ) -> pd.DataFrame:
     """Every group of ``table[by]`` against ``baseline`` on ``column``: one row each with Δ, its
-    95 % CI, the effect size, the test, p, the verdict, the minimum detectable effect ``MDE``
+    95 % CI, the effect size, the test, p, its Holm-adjusted value over this table's tests
+    (``Holm p``: the verdict stays the raw p's), the verdict, the minimum detectable effect ``MDE``
     (:meth:`Comparison.mde`, in Δ's units) and ``n`` (runs, pairs when paired) with the test's
     degrees of freedom ``df`` (in points when ``percent``). The baseline's own row comes
     first, with its mean. ``pair_on``: the column that pairs runs.
@@ -403,6 +404,7 @@ def compare(
             row.update(_guard_columns(g[column], keys[0], None, starts.get(name), k))
         rows.append(row)
     out = pd.DataFrame(rows).set_index(by)
+    out.insert(list(out.columns).index("p") + 1, "Holm p", holm(out["p"].tolist()))
     unused = [c for name, given in (("floor", floor is not None), ("start", bool(starts)))
               if not given for c in (name, f"{name} p")]
     return out.drop(columns=[c for c in unused if c in out])
@@ -425,6 +427,7 @@ def sentences(comparison: pd.DataFrame, metric: str = "test error") -> str:
     mean_col = next(c for c in comparison.columns if c.startswith("mean"))
     unit = unit_col[unit_col.index("(") + 1: -1]
     baseline = comparison.index[0]
+    tests = int(comparison["p"].notna().sum())
     lines = []
     for name, r in comparison.iterrows():
         for guard in ("floor", "start"):
@@ -434,6 +437,8 @@ def sentences(comparison: pd.DataFrame, metric: str = "test error") -> str:
     for name, r in comparison.iloc[1:].iterrows():
         ci = f", 95% CI {r['95% CI']}" if r["95% CI"] else ""
         p = "" if math.isnan(r["p"]) else f", {r['test']} p = {r['p']:.3f}"
+        if tests > 1 and not math.isnan(r.get("Holm p", math.nan)):
+            p += f" (Holm p = {r['Holm p']:.3f} over the {tests} tests here)"
         lines.append(f"{name}: {r[unit_col]:+.2f} {unit} of {metric} vs {baseline}{ci}{p} → "
                      f"{r['verdict']}{null_text(r, unit)}")
     return "\n".join(lines)
