@@ -2,6 +2,9 @@
 
 ``show.source(adapters.Adapter)`` displays the class's source with syntax highlighting (and as
 plain text where HTML is not rendered); ``show.source(fn, lines=(3, 20))`` only those lines of it.
+It displays at once, wherever it stands in a cell (a display object returned by a call that is
+not the cell's last expression would be dropped silently: tests/test_show.py checks every
+notebook's outputs for it).
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import inspect
 import textwrap
 
-from IPython.display import Code
+from IPython.display import Code, display
 
 
 def source_text(obj: object, lines: tuple[int, int] | None = None) -> str:
@@ -21,8 +24,18 @@ def source_text(obj: object, lines: tuple[int, int] | None = None) -> str:
     return text.rstrip() + "\n"
 
 
-def source(obj: object, lines: tuple[int, int] | None = None) -> Code:
-    """The source of ``obj`` as a highlighted code block, with the module it comes from."""
+def header(obj: object) -> str:
+    """The first line shown above ``obj``'s source: ``# module.qualname``."""
     module = inspect.getmodule(obj)
-    where = f"# {module.__name__}.{getattr(obj, '__qualname__', '')}\n" if module else ""
-    return Code(where + source_text(obj, lines), language="python")
+    return f"# {module.__name__}.{getattr(obj, '__qualname__', '')}" if module else ""
+
+
+def code(obj: object, lines: tuple[int, int] | None = None) -> Code:
+    """The source of ``obj`` as a highlighted code block, with the module it comes from."""
+    first = header(obj)
+    return Code((first + "\n" if first else "") + source_text(obj, lines), language="python")
+
+
+def source(obj: object, lines: tuple[int, int] | None = None) -> None:
+    """Display :func:`code` of ``obj`` now (anywhere in a cell)."""
+    display(code(obj, lines))
