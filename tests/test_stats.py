@@ -450,3 +450,37 @@ def test_a_within_noise_row_prints_its_mde_and_a_decided_row_does_not():
     # two tests in one table: each p is printed with its Holm-adjusted value over the two
     assert table["Holm p"].tolist()[1:] == pytest.approx(stats.holm(table["p"].tolist()[1:]))
     assert f"Holm p = {table.loc['same', 'Holm p']:.3f} over the 2 tests here" in same
+
+
+# --- the premise guard ---------------------------------------------------------------------------
+
+
+def test_an_erasure_premise_holds_only_at_the_floor_on_every_split():
+    held = stats.erasure_premise({"dev": 0.18, "test": 0.19}, {"dev": 0.174, "test": 0.183})
+    assert held.holds and held.failure == stats.VOID_NOT_ERASED
+    # notebook 11's committed INLP: dev 0.354 and test 0.372 against majorities 0.174 / 0.183
+    failed = stats.erasure_premise({"dev": 0.354, "test": 0.372}, {"dev": 0.174, "test": 0.183})
+    assert not failed.holds and "dev: probe 0.354 vs floor 0.174" in failed.detail
+    one = stats.erasure_premise({"dev": 0.18, "test": 0.25}, {"dev": 0.174, "test": 0.183})
+    assert not one.holds  # erased on dev, not on test
+    with pytest.raises(ValueError, match="same splits"):
+        stats.erasure_premise({"dev": 0.2, "test": 0.2}, {"dev": 0.17})
+
+
+def test_a_failed_premise_voids_even_a_clear_difference_and_a_held_one_leaves_it():
+    """11's case: the LM after 'erasing' UPOS is clearly worse than after random directions, but
+    the eraser did not erase: the verdict is computed void, not 'worse'."""
+    runs = pd.DataFrame({"method": ["random"] * 5 + ["INLP UPOS"] * 5 + ["LEACE UPOS"] * 5,
+                         "seed": list(range(5)) * 3,
+                         "acc": [0.40, 0.41, 0.40, 0.42, 0.41, 0.36, 0.37, 0.36, 0.38, 0.37,
+                                 0.35, 0.36, 0.35, 0.37, 0.36]})
+    failed = stats.erasure_premise({"dev": 0.354}, {"dev": 0.174})
+    held = stats.erasure_premise({"dev": 0.176}, {"dev": 0.174})
+    table = stats.compare(runs, "random", column="acc", higher_is_better=True, floor=False,
+                          premises={"INLP UPOS": failed, "LEACE UPOS": held})
+    assert table.loc["INLP UPOS", "p"] < 0.05
+    assert table.loc["INLP UPOS", "verdict"] == stats.VOID_NOT_ERASED
+    assert table.loc["LEACE UPOS", "verdict"] == "worse"
+    assert table.loc["INLP UPOS", "premise"].startswith("failed: dev: probe 0.354")
+    with pytest.raises(ValueError, match="premises given for"):
+        stats.compare(runs, "random", column="acc", floor=False, premises={"nope": held})

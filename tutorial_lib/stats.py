@@ -41,6 +41,13 @@ printed with it, and where the whole 95 % CI lies inside ±MDE the run bounds th
 says whether a null is evidence (the paper's effect above the MDE and not seen) or silence (below
 it); :meth:`Comparison.runs_for` says how many runs would detect it.
 
+**The premise guard.** Some comparisons rest on something the method must first achieve in the
+run: an amnesic comparison (the LM after erasing a property vs after erasing as many random
+directions) says something about the property only if the eraser erased it. A :class:`Premise`
+(:func:`erasure_premise`: a fresh probe within a tolerance of its majority floor on dev and test)
+is computed in the run and given to :func:`compare`; when it fails the verdict is **"void:
+property not erased"**, before every other guard.
+
 **Multiplicity.** A notebook tests several effects. The verdict uses the **raw p** of its own test
 (α = 0.05 per comparison): it is computed in the cell that runs the test, before the notebook's
 other tests exist, and it never changes afterwards. The report (``RESULTS.md``, ``effects.json``)
@@ -67,6 +74,7 @@ WITHIN_NOISE = "within noise"
 VOID_AT_CHANCE = "void: baseline at chance"
 VOID_BASELINE_DID_NOT_TRAIN = "void: baseline did not train"
 DID_NOT_TRAIN = "did not train"
+VOID_NOT_ERASED = "void: property not erased"
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
@@ -111,6 +119,7 @@ class Comparison:
     floor_check: Comparison | None = None  # the baseline against its floor
     start_check: Comparison | None = None  # the method against its starting point
     baseline_start_check: Comparison | None = None  # the baseline against its starting point
+    premise: Premise | None = None  # what the method's comparison rests on, measured in the run
 
     def raw_verdict(self, higher_is_better: bool) -> str:
         """"better" / "worse" (p < α), "within noise", or "not tested" with one run — the test
@@ -122,11 +131,14 @@ class Comparison:
         return "better" if (self.delta > 0) == higher_is_better else "worse"
 
     def verdict(self, higher_is_better: bool) -> str:
-        """:meth:`raw_verdict`, unless a guard fails first: the baseline not better than its floor
+        """:meth:`raw_verdict`, unless a guard fails first: the method's premise (e.g.
+        ``"void: property not erased"``, :class:`Premise`), the baseline not better than its floor
         (``"void: baseline at chance"``) or its start (``"void: baseline did not train"``), or the
         method not better than its start (``"did not train"``)."""
         if self.test == "none":
             return "not tested (1 run)"
+        if self.premise is not None and not self.premise.holds:
+            return self.premise.failure
         if self.floor_check is not None and self.floor_check.raw_verdict(higher_is_better) != "better":
             return VOID_AT_CHANCE
         if (self.baseline_start_check is not None
@@ -252,6 +264,33 @@ def _as_floor(floor: Floor | float | None, what: str) -> Floor | None:
     return Floor(float(floor), what)
 
 
+@dataclass(frozen=True)
+class Premise:
+    """**The premise guard**: a condition a comparison rests on, measured in the same run — an
+    amnesic comparison ("the LM after erasing POS vs after erasing random directions") says
+    something about POS only if the eraser erased it. When ``holds`` is False the verdict is
+    ``failure``, computed like the learned-baseline guard, never typed by hand."""
+
+    holds: bool
+    failure: str  # the verdict when it does not hold, e.g. VOID_NOT_ERASED
+    detail: str = ""  # what was measured
+
+
+def erasure_premise(probe: Mapping[str, float], floor: Mapping[str, float], tol: float = 0.01
+                    ) -> Premise:
+    """An eraser's premise: a fresh linear probe after erasure within ``tol`` of its floor (the
+    majority rate) on every split measured (``{split: accuracy}``; e.g. dev and test) — INLP's own
+    stopping rule, applied to its result and to any other eraser's."""
+    missing = sorted(set(probe) - set(floor))
+    if missing or not probe:
+        raise ValueError(f"an erasure premise needs the probe and its floor on the same splits: "
+                         f"probe {sorted(probe)}, floor {sorted(floor)}")
+    over = {s: (probe[s], floor[s]) for s in probe if probe[s] > floor[s] + tol}
+    detail = "; ".join(f"{s}: probe {p:.3f} vs floor {f:.3f}" for s, (p, f) in
+                       ((s, (probe[s], floor[s])) for s in probe))
+    return Premise(not over, VOID_NOT_ERASED, detail + f" (tolerance {tol})")
+
+
 def against_floor(values: Sequence[float], floor: Floor | float,
                   keys: Sequence[object] | None = None) -> Comparison:
     """``values`` (one run each) against ``floor``: Δ = mean(values) − floor. Paired by key when
@@ -345,6 +384,7 @@ def compare(
     higher_is_better: bool = False, pair_on: str | None = "seed", percent: bool = True,
     floor: Floor | float | bool | None = None,
     starts: Mapping[str, Floor | float] | None = None,
+    premises: Mapping[str, Premise] | None = None,
 ) -> pd.DataFrame:
     """Every group of ``table[by]`` against ``baseline`` on ``column``: one row each with Δ, its
     95 % CI, the effect size, the test, p, its Holm-adjusted value over this table's tests
@@ -358,7 +398,9 @@ def compare(
     :func:`majority_floor`); ``starts`` — ``{group: its starting point}`` (a prompt's zero-shot
     accuracy; the baseline may be one of them). A floor adds the columns ``floor`` and ``floor p``
     (on the baseline's row: the baseline against its floor), starts add ``start`` and ``start p``
-    (on each row with a start); the verdicts are voided where a guard fails. Without ``floor``,
+    (on each row with a start); ``premises`` — ``{group: its Premise}`` (e.g.
+    :func:`erasure_premise`): a group whose premise failed gets the premise's verdict. The
+    verdicts are voided where a guard fails. Without ``floor``,
     the floor comes from the table itself when its runs carry one (:func:`floor_from_table`:
     ``finetuning.compare_methods`` writes it from the task), so every such comparison is
     guarded; ``floor=False`` turns the guard off.
@@ -371,6 +413,10 @@ def compare(
     if baseline not in groups:
         raise ValueError(f"baseline {baseline!r} is not in the table's {by!r} column: {list(groups)}")
     starts = {name: _as_floor(v, "start") for name, v in (starts or {}).items()}
+    premises = dict(premises or {})
+    if sorted(set(premises) - set(groups)):
+        raise ValueError(f"premises given for {sorted(set(premises) - set(groups))}, which are not "
+                         f"in the table's {by!r} column: {list(groups)}")
     unknown = sorted(set(starts) - set(groups))
     if unknown:
         raise ValueError(f"starts given for {unknown}, which are not in the table's {by!r} column: "
@@ -396,12 +442,17 @@ def compare(
         keys = (g[pair_on].tolist(), base_keys) if pair_on in g else (None, None)
         c = compare_runs(g[column], base[column], *keys, floor=floor, start=starts.get(name),
                          baseline_start=starts.get(baseline))
+        if name in premises:
+            c = replace(c, premise=premises[name])
         row = {by: name, f"mean ({unit})": k * g[column].mean(), f"Δ ({unit})": k * c.delta,
                "95% CI": "" if math.isnan(c.low) else f"[{k * c.low:+.2f}, {k * c.high:+.2f}]",
                "effect size": c.effect_size, "test": c.test, "p": c.p,
                "verdict": c.verdict(higher_is_better), "MDE": k * c.mde(), "n": c.n, "df": c.df}
         if guards:
             row.update(_guard_columns(g[column], keys[0], None, starts.get(name), k))
+        if premises:
+            row["premise"] = (("holds: " if premises[name].holds else "failed: ")
+                              + premises[name].detail if name in premises else "")
         rows.append(row)
     out = pd.DataFrame(rows).set_index(by)
     out.insert(list(out.columns).index("p") + 1, "Holm p", holm(out["p"].tolist()))

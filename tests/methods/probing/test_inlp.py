@@ -147,3 +147,57 @@ def test_reinjecting_the_gold_labels_removed_mean_restores_what_the_label_explai
     # a class absent from the labels gets the overall mean
     by4, _ = inlp.removed_means(X, y, P, classes=4)
     np.testing.assert_allclose(by4[3], overall)
+
+
+# --- LEACE beside INLP ------------------------------------------------------------------------------
+
+
+def _signal_in_three_directions(n: int = 3000, d: int = 12, seed: int = 0):
+    """Four classes whose means differ only in the first three coordinates (isotropic noise)."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 4, n)
+    X = rng.normal(size=(n, d))
+    X[:, :2] += 2 * np.eye(4)[y][:, :2]
+    X[:, 2] += 1.5 * (y == 3)
+    return X[:2000], y[:2000], X[2000:], y[2000:]
+
+
+def test_leace_leaves_no_linear_signal():
+    """Every class's mean equals the overall mean after LEACE (so no linear classifier beats a
+    constant on the fitting data), and a fresh probe is at the majority rate on held-out data."""
+    X, y, X_dev, y_dev = _signal_in_three_directions()
+    eraser = inlp.leace(X, y)
+    erased = eraser(X)
+    for z in range(4):
+        assert np.allclose(erased[y == z].mean(0), erased.mean(0), atol=1e-9)
+    assert eraser.n_directions == 3  # c − 1 for four classes
+    probe = inlp.probe_after(eraser, X, y, {"dev": (X_dev, y_dev)})["dev"]
+    assert probe <= inlp.majority_rate(y, y_dev) + 0.02
+
+
+def test_our_eraser_form_is_the_packages_edit():
+    """h ↦ P h + shift (what lm_logits applies) equals concept-erasure's own eraser(x)."""
+    import torch
+    from concept_erasure import LeaceEraser
+
+    X, y, X_dev, _ = _signal_in_three_directions(seed=1)
+    ours = inlp.leace(X, y)
+    theirs = LeaceEraser.fit(torch.as_tensor(X), torch.nn.functional.one_hot(torch.as_tensor(y), 4)
+                             .to(torch.float64))
+    assert np.allclose(ours(X_dev), theirs(torch.as_tensor(X_dev)).numpy(), atol=1e-9)
+
+
+def test_inlp_and_leace_agree_on_what_is_erasable():
+    """On a property that lives in three known directions, INLP run to its stopping rule and LEACE
+    both bring the probe to the majority rate, remove three directions, and remove (nearly) the
+    same subspace: every principal cosine between INLP's removed basis and LEACE's removed space
+    (the column space of I − P) above 0.9."""
+    X, y, X_dev, y_dev = _signal_in_three_directions()
+    run = inlp.inlp(X, y, X_dev, y_dev, max_iterations=10)
+    assert run.converged and run.n_directions == 3
+    lea = inlp.leace(X, y)
+    removed = np.linalg.svd(np.eye(12) - lea.P)[0][:, :3]
+    cosines = np.linalg.svd(run.basis.T @ removed, compute_uv=False)
+    assert cosines.min() > 0.9
+    for eraser in (inlp.inlp_eraser(run), lea):
+        assert inlp.probe_after(eraser, X, y, {"dev": (X_dev, y_dev)})["dev"] <= run.majority + 0.02

@@ -263,3 +263,59 @@ def reinject(X: np.ndarray, P: np.ndarray, shift: np.ndarray) -> np.ndarray:
     and not without it, what the projection took away was the property, not collateral
     information that shared its directions."""
     return np.asarray(X, dtype=np.float64) @ P + np.asarray(shift, dtype=np.float64)
+
+
+# --- LEACE, the closed-form eraser beside INLP -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Eraser:
+    """An affine eraser h ↦ P h + shift (row vectors: ``X @ P.T + shift``). INLP's is a linear
+    orthogonal projection (shift 0); LEACE's an oblique one with a shift."""
+
+    name: str
+    P: np.ndarray  # d × d
+    shift: np.ndarray  # d
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        return np.asarray(X, dtype=np.float64) @ self.P.T + self.shift
+
+    @property
+    def n_directions(self) -> int:
+        """Directions it removes: d − rank(P)."""
+        return directions_removed(self.P)
+
+
+def inlp_eraser(result: INLPResult) -> Eraser:
+    """INLP's projection as an :class:`Eraser`."""
+    return Eraser("INLP", result.P, np.zeros(result.P.shape[0]))
+
+
+def leace(X: np.ndarray, y: np.ndarray, classes: int | None = None) -> Eraser:
+    """LEACE (Belrose et al., NeurIPS 2023, the ``concept-erasure`` package): the least-squares
+    affine edit after which **no linear classifier** predicts ``y`` from ``X`` better than a
+    constant — every class's mean becomes the overall mean — in closed form, removing at most
+    c − 1 directions for c classes (INLP removes c − 1 *per iteration*, until its probes fail).
+    ``y``: integer labels (one-hot encoded here: as integers the package would erase only their
+    linear correlation with the *value* z, not the class)."""
+    import torch
+    from concept_erasure import LeaceEraser
+
+    y = np.asarray(y)
+    c = int(y.max()) + 1 if classes is None else classes
+    x = torch.as_tensor(np.asarray(X), dtype=torch.float64)
+    z = torch.nn.functional.one_hot(torch.as_tensor(y, dtype=torch.long), c).to(torch.float64)
+    fitted = LeaceEraser.fit(x, z)
+    P = fitted.P.numpy()
+    bias = fitted.bias.numpy() if fitted.bias is not None else np.zeros(P.shape[0])
+    return Eraser("LEACE", P, bias @ (np.eye(P.shape[0]) - P).T)
+
+
+def probe_after(eraser: Eraser, X_train: np.ndarray, y_train: np.ndarray,
+                evaluations: dict[str, tuple[np.ndarray, np.ndarray]], *,
+                classifier: Callable[[], object] | None = None) -> dict[str, float]:
+    """A fresh linear probe trained on the erased training vectors, scored on each erased
+    evaluation set (``{split: (X, y)}``): did the eraser reach its own criterion there?"""
+    clf = fit_converged(classifier or default_classifier, eraser(X_train), y_train,
+                        what=f"probe after {eraser.name}")
+    return {split: float(clf.score(eraser(X), y)) for split, (X, y) in evaluations.items()}
