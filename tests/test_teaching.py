@@ -1,0 +1,297 @@
+"""The teacher's guide, ``docs/teaching.md``, against the notebooks and the committed results.
+
+The guide is parsed simply: a notebook's section runs from its level-2 heading
+``## <stem> — <title>`` to the next level-2 heading, and its figures sit on fixed lines.
+
+* **Sections**: every notebook in ``notebooks/`` has exactly one section, in notebook order, and
+  one row ``| <stem> | topic | CPU min | peak RAM | suggested session |`` in the summary table.
+* **CPU time and peak RAM**: each section has exactly one line
+  ``- CPU (classroom): <min> · peak RAM <GiB>``. That line and the summary row quote
+  ``f"{wall_times[stem] / 60:.1f} min"`` (``results/classroom/wall_times.json``) and
+  ``f"{rss_mib / 1024:.1f} GiB"`` (``results/classroom/peak_memory.json``; ``not measured yet``
+  where it has no entry). The "How to run" section's total (``N min in all``) is the sum of the
+  wall times in minutes.
+* **GPU**: a notebook with a wall time in ``results/gpu/wall_times.json`` has the line
+  ``- GPU (gpu scale): <min> on <gpu>, <date> · peak <R> GiB reserved + <C> GiB CUDA context``. The
+  GPU and the date come from ``results/gpu/machine.json``, and R (one decimal) and C (two
+  decimals) from ``results/gpu/peak_memory.json``. Every other notebook's line reads
+  ``- GPU: not measured yet``.
+* **Exercises**. The rule: the guide names an exercise as ``Exercise N, "Title"``. The notebook's
+  exercises are the numbered items ``N. **Title**`` under its ``## Try this`` heading (the
+  notebooks' exercises section). The named exercise must exist there with that number, and its
+  title must equal the quoted title, compared case-insensitively and without a trailing period or
+  colon. A number and its whole title are harder to get wrong by accident than a number and one
+  word. Every mention of "exercise <number>" in a section must have that form, so a loose
+  reference cannot escape the check. Each section names one to three exercises.
+* **MDEs and bounds**: every number quoted as ``MDE … points`` (or ``MDEs of/from …``) and as
+  ``|Δ| ≤ X points`` in a section must equal, at its shown precision, an ``mde`` or
+  ``no_larger_than`` of that notebook's effects in ``results/classroom/effects.json``.
+
+Each check is a function that returns a list of problems. The tests run each check on the guide
+(no problems) and on a copy with one deliberate edit (that problem found).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+GUIDE = REPO / "docs" / "teaching.md"
+CLASSROOM = REPO / "results" / "classroom"
+GPU = REPO / "results" / "gpu"
+STEMS = [nb.stem for nb in sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+
+HEADING = re.compile(r"^## (\d\d_\w+) — \S.*$", re.M)
+LEVEL2 = re.compile(r"^## ", re.M)
+ROW = re.compile(r"^\|\s*(\d\d_\w+)\s*\|.*$", re.M)
+CPU_LINE = re.compile(r"^- CPU \(classroom\): (.+?) · peak RAM (.+?)\s*$", re.M)
+GPU_ANY = re.compile(r"^- GPU\b.*$", re.M)
+GPU_LINE = re.compile(r"^- GPU \(gpu scale\): (\S+ min) on (.+?), (\d{4}-\d\d-\d\d) · "
+                      r"peak (\S+ GiB) reserved \+ (\S+ GiB) CUDA context\s*$")
+GPU_NONE = "- GPU: not measured yet"
+TOTAL = re.compile(r"(\d+\.\d) min in all")
+EXERCISE = re.compile(r'\bExercise (\d+), "([^"]+)"')
+MENTION = re.compile(r"\bexercises? \d", re.I)
+ITEM = re.compile(r"^(\d+)\. \*\*(.+?)\*\*", re.M)
+NUM = r"\d+(?:\.\d+)?"
+MDE = re.compile(rf"\bMDEs? (?:of |from )?({NUM}(?:(?:,| and| to) {NUM})*) points")
+MDE_ANY = re.compile(r"\bMDEs? (?:of |from )?\d")
+BOUND = re.compile(rf"\|Δ\| ≤ ({NUM}) points")
+
+
+# --- the sources ------------------------------------------------------------------------------------
+
+
+@cache
+def _json(path: Path):
+    return json.loads(path.read_text())
+
+
+def cpu_minutes(stem: str) -> str:
+    return f"{_json(CLASSROOM / 'wall_times.json')[stem] / 60:.1f} min"
+
+
+def peak_ram(stem: str) -> str:
+    peaks = _json(CLASSROOM / "peak_memory.json")
+    return f"{peaks[stem]['rss_mib'] / 1024:.1f} GiB" if stem in peaks else "not measured yet"
+
+
+def gpu_line(stem: str) -> str | None:
+    """The GPU line the guide must carry for ``stem``, or None when no GPU run of it exists."""
+    times = _json(GPU / "wall_times.json") if (GPU / "wall_times.json").exists() else {}
+    if stem not in times:
+        return None
+    machine, peak = _json(GPU / "machine.json"), _json(GPU / "peak_memory.json")[stem]
+    return (f"- GPU (gpu scale): {times[stem] / 60:.1f} min on {machine['gpu']}, {machine['date'][:10]}"
+            f" · peak {peak['cuda_reserved_mib'] / 1024:.1f} GiB reserved"
+            f" + {peak['cuda_context_mib'] / 1024:.2f} GiB CUDA context")
+
+
+def _norm_title(title: str) -> str:
+    return title.strip().rstrip(".:").strip().casefold()
+
+
+@cache
+def notebook_exercises(stem: str) -> dict[int, str]:
+    """``{number: normalised title}`` of the items under the notebook's ``## Try this`` heading."""
+    cells = _json(REPO / "notebooks" / f"{stem}.ipynb")["cells"]
+    markdown = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    start = markdown.find("## Try this")
+    assert start >= 0, f"{stem} has no '## Try this' section"
+    block = markdown[start + len("## Try this"):]
+    nxt = LEVEL2.search(block)
+    block = block[: nxt.start()] if nxt else block
+    return {int(n): _norm_title(t) for n, t in ITEM.findall(block)}
+
+
+def effect_numbers(stem: str) -> tuple[list[float], list[float]]:
+    """The notebook's saved MDEs and bounds (``no_larger_than``)."""
+    effects = [e for e in _json(CLASSROOM / "effects.json") if e.get("notebook") == stem]
+    mdes = [e["mde"] for e in effects if e.get("mde") is not None]
+    bounds = [e["no_larger_than"] for e in effects if e.get("no_larger_than") is not None]
+    return mdes, bounds
+
+
+def _shown(quoted: str, value: float) -> bool:
+    """``value`` rounds to ``quoted`` at its shown precision (halves either way)."""
+    decimals = len(quoted.split(".")[1]) if "." in quoted else 0
+    return abs(value - float(quoted)) <= 0.5 * 10 ** -decimals + 1e-9
+
+
+# --- parsing the guide ------------------------------------------------------------------------------
+
+
+def sections(text: str) -> dict[str, str]:
+    """``{stem: its section's text}``; a repeated heading keeps its first section (the section
+    check reports the repeat)."""
+    out: dict[str, str] = {}
+    for m in HEADING.finditer(text):
+        nxt = LEVEL2.search(text, m.end())
+        out.setdefault(m.group(1), text[m.start(): nxt.start() if nxt else len(text)])
+    return out
+
+
+def summary_rows(text: str) -> dict[str, list[list[str]]]:
+    """``{stem: [cells of each of its summary rows]}``."""
+    rows: dict[str, list[list[str]]] = {}
+    for m in ROW.finditer(text):
+        cells = [c.strip() for c in m.group(0).strip().strip("|").split("|")]
+        rows.setdefault(cells[0], []).append(cells)
+    return rows
+
+
+# --- the checks -------------------------------------------------------------------------------------
+
+
+def check_sections(text: str) -> list[str]:
+    found = [m.group(1) for m in HEADING.finditer(text)]
+    problems = [f"no section for {s}" for s in STEMS if s not in found]
+    problems += [f"section for a notebook that does not exist: {s}" for s in found if s not in STEMS]
+    problems += [f"{s} has {found.count(s)} sections" for s in set(found) if found.count(s) > 1]
+    if not problems and found != STEMS:
+        problems.append(f"sections out of notebook order: {found}")
+    rows = summary_rows(text)
+    problems += [f"{s} has {len(rows.get(s, []))} summary rows, not 1" for s in STEMS
+                 if len(rows.get(s, [])) != 1]
+    return problems
+
+
+def check_times(text: str) -> list[str]:
+    problems = []
+    secs, rows = sections(text), summary_rows(text)
+    for stem in STEMS:
+        want = (cpu_minutes(stem), peak_ram(stem))
+        lines = CPU_LINE.findall(secs.get(stem, ""))
+        if len(lines) != 1:
+            problems.append(f"{stem}: {len(lines)} '- CPU (classroom): …' lines, not 1")
+        elif lines[0] != want:
+            problems.append(f"{stem}: section quotes {lines[0]}, the results give {want}")
+        for cells in rows.get(stem, []):
+            if len(cells) != 5:
+                problems.append(f"{stem}: summary row has {len(cells)} cells, not 5: {cells}")
+            elif (cells[2], cells[3]) != want:
+                problems.append(f"{stem}: summary row quotes {(cells[2], cells[3])}, the results give {want}")
+    total = f"{sum(_json(CLASSROOM / 'wall_times.json').values()) / 60:.1f}"
+    quoted = TOTAL.findall(text)
+    if quoted != [total]:
+        problems.append(f"total quoted {quoted}, the wall times sum to {total} min")
+    return problems
+
+
+def check_gpu(text: str) -> list[str]:
+    problems = []
+    for stem, body in sections(text).items():
+        if stem not in STEMS:
+            continue
+        lines = GPU_ANY.findall(body)
+        want = gpu_line(stem)
+        if len(lines) != 1:
+            problems.append(f"{stem}: {len(lines)} '- GPU…' lines, not 1")
+        elif want is None and lines[0].rstrip() != GPU_NONE and not lines[0].startswith(GPU_NONE + "."):
+            problems.append(f"{stem}: no GPU run is committed, but the guide says {lines[0]!r}")
+        elif want is not None and (lines[0].rstrip() != want or not GPU_LINE.match(lines[0])):
+            problems.append(f"{stem}: GPU line {lines[0]!r}, the results give {want!r}")
+    return problems
+
+
+def check_exercises(text: str) -> list[str]:
+    problems = []
+    for stem, body in sections(text).items():
+        if stem not in STEMS:
+            continue
+        named = EXERCISE.findall(body)
+        if not 1 <= len(named) <= 3:
+            problems.append(f"{stem}: names {len(named)} exercises, not 1 to 3")
+        if len(MENTION.findall(body)) != len(named):
+            problems.append(f"{stem}: an exercise is mentioned without the form 'Exercise N, \"Title\"'")
+        own = notebook_exercises(stem)
+        for number, title in named:
+            if int(number) not in own:
+                problems.append(f"{stem}: no exercise {number} in its 'Try this' list {sorted(own)}")
+            elif _norm_title(title) != own[int(number)]:
+                problems.append(f"{stem}: exercise {number} is {own[int(number)]!r}, not {title!r}")
+    return problems
+
+
+def check_effect_numbers(text: str) -> list[str]:
+    problems = []
+    for stem, body in sections(text).items():
+        if stem not in STEMS:
+            continue
+        mdes, bounds = effect_numbers(stem)
+        if len(MDE.findall(body)) != len(MDE_ANY.findall(body)):
+            problems.append(f"{stem}: an MDE is quoted in a form this test does not read")
+        for group in MDE.findall(body):
+            for quoted in re.findall(NUM, group):
+                if not any(_shown(quoted, v) for v in mdes):
+                    problems.append(f"{stem}: MDE {quoted} is not one of the saved MDEs {mdes}")
+        for quoted in BOUND.findall(body):
+            if not any(_shown(quoted, v) for v in bounds):
+                problems.append(f"{stem}: bound |Δ| ≤ {quoted} is not one of the saved bounds {bounds}")
+    return problems
+
+
+CHECKS = [check_sections, check_times, check_gpu, check_exercises, check_effect_numbers]
+
+
+# --- the guide ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+def test_the_guide_agrees_with_the_notebooks_and_results(check):
+    problems = check(GUIDE.read_text())
+    assert not problems, "\n".join(problems)
+
+
+def test_the_readme_points_to_the_guide():
+    """The README's layout lists the guide under ``docs/``."""
+    assert re.search(r"^docs/\s+teaching\.md", (REPO / "README.md").read_text(), re.M)
+
+
+# --- each check fails on a deliberately edited guide ---------------------------------------------------
+
+
+def _edit(old: str, new: str, count: int = 1) -> str:
+    text = GUIDE.read_text()
+    assert old in text, old
+    return text.replace(old, new, count)
+
+
+def _first_exercise(stem: str) -> tuple[str, str]:
+    return EXERCISE.findall(sections(GUIDE.read_text())[stem])[0]
+
+
+def _edits():
+    stem = STEMS[0]
+    cpu, ram = cpu_minutes(stem), peak_ram(stem)
+    number, title = _first_exercise(stem)
+    own = notebook_exercises(stem)
+    missing = max(own) + 1
+    heading = HEADING.search(GUIDE.read_text()).group(0)
+    mde = MDE.search(GUIDE.read_text()).group(0)
+    bad_mde = mde.replace(re.findall(NUM, mde)[0], "99.9", 1)
+    return [
+        ("a section removed", check_sections, heading + "\n", heading.replace("## ", "### ") + "\n"),
+        ("a CPU time changed", check_times, f"- CPU (classroom): {cpu} · peak RAM {ram}",
+         f"- CPU (classroom): {float(cpu.split()[0]) + 0.1:.1f} min · peak RAM {ram}"),
+        ("a summary RAM changed", check_times, f"| {cpu} | {ram} |", f"| {cpu} | 99.9 GiB |"),
+        ("a GPU line dropped", check_gpu, "- GPU: not measured yet", "- GPU: 1.0 min"),
+        ("an exercise retitled", check_exercises, f'Exercise {number}, "{title}"',
+         f'Exercise {number}, "{title} everything"'),
+        ("an exercise renumbered", check_exercises, f'Exercise {number}, "{title}"',
+         f'Exercise {missing}, "{title}"'),
+        ("a loose mention", check_exercises, f'Exercise {number}, "{title}"',
+         f'Exercise {number}, "{title}" (see exercise {number})'),
+        ("an MDE changed", check_effect_numbers, mde, bad_mde),
+    ]
+
+
+@pytest.mark.parametrize("what, check, old, new", _edits(), ids=[e[0] for e in _edits()])
+def test_each_check_fails_on_an_edited_guide(what, check, old, new):
+    assert not check(GUIDE.read_text())
+    assert check(_edit(old, new)), f"{check.__name__} missed: {what}"
