@@ -38,7 +38,7 @@ from ...settings import Budget
 from ...tasks import Task
 from ...training import Method, eval_loader, fit, fit_with, pad_collate, resumable_loader
 from . import probing
-from .inlp import directions_removed, removed_means
+from .inlp import Eraser, directions_removed, removed_means, variance_removed
 
 # Word-index buckets of the control property "where in the sentence is the word":
 # 0-3, 4-8, 9-15, 16+.
@@ -216,14 +216,17 @@ def reinjection_metrics(
 def projection_table(
     backbone: Backbone,
     test: MaskedPositions,
-    projections: dict[str, tuple[str, np.ndarray | None]],
+    projections: dict[str, tuple[str, np.ndarray | Eraser | None]],
 ) -> pd.DataFrame:
-    """One row per projection: ``{row name: (group, P)}`` → directions removed, LM acc, KL."""
+    """One row per edit: ``{row name: (group, P or an Eraser such as LEACE's)}`` → directions
+    removed, the share of the test states' variance removed, LM accuracy, KL."""
     rows = []
-    for name, (group, P) in projections.items():
+    for name, (group, edit) in projections.items():
+        P, shift = (edit.P, edit.shift) if isinstance(edit, Eraser) else (edit, None)
         k = 0 if P is None else directions_removed(P)
-        rows.append({"projection": name, "group": group, "directions": k,
-                     **lm_metrics(backbone, test, P)})
+        share = 0.0 if P is None else variance_removed(test.hidden, P)
+        rows.append({"projection": name, "group": group, "directions": k, "variance_removed": share,
+                     **lm_metrics(backbone, test, P, shift=shift)})
     return pd.DataFrame(rows)
 
 
