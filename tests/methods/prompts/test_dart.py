@@ -222,3 +222,72 @@ def test_causal_dart_style_on_frozen_prefix_equals_the_whole_pass():
     assert cached_loss == pytest.approx(loss, rel=1e-5)
     torch.testing.assert_close(cached_grad, grad, rtol=1e-4, atol=1e-6)
     assert grad.abs().sum() > 0
+
+
+def _tiny_clm(tokenizer):
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=len(tokenizer), d_model=32, n_layer=1, n_head=2, d_ff=64,
+                            max_len=32, causal=True, dropout=0.0, pad_id=tokenizer.pad_token_id)
+    return Backbone("ours-clm", "causal", tokenizer, TransformerLM(cfg), 32)
+
+
+def test_causal_label_fluency_is_bce_of_the_text_given_the_sampled_label_vector(tokenizer):
+    """DART's term on a causal LM, recomputed by hand: e_ỹ first, then the text tokens; each text
+    token's probability given e_ỹ and the text before it; BCE against 1[ỹ = y] — the target flips
+    with ỹ, and the label vector in front changes the probabilities (the text is conditioned)."""
+    clm = _tiny_clm(tokenizer)
+    ids = prompting.verbalizer_ids(clm, VERBALIZER, NAMES)
+    model = dart.DARTClassifier(clm, "<x> It was [MASK]", ids, causal_fluency="label").eval()
+    b = batch_of(model)
+    labels = b["labels"]  # [1, 0, 1]
+    probs = {}
+    for sampled, want in ((labels.clone(), 1.0), (1 - labels, 0.0)):
+        loss, info = model.label_fluency(b["input_ids"], b["text_mask"], labels, sampled=sampled)
+        assert info["targets"].tolist() == [want] * 3
+        by_hand = []
+        for r in range(3):
+            text = b["input_ids"][r][b["text_mask"][r].bool()]
+            seq = torch.cat([model.label_pseudo_ids[sampled[r]].view(1), text])[None]
+            h = clm.features(seq, torch.ones_like(seq))[0, :-1]
+            log_p = torch.log_softmax((h @ clm.decoder_weight.T).float(), -1)
+            by_hand.append(log_p.gather(1, text[:, None]).squeeze(1))
+        log_p = torch.cat(by_hand)
+        torch.testing.assert_close(info["p"], log_p.exp(), rtol=1e-4, atol=1e-6)
+        expected = -(log_p if want else torch.log1p(-log_p.exp())).mean()
+        torch.testing.assert_close(loss, expected, rtol=1e-4, atol=1e-6)
+        probs[want] = info["p"]
+        assert (info["ids"][:, 0] == model.label_pseudo_ids[sampled]).all()
+    assert not torch.allclose(probs[1.0], probs[0.0])  # a different label vector, other p
+
+
+def test_label_fluency_trains_the_label_vectors_through_the_input_side(tokenizer):
+    clm = _tiny_clm(tokenizer)
+    ids = prompting.verbalizer_ids(clm, VERBALIZER, NAMES)
+    model = dart.DARTClassifier(clm, "<x> It was [MASK]", ids, causal_fluency="label").train()
+    b = batch_of(model)
+    loss, info = model.label_fluency(b["input_ids"], b["text_mask"], b["labels"],
+                                     sampled=torch.tensor([0, 0, 0]))
+    loss.backward()
+    grad = model.embedding.labels.grad
+    assert grad[0].abs().sum() > 0 and grad[1].abs().sum() == 0  # only ỹ = 0 was placed
+    total = model(**b).loss  # classification + λ·fluency in training mode
+    assert torch.isfinite(total)
+    with pytest.raises(ValueError, match="causal_fluency"):
+        dart.DARTClassifier(_tiny_clm(tokenizer), "<x> It was [MASK]", ids, causal_fluency="x")
+
+
+def test_vectors_that_never_left_their_words_are_computed_did_not_train(mlm):
+    """09's committed DART-style run: cosines above 0.99999 to the start words → "did not train";
+    after a few steps at a real rate they move and the guard passes."""
+    model = make(mlm, freeze_backbone=True).train()
+    start = dart.start_cosines(model)
+    assert set(start) == {"template 1", "template 2", "template 3", "label 0", "label 1"}
+    assert all(c == pytest.approx(1.0) for c in start.values())
+    still = dart.moved_premise(start)
+    assert not still.holds and still.failure == "did not train"
+    opt = torch.optim.AdamW(model.param_groups(prompt_lr=0.5)(model, 1e-3, 0.0), lr=0.5)
+    for _ in range(5):
+        opt.zero_grad()
+        model(**batch_of(model)).loss.backward()
+        opt.step()
+    assert dart.moved_premise(dart.start_cosines(model)).holds

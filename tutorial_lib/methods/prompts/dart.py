@@ -17,12 +17,18 @@ Starting from a manual prompt (``tutorial_lib.methods.prompts.prompting``), DART
   The upstream refactored code compared the *pseudo* label id with the real label-word id, so its
   target was always 0; here the comparison is between class indices (tested).
 
-**On a causal LM this is DART-style, not DART.** A causal LM's input tokens come before the
-answer slot and cannot be conditioned on the label there, so the regulariser used instead is the
-LM's own next-token loss on the input text, L_F = −Σ log p(x_{t+1} | x_≤t). That term involves
-neither the label nor the label vectors: on a causal LM the method is **P-tuning with label
-vectors** (a continuous template, Liu et al. 2021, plus trainable label rows) with an LM-loss
-regulariser — what notebook 09 runs on SmolLM2 and calls "DART-style".
+**On a causal LM** the input tokens come before the answer slot and cannot be conditioned on the
+label there. Two fluency terms (``causal_fluency``):
+
+* ``"label"`` — DART's term, moved to where a causal LM can be conditioned: a second pass puts the
+  sampled class's label vector e_ỹ *before* the text and scores every text token,
+  L_F = BCE( p(x_t | e_ỹ, x_<t), 1[ỹ = y] ) (:meth:`DARTClassifier.label_fluency`). What is not
+  the paper's: a masked LM fills masked tokens given both sides; here each token is predicted
+  from the label and the text before it.
+* ``"lm"`` — the stand-in notebook 09 ran so far: the LM's own next-token loss on the input text,
+  L_F = −Σ log p(x_{t+1} | x_≤t). It involves neither the label nor the label vectors: with it the
+  method is **P-tuning with label vectors** (a continuous template, Liu et al. 2021, plus
+  trainable label rows) with an LM-loss regulariser, "DART-style".
 
 The new vectors are *not* hijacked vocabulary rows (the upstream code reused the last real ids):
 the input embedding module is wrapped by :class:`ExtendedEmbedding`, which maps ids ≥ V to the
@@ -41,6 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ... import stats
 from ...backbones import Backbone
 from ...models import Output
 from ...params import decay_groups
@@ -58,6 +65,11 @@ from .prompting import (
     prompt_collate,
     verbalizer_ids,
 )
+
+CAUSAL_FLUENCY = ("lm", "label")
+"""A causal LM's fluency term: ``"lm"``, the stand-in 09 has run so far (next-token loss on the
+text, no label: DART-style), or ``"label"``, DART's own term with the sampled class's vector
+placed before the text (:meth:`DARTClassifier.label_fluency`)."""
 
 # DART Table 1 / LM-BFF Table 3, RoBERTa-large, K = 16, mean (std) over the 5 splits; the
 # papers' head fine-tuning reads [CLS] (ours: a causal LM's last token). Recalled in the reference
@@ -128,10 +140,14 @@ class DARTClassifier(PromptClassifier):
         init: str = "words",
         freeze_backbone: bool = False,
         prefix_words: bool = False,
+        causal_fluency: str = "lm",
     ):
         super().__init__(lm, template, label_ids)
         if init not in ("words", "random"):
             raise ValueError(f"init must be 'words' or 'random', got {init!r}")
+        if causal_fluency not in CAUSAL_FLUENCY:
+            raise ValueError(f"causal_fluency must be one of {CAUSAL_FLUENCY}, got {causal_fluency!r}")
+        self.causal_fluency = causal_fluency
         self.fluency_weight, self.mask_rate = fluency_weight, mask_rate
         base = lm.input_embeddings()
         if isinstance(base, ExtendedEmbedding):
@@ -194,6 +210,8 @@ class DARTClassifier(PromptClassifier):
 
         Returns the loss and ``{"sampled", "targets" (per row), "positions", "p"}``.
         """
+        if self.backbone.answer_slot == "next" and self.causal_fluency == "label":
+            return self.label_fluency(input_ids, text_mask, labels, sampled, generator)
         if self.backbone.answer_slot == "next":
             return self._causal_fluency(input_ids, attention_mask, text_mask)
         B, dev = input_ids.size(0), input_ids.device
@@ -223,6 +241,47 @@ class DARTClassifier(PromptClassifier):
         return loss, {"sampled": sampled, "targets": targets, "positions": chosen,
                       "p": log_p.exp().detach()}
 
+    def label_fluency(
+        self,
+        input_ids: torch.Tensor,
+        text_mask: torch.Tensor,
+        labels: torch.Tensor,
+        sampled: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, dict]:
+        """DART's fluency term on a causal LM: the sampled class ỹ's label vector e_ỹ is put
+        *before* the input text, so that every text token is predicted conditioned on it,
+        p(x_t | e_ỹ, x_<t); BCE of those probabilities against 1[ỹ = y]. With the gold class the
+        LM learns to find the text likely after its label vector; with a wrong one, unlikely —
+        the contrast that makes the label vectors carry class information. (A masked LM fills
+        masks; a causal LM predicts left to right, so every text token is a target here.)
+
+        Returns the loss and ``{"sampled", "targets" (per row), "ids" (the fluency pass's input:
+        e_ỹ's pseudo id, then the text, right-padded), "positions" (which of ids[:, 1:] are text
+        targets), "p" (their probabilities)}``."""
+        B, dev = input_ids.size(0), input_ids.device
+        if sampled is None:
+            sampled = torch.randint(self.num_labels, (B,), generator=generator).to(dev)
+        targets = (sampled == labels).float()  # class indices, as in the masked version
+        text = text_mask.bool()
+        ids = torch.full((B, int(text.sum(1).max()) + 1), self.backbone.pad_id, device=dev)
+        mask = torch.zeros_like(ids)
+        ids[:, 0], mask[:, 0] = self.label_pseudo_ids[sampled], 1
+        for r in range(B):
+            tokens = input_ids[r][text[r]]
+            ids[r, 1:1 + len(tokens)], mask[r, 1:1 + len(tokens)] = tokens, 1
+        keep = mask[:, 1:].bool()
+        h = self.backbone.features(ids, mask)[:, :-1][keep]
+        logits = h @ self.backbone.decoder_weight.T.to(h.dtype)
+        if self.backbone.decoder_bias is not None:
+            logits = logits + self.backbone.decoder_bias.to(h.dtype)
+        log_p = F.log_softmax(logits.float(), dim=-1).gather(1, ids[:, 1:][keep][:, None]).squeeze(1)
+        t = targets[:, None].expand_as(keep)[keep]
+        log_not_p = torch.log1p(-log_p.exp().clamp(max=1 - 1e-6))
+        loss = -(t * log_p + (1 - t) * log_not_p).mean()
+        return loss, {"sampled": sampled, "targets": targets, "ids": ids, "positions": keep,
+                      "p": log_p.exp().detach()}
+
     def _causal_fluency(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                         text_mask: torch.Tensor, h: torch.Tensor | None = None
                         ) -> tuple[torch.Tensor, dict]:
@@ -243,6 +302,10 @@ class DARTClassifier(PromptClassifier):
         if (labels is None or not self.training or self.fluency_weight == 0
                 or text_mask is None or not bool(text_mask.any())):
             return super().forward(input_ids, attention_mask, mask_pos, text_mask, labels)
+        if self.backbone.answer_slot == "next" and self.causal_fluency == "label":
+            out = super().forward(input_ids, attention_mask, mask_pos, text_mask, labels)
+            fluency, _ = self.label_fluency(input_ids, text_mask, labels)
+            return Output(out.logits, out.loss + self.fluency_weight * fluency)
         if self.backbone.answer_slot == "next":
             # a causal LM reads the same input for both terms: one pass of the backbone serves
             # the answer slot and the LM loss (the masked-LM fluency pass needs its own input)
@@ -295,6 +358,34 @@ class DARTClassifier(PromptClassifier):
                              f"{tok.convert_ids_to_tokens(int(i))} ({s:.2f})"
                              for s, i in zip(top.values.tolist(), top.indices.tolist()))})
         return pd.DataFrame(rows).set_index("slot")
+
+
+MOVED_COS = 0.999
+"""A prompt vector "moved" when its cosine to the word it started from fell below this (2.6°);
+09's committed run once ended at cosines above 0.99999: trained at the manual prompt's rate, the
+vectors never left their words."""
+
+
+@torch.no_grad()
+def start_cosines(model: DARTClassifier) -> dict[str, float]:
+    """Each template and label vector's cosine to the word embedding it started from."""
+    vocab = model.embedding.base.weight.float()
+    out = {f"template {i + 1}": float(F.cosine_similarity(vocab[w], v.float(), dim=0))
+           for i, (w, v) in enumerate(zip(model.template_words, model.embedding.template))}
+    out |= {f"label {i}": float(F.cosine_similarity(vocab[int(w)], v.float(), dim=0))
+            for i, (w, v) in enumerate(zip(model.label_ids, model.embedding.labels))}
+    return out
+
+
+def moved_premise(cosines: Mapping[str, float], max_cos: float = MOVED_COS) -> stats.Premise:
+    """The method guard of a DART run: its prompt vectors must have left their starting words
+    (mean cosine below ``max_cos``), else the run is computed "did not train" — like a prompt
+    that stays at its zero-shot start. ``cosines``: :func:`start_cosines` (of one run, or the
+    mean over runs)."""
+    mean = sum(cosines.values()) / max(len(cosines), 1)
+    return stats.Premise(mean < max_cos, stats.DID_NOT_TRAIN,
+                         f"mean cosine of the prompt vectors to their start words {mean:.5f} "
+                         f"(moved below {max_cos})")
 
 
 def dart_method(
