@@ -29,7 +29,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "tutorial_lib"
 PACKAGE = "tutorial_lib"
 LAYERS = [
-    {"config", "hashing"},  # hashing: the one file sha256 (data and integrity), imports nothing
+    {"config", "hashing", "power", "floors"},  # hashing: the one file sha256 (data and
+    # integrity), imports nothing; power and floors: the arithmetic stats re-exports (scipy only)
     {"runtime", "data", "show", "settings"},  # show: the notebooks' source viewer; settings: each
     # notebook's settings class with its values at every scale (on config's Scale only)
     {"integrity"},  # the cache's size/hash records: on runtime's atomic writes, under every writer

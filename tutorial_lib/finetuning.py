@@ -9,6 +9,7 @@ budget — the design of every method notebook — with hooks that make each met
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import hashlib
@@ -79,7 +80,7 @@ class Run:
 
 
 def train_and_score(
-    backbone_name: str,
+    backbone_name: str | Backbone,
     seed: int,
     *,
     scale: Scale,
@@ -100,9 +101,13 @@ def train_and_score(
     ``score(model, backbone)`` → a :class:`Run`. ``validate(backbone)``: a function of the model
     whose metrics go into the history ``evals_per_epoch`` times a pass. ``checkpoint_dir``:
     checkpoint at every validation; a killed run, re-run, ends with the weights of an
-    uninterrupted one."""
+    uninterrupted one. ``backbone_name`` may be a :class:`~tutorial_lib.backbones.Backbone` itself
+    (e.g. an encoder after an intermediate stage): each run then starts from a copy of it."""
     seed_everything(seed)
-    backbone = load_backbone(backbone_name, scale, seed=seed)
+    if isinstance(backbone_name, Backbone):
+        backbone, backbone_name = copy.deepcopy(backbone_name), backbone_name.name
+    else:
+        backbone = load_backbone(backbone_name, scale, seed=seed)
     model = build(backbone)
     if method.prepare:
         method.prepare(model)
@@ -144,7 +149,7 @@ def loaders(backbone: Backbone, task: Task, batch_size: int, eval_batch_size: in
 
 
 def finetune(
-    backbone_name: str,
+    backbone_name: str | Backbone,
     task: Task,
     budget: Budget,
     seed: int = 0,

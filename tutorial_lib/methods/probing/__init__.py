@@ -7,8 +7,12 @@ Read first
 Modules
     ``settings.py`` — ``ProbingSettings``, ``AmnesicSettings``.
     ``probing.py`` (10, 11) — UD sentences, sub-word alignment, features, probes, attention maps.
-    ``inlp.py`` (11) — iterative nullspace projection, the eraser.
+    ``inlp.py`` (11) — iterative nullspace projection and LEACE (``leace``), the erasers; the
+    probe's C chosen on dev; count- and variance-matched random controls.
     ``amnesic.py`` (11) — the LM with a property erased, its controls, and adversarial fine-tuning.
+    ``adversarial.py`` (11) — the five-arm experiment: an intermediate POS stage (none, λ = 0,
+    reversed, inverted labels, random labels), then probe, movement (linear CKA) and the
+    trainability of a syntactic and a less syntactic target.
     ``plots.py`` — 10–11's figures.
 
 The notebook calls
