@@ -215,9 +215,7 @@ class DARTClassifier(PromptClassifier):
         if self.backbone.answer_slot == "next":
             return self._causal_fluency(input_ids, attention_mask, text_mask)
         B, dev = input_ids.size(0), input_ids.device
-        if sampled is None:
-            sampled = torch.randint(self.num_labels, (B,), generator=generator).to(dev)
-        targets = (sampled == labels).float()  # class indices, never token ids (upstream bug)
+        sampled, targets = self._sample_classes(labels, sampled, generator)
         ids = input_ids.clone()
         rows = torch.arange(B, device=dev)
         ids[rows, mask_pos] = self.label_pseudo_ids[sampled]
@@ -231,15 +229,31 @@ class DARTClassifier(PromptClassifier):
         original = input_ids[chosen]
         ids[chosen] = self.backbone.mask_id
         h = self.backbone.features(ids, attention_mask)[chosen]
-        logits = h @ self.backbone.decoder_weight.T.to(h.dtype)
-        if self.backbone.decoder_bias is not None:
-            logits = logits + self.backbone.decoder_bias.to(h.dtype)
-        log_p = F.log_softmax(logits.float(), dim=-1).gather(1, original[:, None]).squeeze(1)
-        t = targets[chosen.nonzero()[:, 0]]
-        log_not_p = torch.log1p(-log_p.exp().clamp(max=1 - 1e-6))
-        loss = -(t * log_p + (1 - t) * log_not_p).mean()
+        loss, log_p = self._token_bce(h, original, targets[chosen.nonzero()[:, 0]])
         return loss, {"sampled": sampled, "targets": targets, "positions": chosen,
                       "p": log_p.exp().detach()}
+
+    def _sample_classes(self, labels: torch.Tensor, sampled: torch.Tensor | None,
+                        generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The fluency pass's class ỹ per row (drawn uniformly unless given) and its target
+        1[ỹ = y] — class indices, never token ids (the upstream bug)."""
+        if sampled is None:
+            sampled = torch.randint(self.num_labels, (len(labels),), generator=generator)
+            sampled = sampled.to(labels.device)
+        return sampled, (sampled == labels).float()
+
+    def _vocab_logits(self, h: torch.Tensor) -> torch.Tensor:
+        """The LM head's logits over the real vocabulary for states ``h``."""
+        logits = h @ self.backbone.decoder_weight.T.to(h.dtype)
+        bias = self.backbone.decoder_bias
+        return logits if bias is None else logits + bias.to(h.dtype)
+
+    def _token_bce(self, h: torch.Tensor, tokens: torch.Tensor, t: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """BCE of p(token | state) against ``t``: −t log p − (1 − t) log(1 − p), mean; and log p."""
+        log_p = F.log_softmax(self._vocab_logits(h).float(), -1).gather(1, tokens[:, None]).squeeze(1)
+        log_not_p = torch.log1p(-log_p.exp().clamp(max=1 - 1e-6))
+        return -(t * log_p + (1 - t) * log_not_p).mean(), log_p
 
     def label_fluency(
         self,
@@ -260,9 +274,7 @@ class DARTClassifier(PromptClassifier):
         e_ỹ's pseudo id, then the text, right-padded), "positions" (which of ids[:, 1:] are text
         targets), "p" (their probabilities)}``."""
         B, dev = input_ids.size(0), input_ids.device
-        if sampled is None:
-            sampled = torch.randint(self.num_labels, (B,), generator=generator).to(dev)
-        targets = (sampled == labels).float()  # class indices, as in the masked version
+        sampled, targets = self._sample_classes(labels, sampled, generator)
         text = text_mask.bool()
         ids = torch.full((B, int(text.sum(1).max()) + 1), self.backbone.pad_id, device=dev)
         mask = torch.zeros_like(ids)
@@ -272,13 +284,7 @@ class DARTClassifier(PromptClassifier):
             ids[r, 1:1 + len(tokens)], mask[r, 1:1 + len(tokens)] = tokens, 1
         keep = mask[:, 1:].bool()
         h = self.backbone.features(ids, mask)[:, :-1][keep]
-        logits = h @ self.backbone.decoder_weight.T.to(h.dtype)
-        if self.backbone.decoder_bias is not None:
-            logits = logits + self.backbone.decoder_bias.to(h.dtype)
-        log_p = F.log_softmax(logits.float(), dim=-1).gather(1, ids[:, 1:][keep][:, None]).squeeze(1)
-        t = targets[:, None].expand_as(keep)[keep]
-        log_not_p = torch.log1p(-log_p.exp().clamp(max=1 - 1e-6))
-        loss = -(t * log_p + (1 - t) * log_not_p).mean()
+        loss, log_p = self._token_bce(h, ids[:, 1:][keep], targets[:, None].expand_as(keep)[keep])
         return loss, {"sampled": sampled, "targets": targets, "ids": ids, "positions": keep,
                       "p": log_p.exp().detach()}
 
@@ -291,10 +297,7 @@ class DARTClassifier(PromptClassifier):
         keep = text_mask[:, 1:].bool()
         if h is None:
             h = self.backbone.features(input_ids, attention_mask)
-        h = h[:, :-1][keep]
-        logits = h @ self.backbone.decoder_weight.T.to(h.dtype)
-        if self.backbone.decoder_bias is not None:
-            logits = logits + self.backbone.decoder_bias.to(h.dtype)
+        logits = self._vocab_logits(h[:, :-1][keep])
         loss = F.cross_entropy(logits.float(), input_ids[:, 1:][keep])
         return loss, {"positions": keep}
 
