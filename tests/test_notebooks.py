@@ -140,3 +140,21 @@ def test_committed_notebooks_show_no_machine_paths(path):
     text = path.read_text()
     found = sorted(set(re.findall(r"/(?:work|root|home|tmp)/[\w./-]+", text)))
     assert not found, f"{path.name} shows machine paths: {found[:3]}"
+
+
+RUN_TIME = re.compile(r"Run time at classroom scale on 2 CPU cores: ([\d.]+) minutes in the committed run")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_header_that_states_its_run_time_quotes_the_committed_run(path):
+    """13–15's headers once said "about 8 minutes (an estimate)"; a header that states its time
+    now quotes the committed classroom run (``wall_times.json``), so a re-run that changes it
+    fails here until the header follows."""
+    import json
+
+    text = " ".join(c.source for c in nbformat.read(path, as_version=4).cells
+                    if c.cell_type == "markdown").replace("\n", " ")
+    assert "an estimate until the classroom run" not in text and "estimated from timed" not in text
+    times = json.loads((REPO / "results" / "classroom" / "wall_times.json").read_text())
+    for quoted in RUN_TIME.findall(text):
+        assert quoted == f"{times[path.stem] / 60:.1f}", (path.stem, quoted)
