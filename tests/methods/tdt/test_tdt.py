@@ -154,3 +154,29 @@ def test_label_association_is_the_largest_smoothed_log_ratio_shift():
                                              for p in prior.values()))
     assert assoc["bad"] > assoc["the"] and assoc["good"] > assoc["the"]
     assert assoc.name == "|log-ratio|"  # log P(y|tok) − log P(y) is a log-ratio (PMI), not log-odds
+
+
+def test_upstream_margin_conversion_and_a_positive_margin_keeps_the_triplet_term_active():
+    """08's committed run had margin 0: the hinge sat at 0.01–0.03 and mostly sent no gradient to
+    the scorer. With upstream's maxg 2 in our units (× C) it is non-zero on a real batch, and the
+    scorer gets the hinge's gradient."""
+    assert tdt.from_upstream_margin(2.0, 2) == 4.0
+    model = tdt.attach(_ours(), tdt.TDTConfig(m_rate=0.0, kl_rate=1.0, margin=4.0))
+    tdt.tdt_loss(model.train(), _batch()).backward()
+    assert model.tdt.history[-1]["KL hinge"] > 3.0  # margin + a small gap: active
+    assert torch.count_nonzero(model.tdt.scorer.linear.weight.grad) > 0
+
+
+def test_the_collapse_penalty_is_zero_at_its_target_and_enters_the_loss_only_when_weighted():
+    content = torch.tensor([[True, True, False], [True, False, False]])
+    half = torch.full((2, 3), 0.5)
+    assert tdt.collapse_penalty(half, content).item() == 0.0
+    low = torch.tensor([[0.1, 0.1, 0.9], [0.1, 0.9, 0.9]])  # padding's 0.9 does not count
+    assert tdt.collapse_penalty(low, content).item() == pytest.approx(0.16)
+    batch = _batch()
+    plain = tdt.attach(_ours(), tdt.TDTConfig())
+    weighted = tdt.attach(_ours(), tdt.TDTConfig(collapse_weight=10.0, collapse_target=0.9))
+    a, b = tdt.tdt_loss(plain.train(), batch), tdt.tdt_loss(weighted.train(), batch)
+    penalty = weighted.tdt.history[-1]["collapse penalty"]
+    assert penalty > 0.1  # mean m ≈ 0.5 at the start, the target 0.9
+    assert b.item() == pytest.approx(a.item() + 10.0 * penalty, rel=1e-5)

@@ -21,7 +21,10 @@ from ...settings import (
 class TDTSettings(Classification):
     """08: TDT vs regularised fine-tuning on ``task``, tested in-domain and on the ``transfer``
     tasks' test splits (never trained on). TDT weights in our units (batchmean KL: upstream's
-    kl_rate 2 for 2 classes = 1.0). ``pair_task``: a sentence-pair task (None: skipped)."""
+    kl_rate 2 for 2 classes = 1.0; its hinge margin maxg 2 = 4.0 — at margin 0 the triplet term
+    was ≈ 0 and the scorer got no push, ``tdt.from_upstream_margin``); ``collapse_weight``: the
+    optional penalty on mean confidence (``tdt.TDTConfig``). ``pair_task``: a sentence-pair task
+    (None: skipped)."""
 
     notebook: ClassVar[str] = "08_tdt"
 
@@ -35,7 +38,8 @@ class TDTSettings(Classification):
     baselines: tuple[str, ...] = ("R-Drop", "token cutoff")
     m_rate: float = 1.0
     kl_rate: float = 1.0
-    margin: float = 0.0
+    margin: float = 4.0
+    collapse_weight: float = 0.0
     rdrop_alpha: float = 1.0
     cutoff_ratio: float = 0.1
     r3f_lambda: float = 1.0

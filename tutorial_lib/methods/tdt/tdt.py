@@ -64,17 +64,39 @@ class TDTConfig:
     ``margin = 0`` is the released launch script's ``--maxg 0`` (its grid: {0, 2}); the paper's
     value could not be read here. At 0 the hinge is zero as soon as the distilled prediction is
     closer to the clean one than the negative prediction is, so the triplet term — the scorer's
-    only push apart — is ≈ 0 for most batches; a positive margin keeps it active. The released
-    code has no further penalty on the confidences m (none against collapse either)."""
+    only push apart — is ≈ 0 for most batches (08's committed run: the hinge at 0.01–0.03); a
+    positive margin keeps it active (:func:`from_upstream_margin`: upstream's ``--maxg 2`` in our
+    units).
+
+    ``collapse_weight`` β: an optional penalty against the two collapses of the confidences —
+    m → 0 everywhere (the distilled view a constant) and m → 1 everywhere (the negative view
+    empty) — β · (mean m − ``collapse_target``)² over the content tokens. The paper (as its
+    seed describes it) adds "a regularization penalty to prevent mode collapse" whose equation
+    could not be read here; the released code has none. This is our form of it, off by default."""
 
     m_rate: float = 1.0
     kl_rate: float = 1.0
     margin: float = 0.0
+    collapse_weight: float = 0.0
+    collapse_target: float = 0.5
 
 
 def from_upstream_kl_rate(kl_rate: float, num_labels: int) -> float:
     """Upstream's ``kl_rate`` in our units: its KL was averaged over the C classes, ours sums."""
     return kl_rate / num_labels
+
+
+def from_upstream_margin(maxg: float, num_labels: int) -> float:
+    """Upstream's hinge margin ``--maxg`` in our units: its hinge compared KL / C against maxg,
+    ours compares KL against C · maxg (and :func:`from_upstream_kl_rate` divides the weight by C:
+    the term is then the same)."""
+    return maxg * num_labels
+
+
+def collapse_penalty(m: torch.Tensor, content: torch.Tensor, target: float = 0.5) -> torch.Tensor:
+    """(mean of m over the content tokens − ``target``)²: zero at the target, growing as the
+    confidences collapse towards all 0 or all 1 (see :class:`TDTConfig`)."""
+    return (m[content].mean() - target) ** 2 if content.any() else m.sum() * 0.0
 
 
 class ConfidenceScorer(nn.Module):
@@ -171,12 +193,16 @@ def tdt_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
     ce_distilled = F.cross_entropy(distilled, labels)
     hinge = kl_hinge(log_p, log_pd, log_pn, cfg.margin)
     loss = ce + cfg.m_rate * ce_distilled + cfg.kl_rate * hinge
+    penalty = collapse_penalty(m, content, cfg.collapse_target)
+    if cfg.collapse_weight:
+        loss = loss + cfg.collapse_weight * penalty
     if model.training:
         model.tdt.history.append({
             "step": len(model.tdt.history) + 1, "CE clean": ce.item(),
             "CE distilled": ce_distilled.item(), "KL hinge": hinge.item(),
             "KL(p‖p̃)": kl_per_example(log_p, log_pd).mean().item(),
             "KL(p‖p̂)": kl_per_example(log_p, log_pn).mean().item(),
+            "collapse penalty": penalty.item(),
             "mean m": m[content].mean().item() if content.any() else float("nan")})
     return loss
 
