@@ -1,0 +1,151 @@
+"""What notebook 11's rebuild (issue 36) rests on: why INLP did not erase UPOS, what LEACE does on
+the same states, and what the five arms' intermediate stage does to MiniLM — measured at the
+classroom scale before the notebook is written.
+
+Part ``erasure`` (SmolLM2's next-word positions of 11's cell 4, the UD slices of its settings):
+for each property, the INLP probe's C chosen on dev from ``--cs`` (``inlp.choose_C``), INLP with
+that C and ``--inlp-positions`` training positions run to its stopping rule (cap
+``--max-iterations``), LEACE fitted on the same positions, and for each eraser: directions removed,
+the variance removed, and a fresh probe (its C chosen on dev) trained (a) on the eraser's own
+positions and (b) on ``--other-positions`` other training positions, scored on dev and test
+against the majority rates.
+
+Part ``arms`` (MiniLM, 11's adversary sentences): each arm of ``adversarial.ARMS`` — and the
+reversed arm at each ``--lambdas`` — for ``--steps`` joint steps after ``--warmup`` head-only
+steps; the head's accuracy on its own labels, a fresh UPOS probe (400 / 200 sentences), linear
+CKA and mean cosine to the original encoder, seconds.
+
+    python -m benchmarks.erasure_arms erasure
+    python -m benchmarks.erasure_arms arms --lambdas 0.1 0.3 1.0
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from tutorial_lib import backbones, config, runtime
+from tutorial_lib.methods.probing import adversarial, amnesic, inlp, probing
+from tutorial_lib.methods.probing.settings import AmnesicSettings
+from tutorial_lib.settings import Budget
+
+RESULTS = Path(__file__).resolve().parent / "results" / "erasure_arms.json"
+
+
+def machine() -> str:
+    """The CPU's model name (Linux), else the architecture."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} cores"
+    return platform.machine()
+
+
+def _save(part: str, rows: list[dict], args: argparse.Namespace) -> None:
+    blob = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    blob[part] = {"date": dt.date.today().isoformat(), "machine": machine(),
+                  "scale": "classroom", "arguments": {k: v for k, v in vars(args).items() if k != "part"},
+                  "rows": rows}
+    RESULTS.write_text(json.dumps(blob, indent=1) + "\n")
+
+
+def erasure(args: argparse.Namespace) -> list[dict]:
+    scale = config.get_scale("classroom")
+    s = AmnesicSettings.at(scale)
+    lm = backbones.load_backbone(s.backbone, scale)
+    cuts = [s.train_sentences, s.dev_sentences]
+    train_s = probing.load_sentences("train", cuts[0], seed=0)
+    dev_s = probing.load_sentences("train", cuts[1], seed=0, offset=cuts[0])
+    test_s = probing.load_sentences("test", s.test_sentences, seed=1)
+    kw = dict(mask_fraction=s.mask_fraction, rounds=s.mask_rounds)
+    train, dev, test = (amnesic.lm_positions(lm, x, seed=i, **kw)
+                        for i, x in enumerate((train_s, dev_s, test_s)))
+    rows = []
+    for prop in ("upos", "position"):
+        part = amnesic.subsample(train, args.inlp_positions, 0)
+        other = amnesic.subsample(train, args.other_positions, 7)
+        y, yd, yt = part.labels[prop], dev.labels[prop], test.labels[prop]
+        C, grid = inlp.choose_C(part.hidden, y, dev.hidden, yd, tuple(args.cs))
+        t = time.perf_counter()
+        run = inlp.inlp(part.hidden, y, dev.hidden, yd, tol=s.inlp_tol, max_iterations=args.max_iterations,
+                        classifier=lambda C=C: inlp.default_classifier(1000, C=C))
+        inlp_seconds = time.perf_counter() - t
+        t = time.perf_counter()
+        lea = inlp.leace(part.hidden, y)
+        leace_seconds = time.perf_counter() - t
+        base = {"property": prop, "positions": len(part), "dev_accuracy_by_C": grid, "C": C,
+                "majority_dev": inlp.majority_rate(y, yd), "majority_test": inlp.majority_rate(y, yt)}
+        for eraser, seconds, extra in ((inlp.inlp_eraser(run), inlp_seconds,
+                                        {"iterations": run.n_iterations, "converged": run.converged,
+                                         "curve": run.accuracies}),
+                                       (lea, leace_seconds, {})):
+            probes = {}
+            for name, fit_on in (("own positions", part), ("other positions", other)):
+                X = eraser(fit_on.hidden)
+                best, _ = inlp.choose_C(X, fit_on.labels[prop], eraser(dev.hidden), yd, tuple(args.cs))
+                probes[name] = inlp.probe_after(
+                    eraser, fit_on.hidden, fit_on.labels[prop],
+                    {"dev": (dev.hidden, yd), "test": (test.hidden, yt)},
+                    classifier=lambda C=best: inlp.default_classifier(1000, C=C)) | {"C": best}
+            rows.append(base | extra | {
+                "eraser": eraser.name, "directions": eraser.n_directions,
+                "variance_removed": inlp.variance_removed(train.hidden, eraser.P),
+                "fresh_probe": probes, "seconds": round(seconds, 1)})
+            print(json.dumps(rows[-1] | {"curve": None}), flush=True)
+    return rows
+
+
+def arms(args: argparse.Namespace) -> list[dict]:
+    scale = config.get_scale("classroom")
+    s = AmnesicSettings.at(scale)
+    enc = backbones.load_backbone(s.adv_backbone, scale)
+    offset = s.train_sentences + s.dev_sentences
+    stage = probing.load_sentences("train", args.sentences, seed=0, offset=offset)
+    probe_train = probing.load_sentences("train", 400, seed=0, offset=offset + s.adv_sentences)
+    probe_test = probing.load_sentences("test", 200, seed=2)
+    budget = Budget(lr=s.budget.lr, batch_size=s.adv_batch_size)
+    before = amnesic.final_probe_accuracy(enc, probe_train, probe_test)
+    rows = [{"arm": "original encoder", "fresh_probe": before}]
+    reversed_arm = next(a for a in adversarial.ARMS if a.reverse)
+    todo = [a for a in adversarial.ARMS if a.labels is not None and not a.reverse]
+    todo += [replace(reversed_arm, lambda_=lam) for lam in args.lambdas]
+    for arm in todo:
+        t = time.perf_counter()
+        moved, info = adversarial.intermediate_stage(
+            enc, arm, stage, budget, steps=args.steps, head_lr=s.adv_head_lr,
+            head_warmup_steps=args.warmup, batch_size=s.adv_batch_size, seed=0)
+        rows.append({"arm": arm.name, "lambda": arm.lambda_, "head_accuracy": info["head_accuracy"],
+                     "fresh_probe": amnesic.final_probe_accuracy(moved, probe_train, probe_test),
+                     **adversarial.movement(enc, moved, probe_test),
+                     "seconds": round(time.perf_counter() - t, 1)})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="part", required=True)
+    e = sub.add_parser("erasure")
+    e.add_argument("--cs", type=float, nargs="+", default=[0.001, 0.01, 0.1, 1.0])
+    e.add_argument("--inlp-positions", type=int, default=5000)
+    e.add_argument("--other-positions", type=int, default=10000)
+    e.add_argument("--max-iterations", type=int, default=60)
+    a = sub.add_parser("arms")
+    a.add_argument("--lambdas", type=float, nargs="+", default=[0.1, 1.0])
+    a.add_argument("--steps", type=int, default=100)
+    a.add_argument("--warmup", type=int, default=50)
+    a.add_argument("--sentences", type=int, default=800)
+    args = parser.parse_args(argv)
+    runtime.quiet()
+    _save(args.part, erasure(args) if args.part == "erasure" else arms(args), args)
+
+
+if __name__ == "__main__":
+    main()
