@@ -31,7 +31,8 @@ PACKAGE = "tutorial_lib"
 LAYERS = [
     {"config", "hashing", "power", "floors"},  # hashing: the one file sha256 (data and
     # integrity), imports nothing; power and floors: the arithmetic stats re-exports (scipy only)
-    {"runtime", "data", "show", "settings"},  # show: the notebooks' source viewer; settings: each
+    {"runtime", "data", "show", "selfcheck", "settings"},  # show: the notebooks' source viewer;
+    # selfcheck: a learner's function against the library's on random inputs; settings: each
     # notebook's settings class with its values at every scale (on config's Scale only)
     {"integrity"},  # the cache's size/hash records: on runtime's atomic writes, under every writer
     {"models", "tokenization", "tasks", "stats"},
