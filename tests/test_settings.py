@@ -189,3 +189,16 @@ def test_an_integer_seed_offset_moves_every_typed_seed(monkeypatch):
     monkeypatch.delenv(config.SEEDS_ENV_VAR)
     main = DARTSettings.at("smoke")
     assert moved.splits == tuple(s + 7 for s in main.splits) and moved.steps == main.steps
+
+
+def test_the_settings_table_has_one_row_per_field_and_marks_what_differs_from_classroom():
+    smoke = AmnesicSettings.at("smoke").replace(inlp_tol=0.02)
+    table = smoke.table()
+    budget_rows = [r for r in table.index if r.startswith("budget.")]
+    fields = dataclasses.fields
+    assert len(table) == len(fields(AmnesicSettings)) - 1 + len(fields(settings.Budget))
+    assert budget_rows and table.loc["budget.lr", "value"] == repr(smoke.budget.lr)
+    assert table.loc["inlp_tol", "differs from classroom"] == "yes"  # the replace
+    assert table.loc["train_sentences", "differs from classroom"] == "yes"  # the smoke scale
+    assert table.loc["backbone", "differs from classroom"] == ""
+    assert (AmnesicSettings.at("classroom").table()["differs from classroom"] == "").all()

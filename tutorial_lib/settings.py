@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
 from typing import Annotated, ClassVar, TypeVar, Union, get_args, get_origin, get_type_hints
 
+import pandas as pd
+
 from .config import SCALES, ConfigError, Scale, apply_seed_set, get_scale
 
 # --- what a field names --------------------------------------------------------------------------
@@ -113,6 +115,25 @@ class Settings:
             raise ConfigError(f"{cls.__name__}.scales sets no field(s) {sorted(set(changes) - names)}; "
                               f"its fields: {sorted(names)}")
         return apply_seed_set(cls(**changes), seed_fields(cls))
+
+    def table(self) -> pd.DataFrame:
+        """The settings as a table, one row per field (a nested ``budget``'s fields as
+        ``budget.<field>``): the value, and whether it differs from the class's default (its
+        classroom value: the scale or a ``replace`` changed it) — readable where
+        ``print(settings)`` is one long line."""
+        default = type(self)()
+        rows = []
+        for f in fields(self):
+            value, base = getattr(self, f.name), getattr(default, f.name)
+            if isinstance(value, Budget):
+                rows += [{"setting": f"{f.name}.{g.name}", "value": repr(getattr(value, g.name)),
+                          "changed": getattr(value, g.name) != getattr(base, g.name)}
+                         for g in fields(value)]
+            else:
+                rows.append({"setting": f.name, "value": repr(value), "changed": value != base})
+        out = pd.DataFrame(rows).set_index("setting")
+        out["changed"] = out["changed"].map({True: "yes", False: ""})
+        return out.rename(columns={"changed": "differs from classroom"})
 
     def replace(self: S, **changes: object) -> S:
         """A copy with ``changes``; a name that is not a field here may be a field of ``budget``.
