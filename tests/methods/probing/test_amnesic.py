@@ -364,14 +364,14 @@ def test_head_warmup_trains_only_the_pos_head_and_the_head_gets_its_own_rate(tok
                                                                   reverse_gradient=True)})
     before = {k: v.clone() for k, v in model.state_dict().items()}
     rows = probing.token_label_rows(bb, upos_sentences(16, 1), "upos")
-    seconds = amnesic._train_head_alone(model, "pos", rows, pad_collate(bb.pad_id),
+    seconds = amnesic.train_head_alone(model, "pos", rows, pad_collate(bb.pad_id),
                                         Budget(batch_size=4), lr=1e-2, steps=3, batch_size=4, seed=0)
     assert seconds > 0
     after = model.state_dict()
     changed = {k for k in after if not torch.equal(after[k], before[k])}
     assert changed == {"heads.pos.linear.weight", "heads.pos.linear.bias"}
     assert all(p.requires_grad for p in model.encoder.parameters())  # unfrozen again
-    groups = amnesic._head_rate(30.0)(model, 1e-4, 0.01)
+    groups = amnesic.head_rate(30.0)(model, 1e-4, 0.01)
     head = {id(p) for p in model.heads["pos"].parameters()}
     for g in groups:
         ids = {id(p) for p in g["params"]}

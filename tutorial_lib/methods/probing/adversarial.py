@@ -40,7 +40,7 @@ from ...heads import HeadConfig, MultiHeadModel, MultiTaskLoader, merge_batches,
 from ...settings import Budget
 from ...training import Method, eval_loader, fit, pad_collate, resumable_loader
 from . import probing
-from .amnesic import _head_rate, _train_head_alone, head_accuracy
+from .amnesic import head_accuracy, head_rate, train_head_alone
 
 
 @dataclass(frozen=True)
@@ -99,12 +99,12 @@ def intermediate_stage(
         pool=backbone.pool)
     rows = probing.token_label_rows(backbone, relabelled, "upos")
     collate = pad_collate(backbone.pad_id)
-    seconds = _train_head_alone(model, "pos", rows, collate, budget, lr=head_lr,
+    seconds = train_head_alone(model, "pos", rows, collate, budget, lr=head_lr,
                                 steps=head_warmup_steps, batch_size=batch_size, seed=seed)
     loader = MultiTaskLoader({"pos": resumable_loader(rows, batch_size=batch_size, seed=seed + 1,
                                                       collate_fn=collate)}, main="pos")
     seconds += fit(model, loader, lr=budget.lr, weight_decay=budget.weight_decay, steps=steps,
-                   method=Method(loss_fn=multihead_loss, param_groups=_head_rate(head_lr / budget.lr)),
+                   method=Method(loss_fn=multihead_loss, param_groups=head_rate(head_lr / budget.lr)),
                    warmup=0, schedule=None, max_norm=budget.max_norm).seconds
     accuracy = head_accuracy(model, eval_loader(rows, budget.eval_batch_size, collate), "pos")
     return replace(backbone, encoder=model.encoder.cpu()), {"head_accuracy": accuracy,

@@ -310,7 +310,7 @@ def adversarial_finetune(
     model.to(device())
     seconds = 0.0
     if head_warmup_steps > 0:
-        seconds += _train_head_alone(model, "pos", pos_rows, collate, budget, lr=head_lr,
+        seconds += train_head_alone(model, "pos", pos_rows, collate, budget, lr=head_lr,
                                      steps=head_warmup_steps, batch_size=adv_batch_size,
                                      seed=seed + 2)
     loaders = {
@@ -322,7 +322,7 @@ def adversarial_finetune(
     train_loader = MultiTaskLoader(loaders, main="main")
     seconds += fit_with(model, train_loader, budget,
                         method=Method(loss_fn=multihead_loss,
-                                      param_groups=_head_rate(head_lr / budget.lr))).seconds
+                                      param_groups=head_rate(head_lr / budget.lr))).seconds
 
     test_loader = eval_loader(backbone.encode_rows(task.test), budget.eval_batch_size, collate)
     pos_test = eval_loader(probing.token_label_rows(backbone, probe_test, "upos"),
@@ -334,7 +334,7 @@ def adversarial_finetune(
                           model if keep_model else None)
 
 
-def _head_rate(scale: float):
+def head_rate(scale: float):
     """``Method.param_groups``: every parameter at the base rate, the POS head's × ``scale``."""
     def groups(model: MultiHeadModel, lr: float, weight_decay: float) -> list[dict]:
         head = list(model.heads["pos"].parameters())
@@ -343,7 +343,7 @@ def _head_rate(scale: float):
     return groups
 
 
-def _train_head_alone(model: MultiHeadModel, head: str, rows, collate, budget: Budget, *,
+def train_head_alone(model: MultiHeadModel, head: str, rows, collate, budget: Budget, *,
                       lr: float, steps: int, batch_size: int, seed: int) -> float:
     """Train one head for ``steps`` steps with the encoder frozen (its other heads untouched);
     returns the seconds. The head's gradient reversal does not matter here: nothing upstream
