@@ -87,7 +87,7 @@ def _test_size(row: pd.Series) -> dict:
     n, df = _number(row.get("n")), _number(row.get("df"))
     se = None
     if df and row.get("95% CI"):
-        low, high = (float(x) for x in str(row["95% CI"]).strip("[]").split(","))
+        low, high = stats.parse_ci(row["95% CI"])
         se = round((high - low) / 2 / float(sps.t.ppf(1 - stats.ALPHA / 2, df)), 4)
     out = {"n": None if n is None else int(n), "df": df, "se": se}
     return out | power_of(out | {"ci95": row.get("95% CI"), "verdict": row.get("verdict"),
@@ -100,18 +100,15 @@ def power_of(record: Mapping) -> dict:
     within-noise verdict whose CI lies inside ±MDE, ``no_larger_than`` (the CI's farther end).
     McNemar's (test items) from its normal CI; None where the record has no standard error."""
     se, df = record.get("se"), record.get("df")
-    if record.get("test") == "McNemar" and record.get("ci95"):  # items: the CI is a normal one
-        low, high = (float(x) for x in str(record["ci95"]).strip("[]").split(","))
+    low, high = stats.parse_ci(record.get("ci95"))
+    if record.get("test") == "McNemar" and not math.isnan(low):  # items: the CI is a normal one
         se, df = (high - low) / 2 / float(sps.norm.ppf(1 - stats.ALPHA / 2)), math.inf
     if se is None or df is None or pd.isna(se) or pd.isna(df):
         return {"mde": None, "no_larger_than": None}
     mde = stats.minimum_detectable_effect(float(se), float(df))
-    bound = None
-    if record.get("verdict") == stats.WITHIN_NOISE and record.get("ci95"):
-        low, high = (float(x) for x in str(record["ci95"]).strip("[]").split(","))
-        if -mde <= low and high <= mde:
-            bound = round(max(abs(low), abs(high)), 3)
-    return {"mde": round(mde, 3), "no_larger_than": bound}
+    bound = (stats.equivalence_bound(low, high, mde)
+             if record.get("verdict") == stats.WITHIN_NOISE else None)
+    return {"mde": round(mde, 3), "no_larger_than": None if bound is None else round(bound, 3)}
 
 
 def guards_of(comparison: pd.DataFrame, method: object) -> dict:

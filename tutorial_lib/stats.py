@@ -196,10 +196,7 @@ class Comparison:
         None otherwise (the run cannot bound it that tightly)."""
         if self.raw_verdict(True) != WITHIN_NOISE:
             return None
-        mde = self.mde(power, alpha)
-        if math.isnan(mde) or not within_margin(self, mde):
-            return None
-        return max(abs(self.low), abs(self.high))
+        return equivalence_bound(self.low, self.high, self.mde(power, alpha))
 
     def seeds_needed(self, power: float = 0.8, alpha: float = ALPHA) -> float:
         """Runs a repeat of this comparison would need (pairs when paired; per side otherwise) to
@@ -449,13 +446,24 @@ def null_text(row: Mapping, unit: str = "points") -> str:
     mde = row.get("MDE", math.nan)
     if row.get("verdict") != WITHIN_NOISE or mde is None or math.isnan(mde):
         return ""
-    ci = str(row.get("95% CI") or "")
-    bound = ""
-    if ci:
-        low, high = (float(x) for x in ci.strip("[]").split(","))
-        if -mde <= low and high <= mde:
-            bound = f"; |Δ| ≤ {max(abs(low), abs(high)):.2f}"
-    return f" (MDE {mde:.2f} {unit}{bound})"
+    bound = equivalence_bound(*parse_ci(row.get("95% CI")), mde)
+    return f" (MDE {mde:.2f} {unit}" + ("" if bound is None else f"; |Δ| ≤ {bound:.2f}") + ")"
+
+
+def parse_ci(text: object) -> tuple[float, float]:
+    """(low, high) of a CI as the tables print it, ``"[-0.50, +0.70]"``; (NaN, NaN) for none."""
+    if not text or (isinstance(text, float) and math.isnan(text)):
+        return math.nan, math.nan
+    low, high = (float(x) for x in str(text).strip("[]").split(","))
+    return low, high
+
+
+def equivalence_bound(low: float, high: float, mde: float) -> float | None:
+    """The equivalence statement of a null: the CI's farther end when the whole CI lies inside
+    ±``mde``, else None (the run cannot bound the effect that tightly)."""
+    if any(math.isnan(v) for v in (low, high, mde)) or not (-mde <= low and high <= mde):
+        return None
+    return max(abs(low), abs(high))
 
 
 def within_margin(comparison: Comparison, margin: float) -> bool:
