@@ -33,7 +33,8 @@ def with_power(records: Sequence[dict]) -> list[dict]:
             r.update(power_of(r))
         source = references.source_effect(r)
         if source is not None:
-            r.update(source_delta=round(source.delta, 3), **_against_source(r, source.delta))
+            r.update(source_delta=round(source.delta, 3), source_verified=source.verified,
+                     **_against_source(r, source.delta))
         out.append(r)
     return out
 
@@ -87,5 +88,7 @@ def power_markdown(records: Sequence[dict]) -> str:
             mde = "—" if r.get("mde") is None else f"{r['mde']:.2f}"
             runs = "—" if r.get("runs_for_source") is None else str(r["runs_for_source"])
             lines.append(f"| {r['notebook']} | {r['method']} vs {r['baseline']} | {r['delta']:+.2f} | "
-                         f"{mde} | {r['source_delta']:+.2f} | {runs} | {r['source_vs_run']} |")
+                         f"{mde} | {r['source_delta']:+.2f}"
+                         f"{'' if r['source_verified'] else ' (**unverified**)'} | {runs} | "
+                         f"{r['source_vs_run']} |")
     return "\n".join(lines) + "\n"

@@ -207,7 +207,7 @@ def effects_of(directory: Path, names: Sequence[str]) -> list[dict]:
 
 
 GLANCE_HIDDEN = ("unit", "n", "df", "se", "family", "guarded", "floor_p", "start", "start_p",
-                 "no_larger_than", "source_delta", "runs_for_source", "source_vs_run")
+                 "no_larger_than", "source_delta", "source_verified", "runs_for_source", "source_vs_run")
 
 
 def glance_table(records: Sequence[dict]) -> str:
