@@ -9,7 +9,8 @@ rule that uses it.
 * :func:`seeds_needed` — the fewest runs that detect a difference with 80 % power;
 * :func:`detectable_noncentrality` and :func:`minimum_detectable_effect` — the smallest true |Δ| a
   test detects with 80 % power, λ standard errors (matches ``statsmodels``' power solvers);
-* :func:`holm` — Holm's step-down adjusted p-values for one family of tests.
+* :func:`holm` — Holm's step-down adjusted p-values for one family of tests;
+* :func:`parse_ci`, :func:`equivalence_bound` — a printed CI, and the bound a null sets.
 """
 
 from __future__ import annotations
@@ -110,3 +111,19 @@ def holm(pvalues: Sequence[float | None]) -> list[float]:
         running = max(running, min(1.0, (m - i) * p[idx]))
         out[idx] = running
     return out.tolist()
+
+
+def parse_ci(text: object) -> tuple[float, float]:
+    """(low, high) of a CI as the tables print it, ``"[-0.50, +0.70]"``; (NaN, NaN) for none."""
+    if not text or (isinstance(text, float) and math.isnan(text)):
+        return math.nan, math.nan
+    low, high = (float(x) for x in str(text).strip("[]").split(","))
+    return low, high
+
+
+def equivalence_bound(low: float, high: float, mde: float) -> float | None:
+    """The equivalence statement of a null: the CI's farther end when the whole CI lies inside
+    ±``mde``, else None (the run cannot bound the effect that tightly)."""
+    if any(math.isnan(v) for v in (low, high, mde)) or not (-mde <= low and high <= mde):
+        return None
+    return max(abs(low), abs(high))

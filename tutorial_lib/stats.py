@@ -80,8 +80,10 @@ from .power import (  # noqa: F401 (re-exported: stats.holm, stats.seeds_needed,
     POWER,
     _critical,
     detectable_noncentrality,
+    equivalence_bound,
     holm,
     minimum_detectable_effect,
+    parse_ci,
     seeds_needed,
     t_power,
 )
@@ -448,22 +450,6 @@ def null_text(row: Mapping, unit: str = "points") -> str:
         return ""
     bound = equivalence_bound(*parse_ci(row.get("95% CI")), mde)
     return f" (MDE {mde:.2f} {unit}" + ("" if bound is None else f"; |Δ| ≤ {bound:.2f}") + ")"
-
-
-def parse_ci(text: object) -> tuple[float, float]:
-    """(low, high) of a CI as the tables print it, ``"[-0.50, +0.70]"``; (NaN, NaN) for none."""
-    if not text or (isinstance(text, float) and math.isnan(text)):
-        return math.nan, math.nan
-    low, high = (float(x) for x in str(text).strip("[]").split(","))
-    return low, high
-
-
-def equivalence_bound(low: float, high: float, mde: float) -> float | None:
-    """The equivalence statement of a null: the CI's farther end when the whole CI lies inside
-    ±``mde``, else None (the run cannot bound the effect that tightly)."""
-    if any(math.isnan(v) for v in (low, high, mde)) or not (-mde <= low and high <= mde):
-        return None
-    return max(abs(low), abs(high))
 
 
 def within_margin(comparison: Comparison, margin: float) -> bool:
