@@ -1,8 +1,8 @@
-"""The sweep behind ForgettingSettings' classroom values (notebook 12): does the source model
+"""The sweep behind ForgettingSettings' classroom values (notebook 13): does the source model
 learn, does stage 2 forget, do the regularisers move, does the student learn — and what each
 part costs.
 
-Runs notebook 12's pipeline (the same library calls) at a scale, with settings overrides, for
+Runs notebook 13's pipeline (the same library calls) at a scale, with settings overrides, for
 each seed, and writes per part the CPU seconds of this process (``time.process_time``: with one
 thread, the wall time it would take on an idle core, whatever else loads the machine) and its
 wall seconds, plus every run's scores, to ``benchmarks/results/forgetting_budget.json``.

@@ -1,6 +1,6 @@
 """Every helper feeds a model on the model's own device: the bugs the first GPU run found
 (results/gpu/smoke_tests.json, 2026-11-27: "Expected all tensors to be on the same device" in
-notebooks 01, 07, 10, 12, 14 and 15), caught here on a CPU.
+notebooks 01, 07, 10, 13, 15 and 16), caught here on a CPU.
 
 A CPU-only machine has no second device to mix up, so the model goes to PyTorch's ``meta`` device
 (shapes without values) as the stand-in for a GPU: a forward pre-hook records where each input is

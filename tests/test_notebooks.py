@@ -147,7 +147,7 @@ RUN_TIME = re.compile(r"Run time at classroom scale on 2 CPU cores: ([\d.]+) min
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_a_header_that_states_its_run_time_quotes_the_committed_run(path):
-    """13–15's headers once said "about 8 minutes (an estimate)"; a header that states its time
+    """14–16's headers once said "about 8 minutes (an estimate)"; a header that states its time
     now quotes the committed classroom run (``wall_times.json``), so a re-run that changes it
     fails here until the header follows."""
     import json

@@ -50,8 +50,8 @@ def test_classroom_and_paper_needs():
     # in the order of first use: 01 scores validation text with SmolLM2 (no settings field names it)
     assert classroom.offline_model_names == ["smollm2", "minilm"]
     smollm2 = classroom.offline_models[0]
-    assert smollm2.used_by == ("01", "09", "10", "11", "13", "15") and smollm2.kinds == ("causal", "masked")
-    assert smollm2.kinds_used_by == ("09", "11", "15")  # DART's answer, amnesic's LM, 15's text: LM head
+    assert smollm2.used_by == ("01", "09", "10", "11", "14", "16") and smollm2.kinds == ("causal", "masked")
+    assert smollm2.kinds_used_by == ("09", "11", "16")  # DART's answer, amnesic's LM, 16's text: LM head
     assert classroom.hub_model_names == []  # classroom runs offline
     assert "scratch" in classroom.our_names
     paper = prefetch.needs(config.get_scale("paper"))
@@ -60,7 +60,7 @@ def test_classroom_and_paper_needs():
     assert {"bert-base-cased", "roberta-large"} <= set(hub)
     assert hub["roberta-large"].kinds == ("causal", "masked")  # DART's answer needs an LM head
     assert hub["roberta-large"].kinds_used_by == ("09",)
-    assert hub["bert-base-cased"].kinds == () and hub["bert-base-cased"].used_by == ("06", "07", "14")
+    assert hub["bert-base-cased"].kinds == () and hub["bert-base-cased"].used_by == ("06", "07", "15")
 
 
 def test_a_backbone_named_in_a_setting_is_needed_with_its_kind(monkeypatch):
@@ -75,7 +75,7 @@ def test_a_backbone_named_in_a_setting_is_needed_with_its_kind(monkeypatch):
     assert [(m.name, m.kinds, m.kinds_used_by, m.used_by) for m in n.hub_models] == [
         ("org/some-mlm", ("causal", "masked"), ("11",), ("10", "11"))]
     smollm2 = next(m for m in n.offline_models if m.name == "smollm2")
-    assert smollm2.kinds == ("causal", "masked") and smollm2.used_by == ("01", "09", "13", "15")  # 13 counts
+    assert smollm2.kinds == ("causal", "masked") and smollm2.used_by == ("01", "09", "14", "16")  # 14 counts
 
     # a field whose type accepts only masked LMs narrows the kinds …
     @dataclasses.dataclass(frozen=True)
@@ -86,7 +86,7 @@ def test_a_backbone_named_in_a_setting_is_needed_with_its_kind(monkeypatch):
     classes = tuple(MaskedOnly if c is AmnesicSettings else c for c in NOTEBOOK_SETTINGS)
     monkeypatch.setattr(prefetch, "NOTEBOOK_SETTINGS", classes)
     smollm2 = next(m for m in prefetch.needs("smoke").offline_models if m.name == "smollm2")
-    assert smollm2.kinds == ("masked",) and smollm2.kinds_used_by == ("09", "11", "15")
+    assert smollm2.kinds == ("masked",) and smollm2.kinds_used_by == ("09", "11", "16")
 
     @dataclasses.dataclass(frozen=True)
     class EncodersOnly(ProbingSettings):
@@ -104,7 +104,7 @@ def test_what_a_notebook_loads_without_a_field_naming_it_is_needed():
     n = prefetch.needs("smoke")
     assert "06" in next(d for d in n.datasets if d.name == "trec").used_by  # 06's part (a)
     scratch = next(m for m in n.ours if m.name == "scratch")
-    assert scratch.used_by == ("02", "10", "14")  # 02: its also_needs; 10, 14: their fields
+    assert scratch.used_by == ("02", "10", "15")  # 02: its also_needs; 10, 15: their fields
     for cls in NOTEBOOK_SETTINGS:
         also = cls.also_needs
         assert set(also.tasks) <= set(tasks.TASKS) and set(also.datasets) <= set(n.dataset_names)

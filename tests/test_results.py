@@ -360,7 +360,7 @@ def test_a_source_effect_is_called_below_our_mde_or_not_seen_and_gets_its_runs(t
     assert a["source_delta"] == pytest.approx(1.6) and a["source_vs_run"] == reports.SOURCE_NOT_SEEN
     assert b["runs_for_source"] > 3 and a["runs_for_source"] <= 3
     assert b["source_verified"] and a["source_verified"]  # the slides' own numbers
-    kd = reports.with_power([_effect("12_forgetting_and_distillation", "KD", "hard labels",
+    kd = reports.with_power([_effect("13_forgetting_and_distillation", "KD", "hard labels",
                                      "student (2 layers) test accuracy", 2.0, "[-8, +12]",
                                      stats.WITHIN_NOISE)])[0]
     assert kd["source_verified"] is False  # recalled: the report marks it unverified

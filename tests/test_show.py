@@ -1,7 +1,7 @@
 """Tests for tutorial_lib.show: the code a notebook promises is on screen.
 
 ``show.source`` used to return a display object, shown only when the call was its cell's last
-expression: 13's (IA)³/prefix configs, ``lora.modified_output``, ``as_method`` and 14's
+expression: 14's (IA)³/prefix configs, ``lora.modified_output``, ``as_method`` and 15's
 ``normalize_answer`` were swallowed. It now displays at once; the committed outputs of every
 notebook are checked for the header line of every ``show.source`` call in its cells."""
 
@@ -17,7 +17,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-
 CALL = re.compile(r"show\.source\(\s*([\w.]+)")
 # notebooks whose committed outputs predate the fix (their next classroom re-run shows the code):
 # strict, so the entry must go once the re-run is committed
-BEFORE_THE_FIX = {"13_peft", "14_token_tasks"}
+BEFORE_THE_FIX = {"14_peft", "15_token_tasks"}
 
 
 def test_source_displays_at_once_wherever_the_call_stands(monkeypatch):

@@ -129,7 +129,7 @@ REFERENCES: tuple[Reference, ...] = (
               "from the TACL PDF before quoting"),
 )
 
-# 13 · parameter-efficient fine-tuning (appended)
+# 14 · parameter-efficient fine-tuning (appended)
 _PEFT = PEFTSettings.notebook
 REFERENCES = (
     *REFERENCES,
@@ -154,7 +154,7 @@ REFERENCES = (
 )
 
 
-# 12 · forgetting, regularised fine-tuning, ensembles, distillation (none of these papers is in the
+# 13 · forgetting, regularised fine-tuning, ensembles, distillation (none of these papers is in the
 # reference notes: every entry is recalled and unverified)
 _FORGETTING = ForgettingSettings.notebook
 _RECALLED = "recalled, not in the reference notes: check the paper"

@@ -1,4 +1,4 @@
-"""Notebook 13's experiment functions at smoke scale (tiny random MiniLM-class models, real TREC):
+"""Notebook 14's experiment functions at smoke scale (tiny random MiniLM-class models, real TREC):
 the rate chosen on dev and the selection seed's run reused, the starts, the checks and costs per
 method, the counts on a causal LM, and QLoRA's clear refusal on a CPU."""
 

@@ -1,4 +1,4 @@
-"""Chapter *forgetting*: notebook 12, forgetting in sequential transfer, its regularisers, and
+"""Chapter *forgetting*: notebook 13, forgetting in sequential transfer, its regularisers, and
 ensembles distilled into small students.
 
 Read first
@@ -9,7 +9,7 @@ Modules
     ``settings.py`` — ``ForgettingSettings``.
     ``forgetting.py`` — weight decay, L2-SP, EWC (``diagonal_fisher``) and an LwF-style term.
     ``distillation.py`` — ensembles, the KD loss (Hinton et al.), students cut from the backbone.
-    ``plots.py`` — 12's figures.
+    ``plots.py`` — 13's figures.
 
 The notebook calls
     ``forgetting.SequentialTransfer``, ``regularisers``, ``anchored_penalty``, ``diagonal_fisher``,

@@ -1,4 +1,4 @@
-"""Ensembling and knowledge distillation (notebook 12).
+"""Ensembling and knowledge distillation (notebook 13).
 
 * **Ensemble**: average the class probabilities of several fine-tuned models,
   p̄(y|x) = 1/M Σ_m p_m(y|x) (:func:`ensemble_probabilities`).

@@ -1,4 +1,4 @@
-"""Catastrophic forgetting in sequential transfer, and three regularisers against it (notebook 12).
+"""Catastrophic forgetting in sequential transfer, and three regularisers against it (notebook 13).
 
 The experiment: fine-tune an encoder on a **source** task (stage 1), then give it a new head and
 fine-tune it on a **target** task (stage 2). The source head is kept, frozen, on the same encoder,

@@ -1,4 +1,4 @@
-"""Figures for notebook 12 (forgetting, regularisers, distillation); each returns its Figure."""
+"""Figures for notebook 13 (forgetting, regularisers, distillation); each returns its Figure."""
 
 from __future__ import annotations
 

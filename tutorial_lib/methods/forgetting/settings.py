@@ -36,7 +36,7 @@ class ForgettingSettings(Settings):
     the same 500 TREC-6 questions). Classroom sizes from timed parts (``python -m
     benchmarks.forgetting_budget``; about 0.3 s a MiniLM step of 32 on 2 idle cores, 08's runs)."""
 
-    notebook: ClassVar[str] = "12_forgetting_and_distillation"
+    notebook: ClassVar[str] = "13_forgetting_and_distillation"
 
     backbone: BackboneName = "minilm"
     source_task: TaskName = "sst2"

@@ -1,4 +1,4 @@
-"""Chapter *generation*: notebook 15, decoding and a persona chatbot (TransferTransfo).
+"""Chapter *generation*: notebook 16, decoding and a persona chatbot (TransferTransfo).
 
 Read first
     ``decoding.py``: greedy, beam, top-k and nucleus sampling as *pickers* over the next-token
@@ -11,7 +11,7 @@ Modules
     double-heads model and loss.
     ``dialogue_training.py`` — fine-tuning with the lower layers' states cached, Hits@1 and
     perplexity.
-    ``plots.py`` — 15's figures.
+    ``plots.py`` — 16's figures.
 
 The notebook calls
     ``decoding.decode``, ``top_p_filter``, ``sample``, ``hf_generate``, ``distinct_n``;

@@ -1,4 +1,4 @@
-"""Figures of notebook 15: decoding strategies, and the persona chatbot's Hits@1 and perplexity."""
+"""Figures of notebook 16: decoding strategies, and the persona chatbot's Hits@1 and perplexity."""
 
 from __future__ import annotations
 

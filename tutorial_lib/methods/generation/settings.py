@@ -35,7 +35,7 @@ class DialogueSettings(Settings):
     and the gold reply's perplexity on ``test_turns`` test turns, with and without the persona;
     ``max_history`` utterances of history. (3) the chat cell: ``chat_tokens`` per reply."""
 
-    notebook: ClassVar[str] = "15_generation_and_dialogue"
+    notebook: ClassVar[str] = "16_generation_and_dialogue"
     also_needs: ClassVar[AlsoNeeds] = AlsoNeeds(datasets=("convai2",))  # prompts: the scale's corpus
 
     backbone: LMName = "smollm2"

@@ -1,4 +1,4 @@
-"""Chapter *peft*: notebook 13, parameter-efficient fine-tuning (and 03's adapters).
+"""Chapter *peft*: notebook 14, parameter-efficient fine-tuning (and 03's adapters).
 
 Read first
     ``peft_methods.py``: what each method adds or trains (``Full``, ``Houlsby``, ``LoRA``, ``IA3``,
@@ -6,12 +6,12 @@ Read first
 
 Modules
     ``settings.py`` — ``PEFTSettings``.
-    ``adapters.py`` (03, 13) — Houlsby adapters on our blocks and BERT's.
+    ``adapters.py`` (03, 14) — Houlsby adapters on our blocks and BERT's.
     ``lora.py`` — our own LoRA in a few lines, checked against ``peft``'s; the unified view.
     ``peft_methods.py`` — the methods, their parameter groups and counts.
     ``peft_checks.py`` — merge and reload checks, checkpoint sizes, step costs.
     ``peft_frontier.py`` — the frontier runs (each method at its own rate) and QLoRA's status.
-    ``plots.py`` — 13's figures.
+    ``plots.py`` — 14's figures.
 
 The notebook calls
     ``peft_methods.Full`` … ``BitFit``; ``lora.LoRALinear``, ``modified_output``,

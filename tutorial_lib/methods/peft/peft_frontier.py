@@ -1,4 +1,4 @@
-"""Notebook 13's experiments: the parameter-efficiency frontier, the learner's checks and costs
+"""Notebook 14's experiments: the parameter-efficiency frontier, the learner's checks and costs
 per method, and QLoRA where a GPU and bitsandbytes allow it.
 
 * :func:`as_method` — a :class:`~.peft_methods.PeftMethod` as a

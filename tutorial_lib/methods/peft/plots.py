@@ -1,4 +1,4 @@
-"""Figures of notebook 13 (parameter-efficient fine-tuning); each function returns its Figure."""
+"""Figures of notebook 14 (parameter-efficient fine-tuning); each function returns its Figure."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ class PEFTSettings(Classification):
     (classroom) and the frontier (``lm_frontier``, gpu) of a causal LM; ``qlora_backbone``: a larger
     Hub model loaded in 4 bits for QLoRA where bitsandbytes has a GPU (None: skipped)."""
 
-    notebook: ClassVar[str] = "13_peft"
+    notebook: ClassVar[str] = "14_peft"
 
     backbone: BackboneName = "minilm"
     # 1 epoch of 1,920 questions (60 steps of 32): 7 methods × (2 rates + 2 more seeds) = 28 runs

@@ -1,4 +1,4 @@
-"""Chapter *token_tasks*: notebook 14, transfer to token-level tasks (named entities, extractive QA).
+"""Chapter *token_tasks*: notebook 15, transfer to token-level tasks (named entities, extractive QA).
 
 Read first
     ``token_tasks.py``: word tags carried onto sub-word pieces (``tokenize_and_align``) and back,
@@ -8,7 +8,7 @@ Modules
     ``settings.py`` — ``TokenTaskSettings``.
     ``token_tasks.py`` — IOB tags, ``TokenClassifier``, ``entity_scores`` (seqeval), baselines.
     ``extractive_qa.py`` — windows, answer spans as token positions, the span search, EM/F1.
-    ``plots.py`` — 14's figure.
+    ``plots.py`` — 15's figure.
 
 The notebook calls
     ``token_tasks.tokenize_and_align``, ``align_labels``, ``TokenClassifier``, ``finetune_ner``,

@@ -1,4 +1,4 @@
-"""Figures of notebook 14: entity F1 per type and tier (NER), and QA F1 per tier, each seed a dot,
+"""Figures of notebook 15: entity F1 per type and tier (NER), and QA F1 per tier, each seed a dot,
 with the baselines that read no model."""
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ class TokenTaskSettings(Settings):
     limit: ours 128 at classroom), consecutive windows share ``qa_stride``; an answer is at most
     ``max_answer_tokens`` long. ``show_errors``: wrong answers shown in the error analysis."""
 
-    notebook: ClassVar[str] = "14_token_tasks"
+    notebook: ClassVar[str] = "15_token_tasks"
     also_needs: ClassVar[AlsoNeeds] = AlsoNeeds(datasets=("conll2003", "squad"))
 
     seeds: Seeds = (0, 1, 2)
