@@ -32,7 +32,7 @@ from pathlib import Path
 
 from tutorial_lib import backbones, config, runtime
 from tutorial_lib.methods.probing import adversarial, amnesic, inlp, probing
-from tutorial_lib.methods.probing.settings import AmnesicSettings
+from tutorial_lib.methods.probing.settings import AdversarialSettings, AmnesicSettings
 from tutorial_lib.settings import Budget
 
 RESULTS = Path(__file__).resolve().parent / "results" / "erasure_arms.json"
@@ -104,14 +104,13 @@ def erasure(args: argparse.Namespace) -> list[dict]:
 
 def arms(args: argparse.Namespace) -> list[dict]:
     scale = config.get_scale("classroom")
-    s = AmnesicSettings.at(scale)
-    enc = backbones.load_backbone(s.adv_backbone, scale)
-    offset = s.train_sentences + s.dev_sentences
-    stage = probing.load_sentences("train", args.sentences, seed=0, offset=offset)
-    probe_train = probing.load_sentences("train", 400, seed=0, offset=offset + s.adv_sentences)
+    s = AdversarialSettings.at(scale)
+    enc = backbones.load_backbone(s.backbone, scale)
+    stage = probing.load_sentences("train", args.sentences, seed=0)
+    probe_train = probing.load_sentences("train", 400, seed=0, offset=args.sentences)
     probe_test = probing.load_sentences("test", 200, seed=2)
-    budget = Budget(lr=s.budget.lr, batch_size=s.adv_batch_size)
-    before = amnesic.final_probe_accuracy(enc, probe_train, probe_test)
+    budget = Budget(lr=s.stage_lr, batch_size=s.stage_batch_size)
+    before = adversarial.final_probe_accuracy(enc, probe_train, probe_test)
     rows = [{"arm": "original encoder", "fresh_probe": before}]
     reversed_arm = next(a for a in adversarial.ARMS if a.reverse)
     todo = [a for a in adversarial.ARMS if a.labels is not None and not a.reverse]
@@ -119,10 +118,10 @@ def arms(args: argparse.Namespace) -> list[dict]:
     for arm in todo:
         t = time.perf_counter()
         moved, info = adversarial.intermediate_stage(
-            enc, arm, stage, budget, steps=args.steps, head_lr=s.adv_head_lr,
-            head_warmup_steps=args.warmup, batch_size=s.adv_batch_size, seed=0)
+            enc, arm, stage, budget, steps=args.steps, head_lr=s.head_lr,
+            head_warmup_steps=args.warmup, batch_size=s.stage_batch_size, seed=0)
         rows.append({"arm": arm.name, "lambda": arm.lambda_, "head_accuracy": info["head_accuracy"],
-                     "fresh_probe": amnesic.final_probe_accuracy(moved, probe_train, probe_test),
+                     "fresh_probe": adversarial.final_probe_accuracy(moved, probe_train, probe_test),
                      **adversarial.movement(enc, moved, probe_test),
                      "seconds": round(time.perf_counter() - t, 1)})
         print(json.dumps(rows[-1]), flush=True)

@@ -41,7 +41,7 @@ def test_needs_of_every_scale(scale):
     assert set(n.offline_model_names) <= set(backbones.LOCAL_MODELS)
     assert not set(n.hub_model_names) & {*backbones.OURS, *backbones.LOCAL_MODELS}
     ud = next(d for d in n.datasets if d.name == "ud-ewt")
-    assert ud.used_by == ("10", "11")  # probing and amnesic probing (methods.probing reads it)
+    assert ud.used_by == ("10", "11", "12")  # probing, amnesic probing, adversarial heads (methods.probing)
 
 
 def test_classroom_and_paper_needs():

@@ -11,7 +11,7 @@ from tutorial_lib import backbones, config, settings, tasks
 from tutorial_lib.methods import NOTEBOOK_SETTINGS
 from tutorial_lib.methods.adaptation.settings import AdapterSettings
 from tutorial_lib.methods.multitask.settings import MultitaskSettings
-from tutorial_lib.methods.probing.settings import AmnesicSettings, ProbingSettings
+from tutorial_lib.methods.probing.settings import AdversarialSettings, AmnesicSettings, ProbingSettings
 from tutorial_lib.methods.prompts.settings import DARTSettings
 from tutorial_lib.methods.tdt.settings import TDTSettings
 from tutorial_lib.ops import prefetch
@@ -192,13 +192,15 @@ def test_an_integer_seed_offset_moves_every_typed_seed(monkeypatch):
 
 
 def test_the_settings_table_has_one_row_per_field_and_marks_what_differs_from_classroom():
-    smoke = AmnesicSettings.at("smoke").replace(inlp_tol=0.02)
+    smoke = AdversarialSettings.at("smoke").replace(lambda_=0.1)
     table = smoke.table()
     budget_rows = [r for r in table.index if r.startswith("budget.")]
     fields = dataclasses.fields
-    assert len(table) == len(fields(AmnesicSettings)) - 1 + len(fields(settings.Budget))
-    assert budget_rows and table.loc["budget.lr", "value"] == repr(smoke.budget.lr)
-    assert table.loc["inlp_tol", "differs from classroom"] == "yes"  # the replace
-    assert table.loc["train_sentences", "differs from classroom"] == "yes"  # the smoke scale
+    assert len(table) == len(fields(AdversarialSettings)) - 1 + len(fields(settings.Budget))
+    assert budget_rows and table.loc["budget.epochs", "value"] == repr(smoke.budget.epochs)
+    assert table.loc["budget.epochs", "differs from classroom"] == "yes"  # the smoke scale's budget
+    assert table.loc["lambda_", "differs from classroom"] == "yes"  # the replace
+    assert table.loc["stage_sentences", "differs from classroom"] == "yes"  # the smoke scale
     assert table.loc["backbone", "differs from classroom"] == ""
-    assert (AmnesicSettings.at("classroom").table()["differs from classroom"] == "").all()
+    assert (AdversarialSettings.at("classroom").table()["differs from classroom"] == "").all()
+    assert len(AmnesicSettings().table()) == len(fields(AmnesicSettings)) - 1  # no budget: no rows

@@ -5,23 +5,18 @@ Tiny random models and a tokenizer trained on a few lines (words split into seve
 no pretraining and no data. Comparisons that must be exact run in fp32.
 """
 
-from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
-from datasets import Dataset
 from torch import nn
 
-from tutorial_lib import tasks
+from tutorial_lib import stats
 from tutorial_lib.backbones import Backbone
 from tutorial_lib.config import PRECISION_ENV_VAR
-from tutorial_lib.heads import GradientReversalLayer, HeadConfig, MultiHeadModel
 from tutorial_lib.methods.probing import amnesic, inlp, probing
-from tutorial_lib.models import IGNORE_INDEX, Output, TransformerConfig, TransformerLM
-from tutorial_lib.settings import Budget
+from tutorial_lib.models import Output, TransformerConfig, TransformerLM
 from tutorial_lib.tokenization import train_wordpiece
-from tutorial_lib.training import pad_collate
 
 LINES = ["the cat sat on the mat", "unbelievable things happen", "cats and dogs",
          "a dog ran home"] * 50
@@ -276,38 +271,6 @@ class FixedLogits(nn.Module):
         return Output(self.logits[len(self.calls) - 1])
 
 
-def test_head_accuracy_counts_labelled_positions_over_all_batches():
-    ignore = IGNORE_INDEX
-    token_logits = [torch.tensor([[[2.0, 0.0], [0.0, 2.0], [2.0, 0.0]]]),  # predicts 0, 1, 0
-                    torch.tensor([[[0.0, 2.0], [0.0, 2.0], [2.0, 0.0]]])]  # predicts 1, 1, 0
-    loader = [{"input_ids": torch.zeros(1, 3, dtype=torch.long),
-               "attention_mask": torch.ones(1, 3, dtype=torch.long),
-               "labels": torch.tensor([[0, 0, ignore]])},  # 1 of 2 right
-              {"input_ids": torch.zeros(1, 3, dtype=torch.long),
-               "attention_mask": torch.ones(1, 3, dtype=torch.long),
-               "labels": torch.tensor([[1, ignore, ignore]])}]  # 1 of 1 right
-    model = FixedLogits(token_logits)
-    assert amnesic.head_accuracy(model, loader, "pos") == pytest.approx(2 / 3)  # not (½ + 1) / 2
-    assert model.calls == ["pos", "pos"]
-    seq = FixedLogits([torch.tensor([[0.0, 1.0, 0.0], [3.0, 0.0, 0.0]])])
-    batch = {"input_ids": torch.zeros(2, 2, dtype=torch.long),
-             "attention_mask": torch.ones(2, 2, dtype=torch.long), "labels": torch.tensor([1, 2])}
-    assert amnesic.head_accuracy(seq, [batch], "main") == 0.5
-    assert amnesic.head_accuracy(FixedLogits([]), [], "main") == 0.0
-
-
-def tiny_task(n_train: int = 24, n_test: int = 12) -> tasks.Task:
-    """A 2-class task: sentences with "cat" are class 1."""
-    rng = np.random.default_rng(0)
-
-    def split(n: int, offset: int) -> Dataset:
-        texts = [" ".join(WORDS[i] for i in rng.integers(len(WORDS), size=5)) for _ in range(n)]
-        return Dataset.from_dict({"text": texts, "label": [int("cat" in t.split()) for t in texts]})
-
-    train, test = split(n_train, 0), split(n_test, 1)
-    return tasks.Task(tasks.spec("sst2"), train, test, test, ["negative", "positive"], train)
-
-
 def upos_sentences(n: int, seed: int) -> probing.Sentences:
     """Sentences whose UPOS tag is a function of the word type (3 tags over 14 words)."""
     s = sentences(n, seed=seed, min_len=3, max_len=8)
@@ -315,117 +278,42 @@ def upos_sentences(n: int, seed: int) -> probing.Sentences:
     return s
 
 
-def test_adversarial_finetune_end_to_end(tokenizer, monkeypatch):
-    monkeypatch.setattr(probing, "upos_names", lambda: [f"TAG{i}" for i in range(17)])  # no data
-    bb = tiny_backbone(tokenizer, causal=True)
-    before = {k: v.clone() for k, v in bb.encoder.state_dict().items()}
-    task = tiny_task()
-    adv, ptr, pte = upos_sentences(16, 1), upos_sentences(30, 2), upos_sentences(15, 3)
-    budget = Budget(epochs=1, batch_size=4, lr=5e-3, eval_batch_size=8)
-    kw = dict(seed=0, adv_batch_size=4, probe_max_iter=30, keep_model=True)
-    runs = {lam: amnesic.adversarial_finetune(bb, task, adv, ptr, pte, budget, lambda_=lam, **kw)
-            for lam in (0.0, 1.0)}
-    for lam, run in runs.items():
-        assert run.lambda_ == lam and run.seed == 0 and run.seconds > 0
-        for value in (run.main_accuracy, run.head_accuracy, run.probe_accuracy):
-            assert 0.0 <= value <= 1.0
-        assert set(run.row()) == {"lambda", "seed", "main_accuracy", "adversary_head_accuracy",
-                                  "fresh_probe_accuracy", "seconds"}
-        model = run.model
-        assert isinstance(model, MultiHeadModel) and set(model.heads) == {"main", "pos"}
-        assert model.pool == "last"  # our [CLS] is the last token
-        assert model.heads["pos"].linear.out_features == 17
-        grl = model.heads["pos"].grl
-        assert isinstance(grl, GradientReversalLayer) and grl.lambda_ == lam
-        assert model.encoder is not bb.encoder
-        # the reported numbers are those of the trained model
-        probe = amnesic.final_probe_accuracy(replace(bb, encoder=model.encoder), ptr, pte,
-                                             max_iter=30)
-        assert run.probe_accuracy == probe
-        batch = pad_collate(bb.pad_id)(bb.encode_rows(task.test))
-        assert run.main_accuracy == amnesic.head_accuracy(model, [batch], "main")
-    # the backbone itself was not trained
-    assert all(torch.equal(v, before[k]) for k, v in bb.encoder.state_dict().items())
-    # λ > 0 sends the reversed POS gradient into the encoder: the two encoders differ
-    a, b = runs[0.0].model.encoder.state_dict(), runs[1.0].model.encoder.state_dict()
-    assert any(not torch.equal(a[k], b[k]) for k in a)
-    again = amnesic.adversarial_finetune(bb, task, adv, ptr, pte, budget, lambda_=0.0, **kw)
-    c = again.model.encoder.state_dict()
-    assert all(torch.equal(a[k], c[k]) for k in a)  # seeded: the same λ gives the same encoder
-    assert amnesic.adversarial_finetune(bb, task, adv, ptr, pte, budget, lambda_=0.0,
-                                        seed=0, adv_batch_size=4, probe_max_iter=30).model is None
+# --- the erasers of notebook 11 and their premise ------------------------------------------------
 
 
-def test_head_warmup_trains_only_the_pos_head_and_the_head_gets_its_own_rate(tokenizer, monkeypatch):
-    monkeypatch.setattr(probing, "upos_names", lambda: [f"TAG{i}" for i in range(17)])
-    bb = tiny_backbone(tokenizer, causal=True)
-    model = MultiHeadModel(bb.encoder, {"main": HeadConfig(2, "sequence"),
-                                        "pos": HeadConfig(17, "token",
-                                                                  reverse_gradient=True)})
-    before = {k: v.clone() for k, v in model.state_dict().items()}
-    rows = probing.token_label_rows(bb, upos_sentences(16, 1), "upos")
-    seconds = amnesic.train_head_alone(model, "pos", rows, pad_collate(bb.pad_id),
-                                        Budget(batch_size=4), lr=1e-2, steps=3, batch_size=4, seed=0)
-    assert seconds > 0
-    after = model.state_dict()
-    changed = {k for k in after if not torch.equal(after[k], before[k])}
-    assert changed == {"heads.pos.linear.weight", "heads.pos.linear.bias"}
-    assert all(p.requires_grad for p in model.encoder.parameters())  # unfrozen again
-    groups = amnesic.head_rate(30.0)(model, 1e-4, 0.01)
-    head = {id(p) for p in model.heads["pos"].parameters()}
-    for g in groups:
-        ids = {id(p) for p in g["params"]}
-        assert ids <= head if g["name"] == "pos head" else not ids & head
-        assert g.get("lr_scale", 1.0) == (30.0 if g["name"] == "pos head" else 1.0)
-    assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
+def synthetic_positions(n: int, seed: int) -> amnesic.MaskedPositions:
+    """States whose first two coordinates carry a 3-class "upos" (the rest noise); targets unused."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    X = rng.normal(size=(n, 10)).astype(np.float32)
+    X[:, :2] += 2.0 * np.eye(3)[y][:, :2]
+    return amnesic.MaskedPositions(X, np.zeros(n, dtype=np.int64),
+                                   {"upos": y, "position": rng.integers(0, 4, n)})
 
 
-def test_a_warmed_up_head_at_its_own_rate_reads_pos_at_lambda_zero(tokenizer, monkeypatch):
-    """The adversary must learn before its reversal means anything: with a head warm-up at its own
-    rate, at λ = 0 it beats the majority rate on a tag that is a function of the word."""
-    monkeypatch.setattr(probing, "upos_names", lambda: [f"TAG{i}" for i in range(17)])
-    tok = train_wordpiece(LINES, vocab_size=200, min_frequency=1)  # whole words: tags readable
-    bb = tiny_backbone(tok, causal=False, d=32)
-    adv, ptr, pte = upos_sentences(64, 1), upos_sentences(30, 2), upos_sentences(30, 3)
-    budget = Budget(epochs=1, batch_size=8, lr=1e-4, eval_batch_size=16)
-    y_tr = np.concatenate([np.asarray(u) for u in ptr.upos])
-    y_te = np.concatenate([np.asarray(u) for u in pte.upos])
-    majority = probing.majority_rate(y_tr, y_te)
-    kw = dict(seed=0, adv_batch_size=8, probe_max_iter=200)
-    cold = amnesic.adversarial_finetune(bb, tiny_task(), adv, ptr, pte, budget, lambda_=0.0, **kw)
-    warm = amnesic.adversarial_finetune(bb, tiny_task(), adv, ptr, pte, budget, lambda_=0.0,
-                                        head_lr=3e-2, head_warmup_steps=40, **kw)
-    assert cold.head_accuracy < majority + 0.1  # 3 steps at the encoder's rate: not learned
-    assert warm.head_accuracy > majority + 0.2
+def test_fit_erasers_gives_inlp_and_leace_per_seed_on_the_same_subset_and_both_erase():
+    train, dev, test = (synthetic_positions(n, s) for n, s in ((3000, 0), (3000, 1), (3000, 2)))
+    got = amnesic.fit_erasers(train, dev, test, "upos", seeds=(0, 1), positions=2000, C=1.0,
+                              grid=(0.01, 1.0), max_iterations=10)
+    assert list(got) == ["INLP", "LEACE"] and [e.seed for e in got["LEACE"]] == [0, 1]
+    assert got["INLP"][0].result.converged and got["LEACE"][0].result is None
+    assert got["LEACE"][0].eraser.n_directions == 2 <= got["INLP"][0].eraser.n_directions  # c − 1 per pass
+    # another seed, another subset: a different LEACE fit
+    assert not np.allclose(got["LEACE"][0].eraser.P, got["LEACE"][1].eraser.P)
+    floor = {s: inlp.majority_rate(train.labels["upos"], p.labels["upos"]) for s, p in
+             (("dev", dev), ("test", test))}
+    for runs in got.values():
+        assert amnesic.premise(runs, floor).holds
+        assert all(set(e.probe) == {"dev", "test", "C"} for e in runs)
 
 
-def test_an_ours_mlm_backbone_pools_its_cls_at_the_end(tokenizer, monkeypatch):
-    """Our inputs end with [CLS] whatever the objective: the main head must read that position."""
-    monkeypatch.setattr(probing, "upos_names", lambda: [f"TAG{i}" for i in range(17)])
-    bb = tiny_backbone(tokenizer, causal=False)
-    assert bb.encode(["the cat"])[0][-1] == tokenizer.cls_token_id
-    assert bb.pool == "last"
-    run = amnesic.adversarial_finetune(bb, tiny_task(8, 4), upos_sentences(4, 1),
-                                       upos_sentences(6, 2), upos_sentences(4, 3),
-                                       Budget(epochs=1, batch_size=4), lambda_=1.0,
-                                       probe_max_iter=5, keep_model=True)
-    assert run.model.pool == "last"
-
-
-def test_final_probe_accuracy_reads_a_property_the_features_encode():
-    # whole-word vocabulary: with the 60-piece one, "dog"/"dogs" (and "a"/"and", "happen"/"home")
-    # share their first sub-word but not their tag, and a probe reads the first sub-word
-    tokenizer = train_wordpiece(LINES, vocab_size=200, min_frequency=1)
-    assert all(len(tokenizer.tokenize(w)) == 1 for w in WORDS)
-    bb = tiny_backbone(tokenizer, d=32)
-    train, test = upos_sentences(60, 5), upos_sentences(30, 6)
-    acc = amnesic.final_probe_accuracy(bb, train, test, max_iter=200)
-    y_tr = np.concatenate([np.asarray(u) for u in train.upos])
-    y_te = np.concatenate([np.asarray(u) for u in test.upos])
-    majority = probing.majority_rate(y_tr, y_te)
-    assert majority < 0.5 and acc > 0.9  # the tag is a function of the word: linearly readable
-    # a label that is noise is not: random tags in the deprel slot stay near chance
-    rng = np.random.default_rng(0)
-    for s in (train, test):
-        s.deprel = [rng.integers(3, size=len(t)).tolist() for t in s.tokens]
-    assert amnesic.final_probe_accuracy(bb, train, test, prop="deprel", max_iter=200) < 0.6
+def test_the_premise_fails_on_the_worst_run_and_says_where():
+    """One run that left the property readable on test voids the eraser's comparisons."""
+    eraser = inlp.Eraser("INLP", np.eye(2), np.zeros(2))
+    runs = [amnesic.Erasure(eraser, 0, {"dev": 0.35, "test": 0.34, "C": 1.0}),
+            amnesic.Erasure(eraser, 1, {"dev": 0.35, "test": 0.52, "C": 1.0})]
+    floor = {"dev": 0.34, "test": 0.34}
+    premise = amnesic.premise(runs, floor)
+    assert not premise.holds and premise.failure == stats.VOID_NOT_ERASED
+    assert "test: probe 0.520 vs floor 0.340" in premise.detail
+    assert amnesic.premise(runs[:1], floor).holds

@@ -224,3 +224,40 @@ def test_the_covariance_control_removes_more_variance_than_a_uniform_one():
     matched = inlp.variance_removed(X, inlp.covariance_projection(X, 5, seed=1))
     assert uniform < 0.2 < 0.5 < matched  # (0.09 and 0.61 here; the top five hold 92 %)
     assert inlp.directions_removed(inlp.covariance_projection(X, 5, seed=1)) == 5
+
+
+def test_a_probe_after_an_eraser_with_a_grid_reports_the_best_dev_C_and_its_other_scores():
+    """With ``grid`` the fresh probe is fitted at every C and the one best on dev is reported,
+    with its own test score (not the best test score of the grid); an identity eraser keeps the
+    property readable, LEACE does not."""
+    X, y, X_dev, y_dev = _signal_in_three_directions()
+    identity = inlp.Eraser("none", np.eye(12), np.zeros(12))
+    splits = {"dev": (X_dev[:500], y_dev[:500]), "test": (X_dev[500:], y_dev[500:])}
+    got = inlp.probe_after(identity, X, y, splits, grid=(0.001, 1.0))
+    by_C = {C: inlp.probe_after(identity, X, y, splits,
+                                classifier=lambda C=C: inlp.default_classifier(C=C)) for C in (0.001, 1.0)}
+    best = max(by_C, key=lambda C: by_C[C]["dev"])
+    assert got == {**by_C[best], "C": best}
+    assert got["dev"] > inlp.majority_rate(y, y_dev) + 0.2
+    erased = inlp.probe_after(inlp.leace(X, y), X, y, splits, grid=(0.001, 1.0))
+    assert erased["dev"] <= inlp.majority_rate(y, y_dev[:500]) + 0.02
+    with pytest.raises(ValueError, match="needs a 'dev' split"):
+        inlp.probe_after(identity, X, y, {"test": splits["test"]}, grid=(1.0,))
+
+
+def test_re_injection_works_through_an_affine_eraser_too():
+    """For LEACE's oblique, shifted edit the removed component is x − r(x), not (I − P) x: when it is
+    constant within each class (the property's directions carry only the label), r(x) + m_z gives
+    x back — up to the little noise LEACE's whitened, oblique edit takes along — and the shuffled
+    label does not."""
+    rng = np.random.default_rng(1)
+    d, n = 8, 900
+    y = rng.integers(0, 3, size=n)
+    B = np.linalg.qr(rng.standard_normal((d, 2)))[0]
+    rest = rng.standard_normal((n, d))
+    X = rest - (rest @ B) @ B.T + (3.0 * rng.standard_normal((3, 2)))[y] @ B.T
+    eraser = inlp.leace(X, y)
+    by_class, overall = inlp.removed_means(X, y, eraser)
+    np.testing.assert_allclose(overall, (X - eraser(X)).mean(0), atol=1e-10)
+    np.testing.assert_allclose(inlp.reinject(X, eraser, by_class[y]), X, atol=5e-3)
+    assert np.abs(inlp.reinject(X, eraser, by_class[rng.permutation(y)]) - X).max() > 1.0

@@ -1,25 +1,30 @@
-"""Chapter *probing*: notebooks 10 (probing) and 11 (amnesic probing, adversarial heads).
+"""Chapter *probing*: notebooks 10 (probing), 11 (amnesic probing) and 12 (adversarial heads).
 
 Read first
     ``probing.py``: sentences → word-level features of every layer → a linear probe per layer,
-    with its control task (selectivity); 11 reuses it, then erases what the probe read.
+    with its control task (selectivity); 11 and 12 reuse it, then erase what the probe read.
 
 Modules
-    ``settings.py`` — ``ProbingSettings``, ``AmnesicSettings``.
-    ``probing.py`` (10, 11) — UD sentences, sub-word alignment, features, probes, attention maps.
-    ``inlp.py`` (11) — iterative nullspace projection and LEACE (``leace``), the erasers; the
-    probe's C chosen on dev; count- and variance-matched random controls.
-    ``amnesic.py`` (11) — the LM with a property erased, its controls, and adversarial fine-tuning.
-    ``adversarial.py`` (11) — the five-arm experiment: an intermediate POS stage (none, λ = 0,
-    reversed, inverted labels, random labels), then probe, movement (linear CKA) and the
-    trainability of a syntactic and a less syntactic target.
-    ``plots.py`` — 10–11's figures.
+    ``settings.py`` — ``ProbingSettings`` (10), ``AmnesicSettings`` (11), ``AdversarialSettings`` (12).
+    ``probing.py`` (10–12) — UD sentences, sub-word alignment, features, probes, attention maps.
+    ``inlp.py`` (11) — the erasers: iterative nullspace projection and LEACE (``leace``) as one
+    ``Eraser`` type; the probe's C chosen on dev (``choose_C``); the fresh probe after an eraser
+    (``probe_after``); count- and variance-matched random controls; re-injection.
+    ``amnesic.py`` (11) — where the LM head reads (``lm_positions``), the LM under an edit
+    (``lm_metrics``, ``projection_table``), both erasers per seed with their premise
+    (``fit_erasers``, ``premise``), re-injection against a shuffled label.
+    ``adversarial.py`` (12) — the five-arm intermediate stage (none, λ = 0, reversed, inverted
+    labels, random labels), movement (linear CKA), and a syntactic target (``train_deprel``).
+    ``plots.py`` — 10–12's figures.
 
 The notebook calls
     10: ``probing.load_sentences``, ``extract_features``, ``probe_layers``, ``attention_maps``,
         ``pca_2d``; ``plots.plot_probe_layers``, ``plot_selectivity``, ``plot_projection_2d``,
         ``plot_attention``.
-    11: ``inlp.inlp``, ``random_projection``; ``amnesic.lm_metrics``, ``projection_table``,
-        ``adversarial_finetune``, ``final_probe_accuracy``; ``plots.plot_inlp_curves``,
-        ``plot_amnesic_bars``, ``plot_tradeoff``.
+    11: ``amnesic.lm_positions``, ``lm_metrics``, ``fit_erasers``, ``premise``, ``projection_table``,
+        ``reinjection_metrics``; ``inlp.choose_C``, ``random_projection``,
+        ``covariance_projection``; ``plots.plot_inlp_curves``, ``plot_amnesic_bars``.
+    12: ``adversarial.ARMS``, ``intermediate_stage``, ``movement``, ``train_deprel``;
+        ``final_probe_accuracy``; ``finetuning.finetune``; ``plots.plot_arms``,
+        ``plot_arm_curves``.
 """

@@ -28,6 +28,7 @@ syntactic target more than the other; inverted and random labels leave the probe
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -37,10 +38,12 @@ from ...backbones import Backbone
 from ...config import Scale
 from ...finetuning import Run, Scored, train_and_score
 from ...heads import HeadConfig, MultiHeadModel, MultiTaskLoader, merge_batches, multihead_loss
+from ...models import IGNORE_INDEX
+from ...params import decay_groups
+from ...runtime import autocast, autocast_dtype, device
 from ...settings import Budget
 from ...training import Method, eval_loader, fit, pad_collate, resumable_loader
 from . import probing
-from .amnesic import head_accuracy, head_rate, train_head_alone
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,57 @@ def intermediate_stage(
                                                               "seconds": seconds}
 
 
-# --- (b) how far the encoder moved -------------------------------------------------------------------
+# --- the heads' helpers: a head's accuracy, its own rate, training it alone --------------------
+
+
+@torch.no_grad()
+def head_accuracy(model: MultiHeadModel, loader: Sequence[dict], head: str) -> float:
+    """Accuracy of one head over a loader (token heads: over the labelled positions)."""
+    dev, amp = device(), autocast_dtype()
+    model.to(dev).eval()
+    correct = total = 0
+    for batch in loader:
+        with autocast(dev, amp):
+            logits = model(batch["input_ids"].to(dev), batch["attention_mask"].to(dev),
+                           head=head).logits
+        labels = batch["labels"].to(dev)
+        keep = labels != IGNORE_INDEX
+        correct += int((logits.argmax(-1)[keep] == labels[keep]).sum())
+        total += int(keep.sum())
+    return correct / max(total, 1)
+
+
+def head_rate(scale: float):
+    """``Method.param_groups``: every parameter at the base rate, the POS head's × ``scale``."""
+    def groups(model: MultiHeadModel, lr: float, weight_decay: float) -> list[dict]:
+        head = list(model.heads["pos"].parameters())
+        return (decay_groups(model, weight_decay, exclude=head, name="model")
+                + decay_groups(model, weight_decay, params=head, name="pos head", lr_scale=scale))
+    return groups
+
+
+def train_head_alone(model: MultiHeadModel, head: str, rows, collate, budget: Budget, *,
+                      lr: float, steps: int, batch_size: int, seed: int) -> float:
+    """Train one head for ``steps`` steps with the encoder frozen (its other heads untouched);
+    returns the seconds. The head's gradient reversal does not matter here: nothing upstream
+    of it is trained."""
+    frozen = [p for p in model.encoder.parameters() if p.requires_grad]
+    for p in frozen:
+        p.requires_grad_(False)
+    try:
+        loader = MultiTaskLoader({head: resumable_loader(rows, batch_size=batch_size, seed=seed,
+                                                         collate_fn=collate)}, main=head)
+        params = list(model.heads[head].parameters())
+        return fit(model, loader, lr=lr, weight_decay=budget.weight_decay, steps=steps,
+                   method=Method(loss_fn=multihead_loss,
+                                 param_groups=lambda m, lr_, wd: decay_groups(m, wd, params=params)),
+                   warmup=0, schedule=None, max_norm=budget.max_norm).seconds
+    finally:
+        for p in frozen:
+            p.requires_grad_(True)
+
+
+# --- (a) what a fresh probe reads, (b) how far the encoder moved --------------------------------
 
 
 def linear_cka(X: np.ndarray, Y: np.ndarray) -> float:
@@ -166,3 +219,14 @@ def train_deprel(
         rows=lambda b: probing.token_label_rows(b, train, "deprel"),
         method=Method(loss_fn=lambda model, batch: multihead_loss(model, merge_batches({"deprel": batch}))),
         validate=validate, score=score, evals_per_epoch=evals_per_epoch)
+
+
+def final_probe_accuracy(
+    backbone: Backbone, probe_train: probing.Sentences, probe_test: probing.Sentences,
+    prop: str = "upos", max_iter: int = 100,
+) -> float:
+    """A fresh linear probe for ``prop`` on a backbone's encoder output."""
+    f_tr = probing.extract_features(backbone, probe_train, final=True)
+    f_te = probing.extract_features(backbone, probe_test, final=True)
+    return probing.probe_accuracy(f_tr.layers[0], f_tr.labels(probe_train, prop),
+                                  f_te.layers[0], f_te.labels(probe_test, prop), max_iter)

@@ -13,16 +13,15 @@ how the model's own behaviour changes. Here the model is notebook 01's masked LM
 * the controls: the same number of **random** directions removed (several seeds), and a
   property the LM should not need.
 
-**Adversarial heads** (:func:`adversarial_finetune`): fine-tune the encoder on a main task while
-a token-level POS head behind a gradient-reversal layer (:mod:`tutorial_lib.heads`) pushes POS
-information out of it; a *fresh* linear probe afterwards measures what is left.
+Both erasers (INLP and LEACE, :mod:`tutorial_lib.methods.probing.inlp`) are fitted per seed
+(:func:`fit_erasers`) and checked by a fresh probe (:func:`premise`); the training-time eraser, a
+head with a reversed gradient, is notebook 12's (:mod:`tutorial_lib.methods.probing.adversarial`).
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -30,15 +29,9 @@ import torch
 import torch.nn.functional as F
 
 from ...backbones import Backbone
-from ...heads import HeadConfig, MultiHeadModel, MultiTaskLoader, multihead_loss
-from ...models import IGNORE_INDEX
-from ...params import decay_groups
-from ...runtime import autocast, autocast_dtype, device, seed_everything
-from ...settings import Budget
-from ...tasks import Task
-from ...training import Method, eval_loader, fit, fit_with, pad_collate, resumable_loader
-from . import probing
-from .inlp import Eraser, directions_removed, removed_means, variance_removed
+from ...stats import Premise, erasure_premise
+from . import inlp, probing
+from .inlp import Eraser, INLPResult, directions_removed, removed_means, variance_removed
 
 # Word-index buckets of the control property "where in the sentence is the word":
 # 0-3, 4-8, 9-15, 16+.
@@ -196,12 +189,12 @@ def lm_metrics(
 
 
 def reinjection_metrics(
-    backbone: Backbone, train: MaskedPositions, test: MaskedPositions, P: np.ndarray, prop: str,
-    seed: int = 0,
+    backbone: Backbone, train: MaskedPositions, test: MaskedPositions, P: np.ndarray | Eraser,
+    prop: str, seed: int = 0,
 ) -> dict[str, dict[str, float]]:
-    """The re-injection control (:func:`inlp.reinject`) at the test positions, for one
-    projection P of property ``prop`` (P h alone is :func:`lm_metrics` with P): the LM after
-    P h + m_z with z the **gold** label and m_z the mean removed component of class z on the
+    """The re-injection control (:func:`inlp.reinject`) at the test positions, for one edit —
+    INLP's projection P or any :class:`Eraser` — of property ``prop``: the LM after
+    edit(h) + m_z with z the **gold** label and m_z the mean removed component of class z on the
     *training* positions (``"re-injected, gold label"``), and the same with the test labels
     shuffled (``"re-injected, shuffled label"``: vectors of the same kind and frequencies, no
     information about this word). Two LM passes over the vocabulary each: the costly part."""
@@ -209,8 +202,54 @@ def reinjection_metrics(
     by_class, _ = removed_means(train.hidden, train.labels[prop], P,
                                 classes=int(max(train.labels[prop].max(), y_test.max())) + 1)
     shuffled = np.random.default_rng(seed).permutation(y_test)
-    return {"re-injected, gold label": lm_metrics(backbone, test, P, shift=by_class[y_test]),
-            "re-injected, shuffled label": lm_metrics(backbone, test, P, shift=by_class[shuffled])}
+    P, shift = (P.P, P.shift) if isinstance(P, Eraser) else (P, 0.0)
+    return {"re-injected, gold label": lm_metrics(backbone, test, P, shift=shift + by_class[y_test]),
+            "re-injected, shuffled label": lm_metrics(backbone, test, P,
+                                                      shift=shift + by_class[shuffled])}
+
+
+@dataclass
+class Erasure:
+    """One eraser fitted on one random subset of training positions (``seed``), and what a fresh
+    linear probe reads after it (``probe``: ``{"dev", "test", "C"}``, :func:`inlp.probe_after`
+    with the C grid)."""
+
+    eraser: Eraser
+    seed: int
+    probe: dict[str, float]
+    result: INLPResult | None = None  # INLP's run (its curve, ranks); None for LEACE
+
+
+def fit_erasers(
+    train: MaskedPositions, dev: MaskedPositions, test: MaskedPositions, prop: str, *,
+    seeds: Sequence[int], positions: int | None, C: float, grid: tuple[float, ...],
+    max_iterations: int, tol: float = 0.01, max_iter: int = 1000, solver_tol: float = 1e-4,
+) -> dict[str, list[Erasure]]:
+    """INLP (probes at ``C``, run to its rule or ``max_iterations``) and LEACE, each fitted on the
+    same ``positions`` random training positions per seed, each checked by a fresh probe on the
+    erased vectors (C from ``grid``, chosen on dev) scored on dev and test:
+    ``{"INLP": [...], "LEACE": [...]}``, one :class:`Erasure` per seed."""
+    out: dict[str, list[Erasure]] = {"INLP": [], "LEACE": []}
+    y_dev, y_test = dev.labels[prop], test.labels[prop]
+    splits = {"dev": (dev.hidden, y_dev), "test": (test.hidden, y_test)}
+    for seed in seeds:
+        part = subsample(train, positions, seed)
+        y = part.labels[prop]
+        run = inlp.inlp(part.hidden, y, dev.hidden, y_dev, tol=tol, max_iterations=max_iterations,
+                         classifier=lambda: inlp.default_classifier(max_iter, C=C, tol=solver_tol))
+        classes = int(max(y.max(), y_dev.max(), y_test.max())) + 1
+        for eraser, result in ((inlp.inlp_eraser(run), run), (inlp.leace(part.hidden, y, classes), None)):
+            probe = inlp.probe_after(eraser, part.hidden, y, splits, grid=grid, max_iter=max_iter,
+                                      tol=solver_tol)
+            out[eraser.name].append(Erasure(eraser, seed, probe, result))
+    return out
+
+
+def premise(erasures: Sequence[Erasure], floor: dict[str, float], tol: float = 0.01) -> Premise:
+    """The premise of every comparison with these erasers (:func:`stats.erasure_premise`): the
+    *highest* fresh-probe accuracy over their runs within ``tol`` of the floor on each split."""
+    worst = {split: max(e.probe[split] for e in erasures) for split in floor}
+    return erasure_premise(worst, floor, tol)
 
 
 def projection_table(
@@ -228,148 +267,3 @@ def projection_table(
         rows.append({"projection": name, "group": group, "directions": k, "variance_removed": share,
                      **lm_metrics(backbone, test, P, shift=shift)})
     return pd.DataFrame(rows)
-
-
-# --- adversarial heads -------------------------------------------------------------------------
-
-
-@dataclass
-class AdversarialRun:
-    lambda_: float
-    seed: int
-    main_accuracy: float  # main-task test accuracy
-    head_accuracy: float  # the adversarial head's own accuracy on the probe-test sentences
-    probe_accuracy: float  # a fresh linear probe on the encoder output, after training
-    seconds: float
-    model: MultiHeadModel | None = None
-
-    def row(self) -> dict:
-        return {"lambda": self.lambda_, "seed": self.seed, "main_accuracy": self.main_accuracy,
-                "adversary_head_accuracy": self.head_accuracy,
-                "fresh_probe_accuracy": self.probe_accuracy, "seconds": self.seconds}
-
-
-@torch.no_grad()
-def head_accuracy(model: MultiHeadModel, loader: Sequence[dict], head: str) -> float:
-    """Accuracy of one head over a loader (token heads: over the labelled positions)."""
-    dev, amp = device(), autocast_dtype()
-    model.to(dev).eval()
-    correct = total = 0
-    for batch in loader:
-        with autocast(dev, amp):
-            logits = model(batch["input_ids"].to(dev), batch["attention_mask"].to(dev),
-                           head=head).logits
-        labels = batch["labels"].to(dev)
-        keep = labels != IGNORE_INDEX
-        correct += int((logits.argmax(-1)[keep] == labels[keep]).sum())
-        total += int(keep.sum())
-    return correct / max(total, 1)
-
-
-def adversarial_finetune(
-    backbone: Backbone,
-    task: Task,
-    adv_sentences: probing.Sentences,
-    probe_train: probing.Sentences,
-    probe_test: probing.Sentences,
-    budget: Budget,
-    *,
-    lambda_: float,
-    seed: int = 0,
-    adv_batch_size: int = 16,
-    adv_weight: float = 1.0,
-    head_lr: float | None = None,
-    head_warmup_steps: int = 0,
-    probe_max_iter: int = 100,
-    keep_model: bool = False,
-) -> AdversarialRun:
-    """Fine-tune ``backbone``'s encoder on ``task`` with a POS head behind a gradient reversal of
-    strength ``lambda_`` (λ = 0: the head trains, the encoder ignores it), then measure.
-
-    The adversary must first *be able to read POS*, or reversing its gradient shows nothing:
-
-    1. ``head_warmup_steps`` steps train the POS head alone, on the frozen pretrained encoder (no
-       reversal, no main task) — it starts the joint phase as a linear POS probe;
-    2. every joint step sums the main loss on one task batch and ``adv_weight`` × the POS loss on
-       one batch of ``adv_sentences``; the POS head learns at its own rate ``head_lr`` (None:
-       the budget's), the encoder and the main head at ``budget.lr``.
-
-    After training: main-task test accuracy, the adversary head's accuracy, and a fresh linear
-    UPOS probe on the encoder output (trained on ``probe_train``, tested on ``probe_test``).
-    """
-    seed_everything(seed)
-    encoder = copy.deepcopy(backbone.encoder)
-    model = MultiHeadModel(encoder, {
-        "main": HeadConfig(task.num_labels, "sequence"),
-        "pos": HeadConfig(len(probing.upos_names()), "token", loss_weight=adv_weight,
-                          reverse_gradient=True, lambda_=lambda_),
-    }, pool=backbone.pool)
-    collate = pad_collate(backbone.pad_id)
-    pos_rows = probing.token_label_rows(backbone, adv_sentences, "upos")
-    head_lr = budget.lr if head_lr is None else head_lr
-    model.to(device())
-    seconds = 0.0
-    if head_warmup_steps > 0:
-        seconds += train_head_alone(model, "pos", pos_rows, collate, budget, lr=head_lr,
-                                     steps=head_warmup_steps, batch_size=adv_batch_size,
-                                     seed=seed + 2)
-    loaders = {
-        "main": resumable_loader(backbone.encode_rows(task.train), batch_size=budget.batch_size,
-                                 seed=seed, collate_fn=collate),
-        "pos": resumable_loader(pos_rows, batch_size=adv_batch_size, seed=seed + 1,
-                                collate_fn=collate),
-    }
-    train_loader = MultiTaskLoader(loaders, main="main")
-    seconds += fit_with(model, train_loader, budget,
-                        method=Method(loss_fn=multihead_loss,
-                                      param_groups=head_rate(head_lr / budget.lr))).seconds
-
-    test_loader = eval_loader(backbone.encode_rows(task.test), budget.eval_batch_size, collate)
-    pos_test = eval_loader(probing.token_label_rows(backbone, probe_test, "upos"),
-                           budget.eval_batch_size, collate)
-    probe = final_probe_accuracy(replace(backbone, encoder=model.encoder), probe_train, probe_test,
-                                 max_iter=probe_max_iter)
-    return AdversarialRun(lambda_, seed, head_accuracy(model, test_loader, "main"),
-                          head_accuracy(model, pos_test, "pos"), probe, seconds,
-                          model if keep_model else None)
-
-
-def head_rate(scale: float):
-    """``Method.param_groups``: every parameter at the base rate, the POS head's × ``scale``."""
-    def groups(model: MultiHeadModel, lr: float, weight_decay: float) -> list[dict]:
-        head = list(model.heads["pos"].parameters())
-        return (decay_groups(model, weight_decay, exclude=head, name="model")
-                + decay_groups(model, weight_decay, params=head, name="pos head", lr_scale=scale))
-    return groups
-
-
-def train_head_alone(model: MultiHeadModel, head: str, rows, collate, budget: Budget, *,
-                      lr: float, steps: int, batch_size: int, seed: int) -> float:
-    """Train one head for ``steps`` steps with the encoder frozen (its other heads untouched);
-    returns the seconds. The head's gradient reversal does not matter here: nothing upstream
-    of it is trained."""
-    frozen = [p for p in model.encoder.parameters() if p.requires_grad]
-    for p in frozen:
-        p.requires_grad_(False)
-    try:
-        loader = MultiTaskLoader({head: resumable_loader(rows, batch_size=batch_size, seed=seed,
-                                                         collate_fn=collate)}, main=head)
-        params = list(model.heads[head].parameters())
-        return fit(model, loader, lr=lr, weight_decay=budget.weight_decay, steps=steps,
-                   method=Method(loss_fn=multihead_loss,
-                                 param_groups=lambda m, lr_, wd: decay_groups(m, wd, params=params)),
-                   warmup=0, schedule=None, max_norm=budget.max_norm).seconds
-    finally:
-        for p in frozen:
-            p.requires_grad_(True)
-
-
-def final_probe_accuracy(
-    backbone: Backbone, probe_train: probing.Sentences, probe_test: probing.Sentences,
-    prop: str = "upos", max_iter: int = 100,
-) -> float:
-    """A fresh linear probe for ``prop`` on a backbone's encoder output."""
-    f_tr = probing.extract_features(backbone, probe_train, final=True)
-    f_te = probing.extract_features(backbone, probe_test, final=True)
-    return probing.probe_accuracy(f_tr.layers[0], f_tr.labels(probe_train, prop),
-                                  f_te.layers[0], f_te.labels(probe_test, prop), max_iter)

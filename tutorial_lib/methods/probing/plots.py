@@ -1,4 +1,4 @@
-"""Figures of notebooks 10 (probing) and 11 (amnesic probing, adversarial heads).
+"""Figures of notebooks 10 (probing), 11 (amnesic probing) and 12 (adversarial heads).
 
 Each function returns its matplotlib Figure.
 """
@@ -155,27 +155,42 @@ def plot_amnesic_bars(table: pd.DataFrame, metric: str = "lm_accuracy",
     return fig
 
 
-def plot_tradeoff(table: pd.DataFrame) -> plt.Figure:
-    """Main-task accuracy against the fresh POS-probe accuracy, one point per (λ, seed).
+def plot_arms(table: pd.DataFrame, majority: float, original: float) -> plt.Figure:
+    """Notebook 12's intermediate stages, one row per arm: the fresh UPOS probe's accuracy (left;
+    dashed: the majority rate, dotted: the original encoder's probe) and linear CKA to the
+    original encoder (right; 1 = unchanged up to rotation and scale). ``table``: columns arm,
+    fresh_probe, cka."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 0.5 * len(table) + 1.6), sharey=True)
+    y = range(len(table))
+    left.barh(y, table["fresh_probe"], color="tab:blue")
+    left.axvline(majority, color="black", ls="--", lw=1, label=f"majority {majority:.2f}")
+    left.axvline(original, color="grey", ls=":", lw=1.5, label=f"original encoder {original:.2f}")
+    left.set(xlim=(0, 1), xlabel="fresh linear UPOS probe (test accuracy)")
+    left.set_yticks(list(y), table["arm"])
+    left.invert_yaxis()
+    left.legend(fontsize=8, loc="lower right")
+    right.barh(y, table["cka"], color="tab:orange")
+    right.set(xlim=(0, 1.05), xlabel="linear CKA to the original encoder")
+    fig.suptitle("What each intermediate stage did to the encoder", fontsize=11)
+    fig.tight_layout()
+    return fig
 
-    ``table`` has columns lambda, main_accuracy, fresh_probe_accuracy (and
-    adversary_head_accuracy, drawn as hollow markers).
-    """
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    cmap = plt.get_cmap("viridis")
-    lams = sorted(table["lambda"].unique())
-    for i, lam in enumerate(lams):
-        rows = table[table["lambda"] == lam]
-        color = cmap(i / max(1, len(lams) - 1))
-        ax.scatter(rows["fresh_probe_accuracy"], rows["main_accuracy"], color=color, s=40,
-                   label=f"λ = {lam:g}")
-        if "adversary_head_accuracy" in rows:
-            ax.scatter(rows["adversary_head_accuracy"], rows["main_accuracy"], s=40,
-                       facecolors="none", edgecolors=color)
-    means = table.groupby("lambda")[["fresh_probe_accuracy", "main_accuracy"]].mean()
-    ax.plot(means["fresh_probe_accuracy"], means["main_accuracy"], color="grey", lw=1)
-    ax.set(xlabel="UPOS accuracy read from the encoder (filled: fresh probe, hollow: adversary)",
-           ylabel="TREC-6 test accuracy", title="what the encoder forgets vs what it still does")
-    ax.legend(fontsize=8)
+
+def plot_arm_curves(curves: pd.DataFrame, floors: Mapping[str, float]) -> plt.Figure:
+    """Dev accuracy while fine-tuning on each target from each arm's encoder: one panel per
+    target, one line per arm (mean over seeds, the band ± one std); dashed: the target's majority
+    rate. ``curves``: columns target, arm, seed, epoch, accuracy."""
+    targets = list(dict.fromkeys(curves["target"]))
+    fig, axes = plt.subplots(1, len(targets), figsize=(5.2 * len(targets), 3.8), squeeze=False)
+    for ax, target in zip(axes[0], targets):
+        part = curves[curves["target"] == target]
+        for arm, g in part.groupby("arm", sort=False):
+            stats = g.groupby("epoch")["accuracy"].agg(["mean", "std"]).fillna(0.0)
+            line, = ax.plot(stats.index, stats["mean"], marker="o", ms=3, label=arm)
+            ax.fill_between(stats.index, stats["mean"] - stats["std"], stats["mean"] + stats["std"],
+                            color=line.get_color(), alpha=0.15)
+        ax.axhline(floors[target], color="black", ls="--", lw=1)
+        ax.set(title=target, xlabel="epoch", ylabel="dev accuracy", ylim=(0, 1))
+    axes[0][0].legend(fontsize=8)
     fig.tight_layout()
     return fig
