@@ -28,7 +28,7 @@ SETTINGS = {cls.notebook: cls for cls in registered()}
 
 WITHOUT_SOLUTIONS_TODAY: set[str] = {
     "01_pretraining", "02_adaptation", "03_adapters_and_freezing", "04_gradual_unfreezing",
-    "13_forgetting_and_distillation", "14_peft", "15_token_tasks", "16_generation_and_dialogue"}
+    "13_forgetting_and_distillation", "14_peft"}
 
 ITEM = re.compile(r"^(\d+)\. (.*?)(?=^\d+\. |\Z)", re.M | re.S)
 SUMMARY = re.compile(r"<details><summary>(.*?)</summary>(.*?)</details>", re.S)
