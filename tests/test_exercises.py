@@ -27,7 +27,7 @@ NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 SETTINGS = {cls.notebook: cls for cls in registered()}
 
 WITHOUT_SOLUTIONS_TODAY: set[str] = {
-    "01_pretraining", "02_adaptation", "03_adapters_and_freezing", "04_gradual_unfreezing",
+    "01_pretraining", "02_adaptation",
     "13_forgetting_and_distillation", "14_peft"}
 
 ITEM = re.compile(r"^(\d+)\. (.*?)(?=^\d+\. |\Z)", re.M | re.S)
