@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 SETTINGS = {cls.notebook: cls for cls in registered()}
 
-WITHOUT_SOLUTIONS_TODAY: set[str] = {"01_pretraining", "02_adaptation"}
+WITHOUT_SOLUTIONS_TODAY: set[str] = set()
 
 ITEM = re.compile(r"^(\d+)\. (.*?)(?=^\d+\. |\Z)", re.M | re.S)
 SUMMARY = re.compile(r"<details><summary>(.*?)</summary>(.*?)</details>", re.S)
