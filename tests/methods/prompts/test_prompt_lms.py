@@ -1,6 +1,7 @@
 """Tests for tutorial_lib.methods.prompts.prompt_lms: frozen lower states reused by the top layers of a
 causal LM (a tiny random Llama, no download)."""
 
+import pytest
 import torch
 from transformers import LlamaConfig, LlamaModel
 
@@ -111,3 +112,10 @@ def test_prompt_on_frozen_prefix_needs_trainable_vectors():
         assert "trainable input vectors" in str(e)
     else:
         raise AssertionError("no error for a plain embedding")
+
+
+def test_prompt_on_frozen_states_needs_a_frozen_layer():
+    """With every layer trained there is nothing to cache: one clear error, not an empty stack."""
+    with pytest.raises(prompt_lms.PromptError, match="all 2 layers train"):
+        prompt_lms.PromptOnFrozen(tiny_decoder(layers=2), prompt_lms.FrozenPrefix(trainable_layers=2))
+    prompt_lms.PromptOnFrozen(tiny_decoder(layers=2), prompt_lms.FrozenPrefix(trainable_layers=1))

@@ -195,6 +195,14 @@ class PromptOnFrozen(TopLayers):
 
     frozen: FrozenPrefix
 
+    def __init__(self, decoder: nn.Module, frozen: FrozenPrefix) -> None:
+        super().__init__(decoder, frozen)
+        if frozen.trainable_layers >= len(decoder.layers):
+            raise PromptError(
+                f"frozen states cache what the frozen layers compute, but all {len(decoder.layers)} "
+                f"layers train (trainable_layers = {frozen.trainable_layers}): train fewer layers, "
+                "or set frozen_states=False")
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **_):
         decoder, dev = self.decoder, input_ids.device
         first_trainable = getattr(decoder.embed_tokens, "num_base", None)
