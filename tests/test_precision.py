@@ -138,3 +138,24 @@ def test_fp16_skips_an_overflowing_step_and_lowers_the_scale():
     scaler = trainer.grad_scaler
     assert torch.isfinite(delta).all() and delta.abs().max().item() == 0.0
     assert scaler.get_scale() == pytest.approx(2.0**16 * scaler.get_backoff_factor())
+
+
+@pytest.mark.parametrize("instructions, speedup, want", [(False, 3.0, False), (True, 0.6, False),
+                                                         (True, 1.1, False), (True, 3.0, True)])
+def test_cpu_bf16_needs_the_instructions_and_a_measured_speedup(monkeypatch, instructions, speedup, want):
+    # The Xeon this was found on has AVX512-BF16 and runs bf16 autocast 1.6x slower: flags alone
+    # must not turn it on.
+    monkeypatch.setattr(runtime, "cpu_has_bf16_instructions", lambda: instructions)
+    monkeypatch.setattr(runtime, "bf16_speedup", lambda: speedup)
+    runtime.cpu_has_fast_bf16.cache_clear()
+    try:
+        assert runtime.cpu_has_fast_bf16() is want
+    finally:
+        runtime.cpu_has_fast_bf16.cache_clear()
+
+
+def test_measuring_the_speedup_leaves_the_global_random_state_alone():
+    torch.manual_seed(123)
+    before = torch.random.get_rng_state()
+    assert runtime.bf16_speedup(repeats=1) > 0
+    assert torch.equal(torch.random.get_rng_state(), before)

@@ -211,7 +211,7 @@ def environment(dev: torch.device) -> dict:
     if dev.type == "cpu":
         env["torch_threads"] = torch.get_num_threads()
         env["cpu_count"] = os.cpu_count()
-        env["cpu_fast_bf16"] = cpu_has_fast_bf16()  # AMX or AVX512-BF16: autocast is on
+        env["cpu_fast_bf16"] = cpu_has_fast_bf16()  # bf16 instructions that measure faster: autocast is on
     else:
         env["cuda"] = torch.version.cuda
     return env
