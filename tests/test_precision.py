@@ -159,3 +159,10 @@ def test_measuring_the_speedup_leaves_the_global_random_state_alone():
     before = torch.random.get_rng_state()
     assert runtime.bf16_speedup(repeats=1) > 0
     assert torch.equal(torch.random.get_rng_state(), before)
+
+
+@pytest.mark.parametrize("context", [torch.no_grad, torch.inference_mode])
+def test_the_speedup_can_be_measured_first_inside_an_evaluation(context):
+    # the first autocast_dtype() of a process may come from an evaluation under no_grad
+    with context():
+        assert runtime.bf16_speedup(repeats=1) > 0
