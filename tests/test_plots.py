@@ -110,6 +110,33 @@ def test_the_frontier_is_the_lower_left_envelope_on_a_log_axis():
     assert list(step.get_xdata()) == [0.01, 0.5, 50] and list(step.get_ydata()) == pytest.approx([55, 7, 6])
 
 
+def test_a_method_that_did_not_train_is_hollow_and_off_the_envelope_and_the_legend_is_outside():
+    runs = pd.DataFrame({"method": ["full", "full", "lora", "lora", "prompt", "prompt"],
+                         "seed": [0, 1] * 3, "trained_pct": [50, 50, 0.5, 0.5, 0.01, 0.01],
+                         "test_error": [0.05, 0.07, 0.06, 0.08, 0.5, 0.6]})
+    fig = peft.plot_frontier(runs, floor=0.8, not_trained={"prompt"})
+    ax = fig.axes[0]
+    step = next(line for line in ax.get_lines() if line.get_label() == "frontier")
+    assert list(step.get_xdata()) == [0.5, 50]  # prompt left out
+    labels = ax.get_legend_handles_labels()[1]
+    assert "prompt (did not train)" in labels and "lora" in labels
+    anchor = ax.get_legend().get_bbox_to_anchor().transformed(ax.transAxes.inverted())
+    assert anchor.x0 > 1.0  # right of the axes: over no point, bar or line
+
+
+def test_dev_curves_draw_every_seed_and_each_methods_mean():
+    curves = pd.DataFrame([{"method": m, "seed": s, "step": t, "dev_error": e0 - 0.1 * t / 20 + 0.01 * s}
+                           for m, e0 in (("full", 0.5), ("LoRA", 0.7)) for s in (0, 1, 2)
+                           for t in (20, 40, 60)])
+    fig = peft.plot_dev_curves(curves, floor=0.8)
+    ax = fig.axes[0]
+    means = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
+    assert set(means) == {"full", "LoRA", "majority class"}
+    assert list(means["full"].get_xdata()) == [20, 40, 60]
+    assert list(means["LoRA"].get_ydata()) == pytest.approx([70 - 10 + 1, 70 - 20 + 1, 70 - 30 + 1])
+    assert len(ax.get_lines()) == 2 * 3 + 2 + 1  # a thin line per run, a mean per method, the floor
+
+
 def test_the_costs_put_checkpoint_sizes_on_a_log_axis():
     costs = pd.DataFrame({"s / step": [0.4, 0.3], "peak memory (MiB)": [120.0, 10.0],
                           "checkpoint (KiB)": [45000.0, 20.0]}, index=["full", "LoRA"])

@@ -2,6 +2,7 @@
 the rate chosen on dev and the selection seed's run reused, the starts, the checks and costs per
 method, the counts on a causal LM, and QLoRA's clear refusal on a CPU."""
 
+import pandas as pd
 import pytest
 import torch
 from tiny_peft import batch, tiny_classifier
@@ -42,7 +43,7 @@ def test_as_method_trains_the_head_at_its_own_rate():
 def test_the_rate_is_chosen_on_dev_and_the_selection_run_is_reused(task):
     grid = {"LoRA": (LoRA(r=2, alpha=4), (1e-3, 1e-1)), "BitFit": (BitFit(), (1e-3,))}
     runs, trials, results = pf.frontier_runs(grid, task, BUDGET, scale=SMOKE, backbone="minilm",
-                                             seeds=(0, 1), head_lr=1e-3)
+                                             seeds=(0, 1), head_lr=1e-3, evals_per_epoch=2)
     assert len(trials) == 3 and len(runs) == 4  # 3 grid runs + 1 more seed each: no seed-0 rerun
     assert sorted(runs.groupby("method").seed.apply(list).tolist()) == [[0, 1], [0, 1]]
     lora = trials[trials.method == "LoRA"]
@@ -51,6 +52,38 @@ def test_the_rate_is_chosen_on_dev_and_the_selection_run_is_reused(task):
     assert (chosen.lr == best.lr).all()
     assert chosen[chosen.seed == 0].test_error.item() == best.test_error  # the grid's run itself
     assert "test_error_floor" in runs and [len(v) for v in results.values()] == [2, 2]
+    curves = pf.dev_curves(results)  # validated during each run, the last one is the chosen dev error
+    assert curves.groupby(["method", "seed"]).step.nunique().min() >= 2
+    last = curves.sort_values("step").groupby(["method", "seed"]).dev_error.last()
+    assert [last[("LoRA", s)] for s in (0, 1)] == runs[runs.method == "LoRA"].dev_error.tolist()
+    positions = pf.rate_positions(trials, runs.groupby("method")["lr"].first())
+    assert positions.loc["BitFit", "position"] == "only rate" and positions["at edge"].loc["BitFit"]
+
+
+def test_rate_positions_flag_a_choice_at_either_edge_of_its_grid():
+    trials = pd.DataFrame({"method": ["a"] * 3 + ["b"] * 3 + ["c"] * 2 + ["d"],
+                           "lr": [1e-3, 3e-3, 1e-2, 3e-3, 1e-2, 3e-2, 1e-4, 3e-4, 1e-2]})
+    table = pf.rate_positions(trials, {"a": 3e-3, "b": 3e-2, "c": 1e-4, "d": 1e-2})
+    assert list(table.index) == ["a", "b", "c", "d"]
+    assert table["position"].tolist() == ["inside", "highest", "lowest", "only rate"]
+    assert table["at edge"].tolist() == [False, True, True, True]
+    assert table.loc["a", "note"] == "" and table.loc["b", "note"].startswith(pf.EDGE_NOTE)
+    assert table.loc["b", "rates tried"] == (3e-3, 1e-2, 3e-2)
+    with pytest.raises(ValueError, match="not in its grid"):
+        pf.rate_positions(trials, {"a": 1.0, "b": 3e-2, "c": 1e-4, "d": 1e-2})
+
+
+def test_dev_curves_read_each_runs_validations():
+    from tutorial_lib.finetuning import Run
+    from tutorial_lib.training import History
+
+    history = History()
+    for step, error in ((20, 0.5), (40, 0.3)):
+        history.log_eval(step, "validation", {"error": error, "accuracy": 1 - error})
+    history.log_eval(40, "test", {"error": 0.9})  # not a dev row
+    curves = pf.dev_curves({"LoRA": [Run("minilm", 3, {}, history)]})
+    assert curves.to_dict("records") == [{"method": "LoRA", "seed": 3, "step": 20, "dev_error": 0.5},
+                                         {"method": "LoRA", "seed": 3, "step": 40, "dev_error": 0.3}]
 
 
 def test_starts_are_the_untrained_models_and_lora_starts_as_its_base(task):

@@ -7,6 +7,9 @@ per method, and QLoRA where a GPU and bitsandbytes allow it.
 * :func:`frontier_runs` — for each method, every rate of its grid with one seed, the rate with
   the lowest dev error kept, then the other seeds at that rate (``finetuning.compare_methods``:
   the budgets are equal by construction, and every row carries the majority-class floor);
+* :func:`rate_positions` — where each method's chosen rate sits in its grid: at an edge, the
+  optimum may lie beyond it;
+* :func:`dev_curves` — every run's dev error at each validation (its history), for the curves;
 * :func:`start_errors` — each method's test error *before* training (the same initialisation as
   its run), the starting point ``stats.compare(..., starts=)`` tests each method against;
 * :func:`check_and_cost` — one method on a fresh model: the count against its formula, a few
@@ -63,11 +66,12 @@ def _dev_error(result: Run) -> float:
 
 def frontier_runs(grid: Grid, task: Task, budget: Budget, *, scale: Scale, backbone: str,
                   seeds: Sequence[int], head_lr: float | None = None,
-                  select_seed: int | None = None
+                  select_seed: int | None = None, evals_per_epoch: int = 1
                   ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, list[Run]]]:
     """Every method of ``grid`` at every rate of its grid with ``select_seed`` (default: the
     first seed); the rate with the lowest final dev error is kept (ties: the first of the grid),
-    and the other seeds run at it. The test split is read only for the table's report.
+    and the other seeds run at it. The test split is read only for the table's report. Every run
+    is validated ``evals_per_epoch`` times a pass (its history: :func:`dev_curves`).
 
     Returns ``(runs, grid_table, results)``: one row per method and seed at its chosen rate
     (``compare_methods``' columns plus ``lr`` and ``dev_error``; the selection seed's row is its
@@ -79,7 +83,7 @@ def frontier_runs(grid: Grid, task: Task, budget: Budget, *, scale: Scale, backb
         trial = {f"{name} @ {lr:g}": {"method": as_method(method, lr, head_lr), "seeds": [first]}
                  for lr in lrs}
         table, runs = compare_methods(trial, task, budget, scale=scale, backbone=backbone,
-                                      seeds=[first], evals_per_epoch=1)
+                                      seeds=[first], evals_per_epoch=evals_per_epoch)
         dev = [_dev_error(runs[key][0]) for key in trial]
         for lr, key, d in zip(lrs, trial, dev):
             grid_rows.append({"method": name, "lr": lr, "dev_error": d,
@@ -91,7 +95,7 @@ def frontier_runs(grid: Grid, task: Task, budget: Budget, *, scale: Scale, backb
         if rest:
             more, more_runs = compare_methods(
                 {name: {"method": as_method(method, lrs[best], head_lr), "seeds": rest}}, task,
-                budget, scale=scale, backbone=backbone, seeds=rest, evals_per_epoch=1)
+                budget, scale=scale, backbone=backbone, seeds=rest, evals_per_epoch=evals_per_epoch)
             more = more.assign(lr=lrs[best], dev_error=[_dev_error(r) for r in more_runs[name]])
             chosen = pd.concat([chosen, more], ignore_index=True)
             results += more_runs[name]
@@ -99,6 +103,42 @@ def frontier_runs(grid: Grid, task: Task, budget: Budget, *, scale: Scale, backb
         out[name] = results
     runs_table = pd.concat(rows, ignore_index=True)
     return runs_table, pd.DataFrame(grid_rows), out
+
+
+EDGE_NOTE = "at edge: the optimum may lie beyond"
+
+
+def rate_positions(trials: pd.DataFrame, chosen: Mapping[str, float]) -> pd.DataFrame:
+    """Where each method's ``chosen`` rate sits in the grid it was chosen from (``trials``:
+    :func:`frontier_runs`' grid table, one row per method and rate): ``"inside"`` the grid, or at
+    its ``"lowest"`` or ``"highest"`` rate — **at an edge**, where the dev error may still fall
+    beyond the grid, so the method's point on the frontier may be worse than the method — or
+    ``"only rate"`` (a grid of one: nothing was chosen). One row per method, in ``trials``' order,
+    with ``rates tried`` (ascending), ``chosen``, ``position``, ``at edge`` and ``note``."""
+    rows = []
+    for name, g in trials.groupby("method", sort=False):
+        lrs = sorted(set(g["lr"].astype(float)))
+        lr = float(chosen[name])
+        if lr not in lrs:
+            raise ValueError(f"{name}: the chosen rate {lr:g} is not in its grid {lrs}")
+        position = ("only rate" if len(lrs) == 1 else "lowest" if lr == lrs[0]
+                    else "highest" if lr == lrs[-1] else "inside")
+        edge = position != "inside"
+        note = (EDGE_NOTE + (" (one rate tried)" if position == "only rate" else f" ({position})")
+                if edge else "")
+        rows.append({"method": name, "rates tried": tuple(lrs), "chosen": lr, "position": position,
+                     "at edge": edge, "note": note})
+    return pd.DataFrame(rows).set_index("method")
+
+
+def dev_curves(results: Mapping[str, Sequence[Run]]) -> pd.DataFrame:
+    """Every run's dev error at each of its validations (from its history), one row per method,
+    seed and step: ``method``, ``seed``, ``step``, ``dev_error``."""
+    return pd.DataFrame([{"method": name, "seed": run.seed, "step": r["step"],
+                          "dev_error": float(r["error"])}
+                         for name, runs in results.items() for run in runs
+                         for r in run.history.evals if r.get("split") == "validation"],
+                        columns=["method", "seed", "step", "dev_error"])
 
 
 def start_errors(methods: Mapping[str, PeftMethod], task: Task, budget: Budget, *, scale: Scale,
