@@ -80,3 +80,39 @@ def test_the_unified_view_reproduces_lora_as_parallel_and_the_adapter_as_sequent
     swapped = modified_output(sub, x, adapter.down.weight, adapter.up.weight, insertion="parallel")
     assert not torch.allclose(swapped, sequential)
     assert {r.insertion for r in UNIFIED_VIEW} == {"parallel", "sequential"}
+
+
+def _notebook_self_check() -> tuple[str, str]:
+    """Notebook 14's self-check cell (the learner's stub and the check) and its solution's code."""
+    import json
+    import re
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "notebooks" / "14_peft.ipynb"
+    cells = ["".join(c["source"]) for c in json.loads(path.read_text())["cells"]]
+    cell = next(s for s in cells if "def my_lora_output" in s and "selfcheck.check" in s)
+    solutions = next(s for s in cells if s.startswith("## Solutions"))
+    solution = re.search(r"<summary>Self-check</summary>\s*```python\n(.*?)```", solutions, re.S)
+    return cell, solution.group(1)
+
+
+def test_the_notebooks_self_check_reports_the_stub_passes_the_solution_and_fails_a_wrong_scale(capsys):
+    from tutorial_lib import selfcheck
+    from tutorial_lib.methods.peft import lora
+
+    cell, solution = _notebook_self_check()
+    ns = {"torch": torch, "lora": lora}
+    exec(cell, ns)  # as the learner first runs it: the stub is reported, nothing raises
+    assert "not written yet" in capsys.readouterr().out
+    check = ns["lora_reference"], selfcheck.cases(ns["random_lora"])
+    exec(solution, ns)
+    with torch.no_grad():
+        assert selfcheck.check(ns["my_lora_output"], *check)
+        for base, x, A, B, alpha in selfcheck.cases(ns["random_lora"]):  # the reference is LoRA's layer
+            layer = LoRALinear(base, A.shape[0], alpha)
+            layer.A.copy_(A)
+            layer.B.copy_(B)
+            assert torch.allclose(layer(x), ns["lora_reference"](base, x, A, B, alpha), atol=1e-5)
+        wrong = selfcheck.check(lambda base, x, A, B, alpha: base(x) + alpha * (x @ A.T @ B.T),
+                                ns["lora_reference"], selfcheck.cases(ns["random_lora"]))
+    assert not wrong and "largest difference" in wrong.message
