@@ -7,6 +7,7 @@ from collections.abc import Collection
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 
 def plot_frontier(table: pd.DataFrame, *, floor: float | None = None, by: str = "method",
@@ -46,6 +47,7 @@ def plot_frontier(table: pd.DataFrame, *, floor: float | None = None, by: str = 
         ax.axhline(100 * floor, ls="--", color="0.4", lw=1, label="majority class")
     ax.set(xscale="log", xlabel="% of parameters trained (log scale)", ylabel="test error (%)",
            title=title)
+    ax.margins(x=0.12)  # room for the right-most method's name inside the axes
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     return fig
@@ -68,6 +70,7 @@ def plot_dev_curves(curves: pd.DataFrame, *, floor: float | None = None,
     if floor is not None:
         ax.axhline(100 * floor, ls="--", color="0.4", lw=1, label="majority class")
     ax.set(xlabel="optimizer step", ylabel="dev error (%)", title=title)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     return fig
