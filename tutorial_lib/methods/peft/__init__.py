@@ -10,12 +10,14 @@ Modules
     ``lora.py`` — our own LoRA in a few lines, checked against ``peft``'s; the unified view.
     ``peft_methods.py`` — the methods, their parameter groups and counts.
     ``peft_checks.py`` — merge and reload checks, checkpoint sizes, step costs.
-    ``peft_frontier.py`` — the frontier runs (each method at its own rate) and QLoRA's status.
+    ``peft_frontier.py`` — the frontier runs (each method at its own rate, checked against its
+    grid's edges; the dev curves) and QLoRA's status.
     ``plots.py`` — 14's figures.
 
 The notebook calls
     ``peft_methods.Full`` … ``BitFit``; ``lora.LoRALinear``, ``modified_output``,
     ``copy_lora_from_peft``; ``peft_checks.logits``; ``peft_frontier.frontier_runs``,
-    ``check_and_cost``, ``as_method``, ``check_batch``, ``qlora_run``; ``adapters.Adapter``;
-    ``plots.plot_frontier``, ``plot_costs``.
+    ``rate_positions``, ``dev_curves``, ``start_errors``, ``check_and_cost``, ``as_method``,
+    ``check_batch``, ``qlora_run``; ``adapters.Adapter``; ``plots.plot_frontier``,
+    ``plot_dev_curves``, ``plot_costs``.
 """
