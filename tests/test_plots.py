@@ -161,4 +161,29 @@ def test_token_task_figure_draws_every_tier_type_and_baseline():
     assert [round(p.get_height(), 3) for p in right.patches] == [0.06, 0.3]
     lines = [line.get_ydata()[0] for line in right.get_lines() if line.get_linestyle() != "None"]
     assert lines == [0.05, 0.08]  # the baselines; the seeds' dots have no line
+    for ax in fig.axes:  # each legend below its axes, over no bar
+        box = ax.get_legend().get_window_extent(fig.canvas.get_renderer())
+        assert box.y1 <= ax.get_window_extent().y0
+    plt.close(fig)
+
+
+def test_dev_curves_draw_every_seed_the_mean_and_the_baselines():
+    from types import SimpleNamespace
+
+    from tutorial_lib.methods.token_tasks import plots as token_tasks
+
+    def run(values):
+        evals = [{"step": 10 * k, "epoch": 0.5 * k, "split": "validation", "f1": v}
+                 for k, v in enumerate(values, 1)]
+        return SimpleNamespace(history=SimpleNamespace(evals=evals))
+
+    runs = {"scratch": [run([0.1, 0.2]), run([0.3, 0.4])], "minilm": [run([0.5, 0.7])],
+            "no curve": [SimpleNamespace(history=SimpleNamespace(evals=[]))]}
+    fig = token_tasks.plot_dev_curves(runs, "f1", {"chance": 0.05}, title="t", ylabel="F1")
+    [ax] = fig.axes
+    means = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines() if line.get_marker() == "o"}
+    assert means == {"scratch (mean of 2 seeds)": pytest.approx([0.2, 0.3]),
+                     "minilm (mean of 1 seed)": pytest.approx([0.5, 0.7])}
+    assert len(ax.get_lines()) == 2 + 1 + 2 + 1  # seeds, means and the chance line; "no curve" left out
+    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "chance"
     plt.close(fig)

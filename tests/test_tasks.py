@@ -328,3 +328,12 @@ def test_few_shot_uses_train_for_train_and_dev_and_the_test_split(with_data):
     assert again.train == split.train and again.dev == split.dev
     assert tasks.few_shot("trec", k=4, seed=13).train != split.train
     assert split.label_names == tasks.load_task("trec").label_names
+
+
+def test_held_out_takes_what_subsample_left_in_its_order():
+    ds = Dataset.from_dict({"i": list(range(50))})
+    test, dev = list(tasks.subsample(ds, 20)["i"]), list(tasks.held_out(ds, 20, 10)["i"])
+    assert len(dev) == 10 and not set(test) & set(dev)
+    assert test + dev == list(tasks.subsample(ds, 30)["i"])  # the next rows of the same fixed order
+    assert len(tasks.held_out(ds, 20, None)) == 30 and len(tasks.held_out(ds, 45, 10)) == 5
+    assert len(tasks.held_out(ds, None, 10)) == 0 and len(tasks.held_out(ds, 50, 10)) == 0  # all taken

@@ -154,6 +154,16 @@ def subsample(ds: Dataset, n: int | None) -> Dataset:
     return ds.shuffle(seed=SPLIT_SEED).select(range(n))
 
 
+def held_out(ds: Dataset, taken: int | None, n: int | None) -> Dataset:
+    """``n`` rows that ``subsample(ds, taken)`` did not take: the next ones in its fixed order
+    (``None``: all the rest; none when ``taken`` took them all). A dev set disjoint from a
+    subsampled test set of the same split."""
+    if taken is None or taken >= len(ds):
+        return ds.select([])
+    end = len(ds) if n is None else min(len(ds), taken + n)
+    return ds.shuffle(seed=SPLIT_SEED).select(range(taken, end))
+
+
 def _normalise(ds: Dataset, s: TaskSpec) -> Dataset:
     """Columns ``text`` (pairs joined with [SEP]) and ``label``; nothing else."""
     def to_text(batch: dict) -> dict:

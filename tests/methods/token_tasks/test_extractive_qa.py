@@ -232,3 +232,70 @@ def test_finetune_qa_learns_to_point(monkeypatch, tokenizer, one_thread):
     assert all(p in c for p, c in zip(run.predictions, test["context"]))
     assert run.test["exact_match"] > 0.8 and run.row()["f1"] >= run.test["exact_match"]
     assert run.columns["train_windows"] >= len(train["question"])
+
+
+def test_chance_is_a_seeded_mean_of_random_span_draws():
+    contexts = [f"w{k} " + " ".join(f"x{k}{j}" for j in range(12)) + f" answer{k} y z ." for k in range(30)]
+    refs = [[f"answer{k} y"] for k in range(30)]
+    chance = qa.chance_scores(contexts, refs, [1, 2, 3], seed=0, draws=4)
+    assert chance == qa.chance_scores(contexts, refs, [1, 2, 3], seed=0, draws=4)  # seeded
+    assert chance != qa.chance_scores(contexts, refs, [1, 2, 3], seed=1, draws=4)  # a seed of its own
+    rng = random.Random(0)
+    draws = [qa.squad_scores(qa.random_span_baseline(contexts, [1, 2, 3], seed=rng.randrange(2**32)), refs)
+             for _ in range(4)]
+    assert chance["f1"] == pytest.approx(sum(d["f1"] for d in draws) / 4)
+    assert 0 < chance["f1"] < 0.5
+
+
+def test_the_dev_curve_is_logged_and_leaves_the_run_as_it_was(monkeypatch, tokenizer, one_thread):
+    """Scoring dev while training must not change what the run learns: same test answers with and
+    without it, and the history holds one dev score per evaluation with its epoch."""
+    monkeypatch.setattr(finetuning, "load_backbone", lambda *a, **k: Backbone(
+        "tiny", "encoder", tokenizer, tiny_encoder(tokenizer.vocab_size), 64))  # fresh each run
+    train, test, dev = synthetic_squad(64), synthetic_squad(16, seed=1), synthetic_squad(8, seed=2)
+    budget = Budget(epochs=2, lr=3e-3, batch_size=16)
+    kw = dict(scale=get_scale("smoke"), max_length=32, stride=8, max_answer_tokens=5)
+    plain = qa.finetune_qa("tiny", train, test, budget, 0, **kw)
+    curved = qa.finetune_qa("tiny", train, test, budget, 0, dev=dev, dev_evals=4, **kw)
+    assert curved.predictions == plain.predictions and curved.test == plain.test
+    assert plain.history.evals == []
+    evals = curved.history.evals
+    assert len(evals) == 4 and [round(e["epoch"], 2) for e in evals] == [0.5, 1.0, 1.5, 2.0]
+    assert all(0 <= e["f1"] <= 1 and "exact_match" in e for e in evals)
+
+
+def test_the_notebooks_self_check_passes_its_solution_and_fails_wrong_spans():
+    """Notebook 15's self-check, run as the learner would: the stub is reported, the solution under
+    "## Solutions" passes, and two plausible mistakes (no length limit; the two argmaxes taken
+    apart) fail on the cell's own random windows."""
+    import re
+    from pathlib import Path
+
+    import nbformat
+
+    from tutorial_lib import selfcheck
+
+    path = Path(__file__).resolve().parents[3] / "notebooks" / "15_token_tasks.ipynb"
+    cells = nbformat.read(path, as_version=4).cells
+    cell = next(c.source for c in cells if c.cell_type == "code" and "def random_window" in c.source)
+    space: dict = {"qa": qa}
+    exec(cell, space)  # the stub: the cell's own check must not raise
+    assert "not written yet" in selfcheck.check(space["my_best_span"], qa.best_span,
+                                                selfcheck.cases(space["random_window"])).message
+    solutions = next(c.source for c in cells if c.cell_type == "markdown" and "## Solutions" in c.source)
+    solution = re.search(r"<summary>Self-check</summary>\s*```python\n(.*?)```", solutions, re.S).group(1)
+    exec(solution, space)
+    mine = space["my_best_span"]
+
+    def no_band(s, e, offsets, max_answer_tokens):
+        return mine(s, e, offsets, 10**6)
+
+    def apart(s, e, offsets, max_answer_tokens):
+        inside = [i for i, o in enumerate(offsets) if o is not None]
+        i, j = max(inside, key=lambda k: s[k]), max(inside, key=lambda k: e[k])
+        return float(s[i] + e[j]), i, j
+
+    cases = lambda: selfcheck.cases(space["random_window"], n=20)  # noqa: E731
+    assert selfcheck.check(mine, qa.best_span, cases())
+    assert not selfcheck.check(no_band, qa.best_span, cases())
+    assert not selfcheck.check(apart, qa.best_span, cases())

@@ -243,3 +243,23 @@ def test_finetune_ner_learns_a_word_lookup(monkeypatch, minilm_tokenizer, one_th
     assert run.test["f1"] > 0.9 and set(run.test["per_type"]) == {"PER", "LOC"}
     assert [len(p) for p in run.predictions] == [len(t) for t in test["tokens"]]
     assert run.row()["F1 PER"] == run.test["per_type"]["PER"]["f1"]
+
+
+def test_dev_scores_land_in_the_history_about_dev_evals_times(monkeypatch, minilm_tokenizer, one_thread):
+    """Runs of 1 and of 2 epochs both score dev about ``dev_evals`` times, each row with the
+    epoch and the NER columns; training is the same with and without it."""
+    tok = minilm_tokenizer
+    monkeypatch.setattr(finetuning, "load_backbone", lambda *a, **k: Backbone(
+        "tiny", "encoder", tok, tiny_encoder(tok.vocab_size), 64))  # a fresh model each run
+    train, test, dev = synthetic_ner(64), synthetic_ner(16, seed=1), synthetic_ner(8, seed=2)
+    assert tt.evals_per_epoch(Budget(epochs=4), 4) == 1 and tt.evals_per_epoch(Budget(epochs=2), 4) == 2
+    assert tt.evals_per_epoch(Budget(epochs=8), 4) == 1  # at least once a pass
+    for epochs in (1, 2):
+        budget = Budget(epochs=epochs, lr=1e-2, batch_size=16)
+        plain = tt.finetune_ner("tiny", train, test, CONLL_NER, budget, 0, scale=get_scale("smoke"))
+        curved = tt.finetune_ner("tiny", train, test, CONLL_NER, budget, 0, scale=get_scale("smoke"),
+                                 dev=dev, dev_evals=2)
+        assert curved.predictions == plain.predictions and plain.history.evals == []
+        evals = curved.history.evals
+        assert len(evals) == 2 and evals[-1]["epoch"] == epochs
+        assert {"f1", "precision", "recall"} <= set(evals[0])

@@ -11,8 +11,10 @@ Modules
     ``plots.py`` — 15's figure.
 
 The notebook calls
-    ``token_tasks.tokenize_and_align``, ``align_labels``, ``TokenClassifier``, ``finetune_ner``,
-    ``entity_scores``, ``MajorityTagger``, ``all_o_tagger``; ``extractive_qa.windows``,
-    ``char_to_token_span``, ``best_span``, ``finetune_qa``, ``squad_scores``,
-    ``normalize_answer``, the three baselines; ``plots.plot_token_tasks``.
+    ``token_tasks.tokenize_and_align``, ``align_labels``, ``TokenClassifier``, ``finetune_ner``
+    (with ``dev``: the dev curve in the run's history), ``entity_scores``, ``MajorityTagger``,
+    ``all_o_tagger``; ``extractive_qa.windows``, ``char_to_token_span``, ``SpanExtractor``,
+    ``best_span`` (also the self-check's reference), ``finetune_qa``, ``squad_scores``,
+    ``normalize_answer``, the three baselines and ``chance_scores`` (chance at one seed: the QA
+    headline's baseline); ``plots.plot_token_tasks``, ``plots.plot_dev_curves``.
 """

@@ -18,7 +18,8 @@ answer's **start** and as its **end** (Devlin et al. 2019, §4.2). Around that:
   question scores its best over the reference answers.
 
 Baselines that read no model: :func:`random_span_baseline` (chance: a span of a typical answer's
-length at a random place, the floor a trained model must beat), :func:`first_sentence_baseline`
+length at a random place, the floor a trained model must beat; :func:`chance_scores` averages
+draws of it at one seed, so chance pairs with the trained runs by seed), :func:`first_sentence_baseline`
 and :func:`overlap_sentence_baseline` (the context sentence sharing most words with the question).
 
 The model, :class:`SpanExtractor`, is any backbone's encoder with a linear layer giving every
@@ -32,7 +33,7 @@ import random
 import re
 import string
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +48,7 @@ from ...finetuning import Run, Scored, train_and_score
 from ...models import EncoderHead, Output
 from ...settings import Budget
 from ...training import PLAIN, Method
-from .token_tasks import position_logits
+from .token_tasks import evals_per_epoch, position_logits
 
 Offsets = list[tuple[int, int] | None]  # per token: its characters in the context, None outside it
 ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -286,6 +287,17 @@ def random_span_baseline(contexts: Sequence[str], lengths: Sequence[int], seed: 
     return out
 
 
+def chance_scores(contexts: Sequence[str], references: Sequence[Sequence[str]], lengths: Sequence[int],
+                  seed: int = 0, draws: int = 20) -> dict[str, float]:
+    """Chance at one seed: the mean :func:`squad_scores` of ``draws`` :func:`random_span_baseline`
+    answers, each draw seeded from ``seed`` — the floor as a run of its own, paired by seed with
+    the trained runs."""
+    rng = random.Random(seed)
+    scores = [squad_scores(random_span_baseline(contexts, lengths, seed=rng.randrange(2**32)),
+                           references) for _ in range(draws)]
+    return {m: sum(s[m] for s in scores) / draws for m in ("exact_match", "f1")}
+
+
 def content_words(text: str) -> set[str]:
     """Lower-cased words of ``text`` without punctuation and a short stopword list."""
     return set(normalize_answer(text).split()) - STOPWORDS
@@ -329,14 +341,18 @@ class SpanExtractor(EncoderHead):
 
 def finetune_qa(backbone_name: str, train: Any, test: Any, budget: Budget, seed: int, *,
                 scale: Scale, max_length: int = 384, stride: int = 128,
-                max_answer_tokens: int = 30, method: Method = PLAIN) -> Run:
+                max_answer_tokens: int = 30, method: Method = PLAIN, dev: Any = None,
+                dev_evals: int = 4) -> Run:
     """Fine-tune ``backbone_name`` + :class:`SpanExtractor` on ``train``'s windows (SQuAD
     columns ``question``, ``context``, ``answers``) with the one runner
     (:func:`~tutorial_lib.finetuning.train_and_score`), then answer ``test``'s questions
     (:func:`decode`) and score them (:func:`squad_scores`): ``run.test``, with the answers in
     ``run.predictions``. Windows are at most ``max_length`` tokens (and the backbone's limit); HF
     backbones keep their word embeddings frozen, as every classifier here does; ``method`` changes
-    the recipe as everywhere. A row also shows the number of training windows."""
+    the recipe as everywhere. A row also shows the number of training windows. ``dev`` (same
+    columns): its :func:`squad_scores` about ``dev_evals`` times during training, in
+    ``run.history.evals`` (the dev curve; scoring draws no random numbers, so the run trains
+    exactly as without it)."""
     windows_seen: list[int] = []
 
     def build(bb: Backbone) -> SpanExtractor:
@@ -351,16 +367,28 @@ def finetune_qa(backbone_name: str, train: Any, test: Any, budget: Budget, seed:
         windows_seen.append(len(out))
         return out
 
-    def score(model: nn.Module, bb: Backbone) -> Scored:
-        contexts = list(test["context"])
-        ev = windows(bb.tokenizer, test["question"], contexts, max_length=min(max_length, bb.max_len),
+    def answerer(bb: Backbone, split: Any) -> Callable[[nn.Module], list[str]]:
+        contexts = list(split["context"])
+        ev = windows(bb.tokenizer, split["question"], contexts, max_length=min(max_length, bb.max_len),
                      stride=stride)
-        logits = position_logits(model, ev["input_ids"], bb.pad_id, budget.eval_batch_size)
-        answers = decode(contexts, ev["example"], ev["offsets"], [lg[:, 0] for lg in logits],
-                         [lg[:, 1] for lg in logits], max_answer_tokens)
+
+        def answer(model: nn.Module) -> list[str]:
+            logits = position_logits(model, ev["input_ids"], bb.pad_id, budget.eval_batch_size)
+            return decode(contexts, ev["example"], ev["offsets"], [lg[:, 0] for lg in logits],
+                          [lg[:, 1] for lg in logits], max_answer_tokens)
+        return answer
+
+    def score(model: nn.Module, bb: Backbone) -> Scored:
+        answers = answerer(bb, test)(model)
         scores = squad_scores(answers, [a["text"] for a in test["answers"]])
         return Scored(scores, {"exact_match": scores["exact_match"], "f1": scores["f1"],
                                "train_windows": windows_seen[-1]}, answers)
 
+    def validate(bb: Backbone) -> Callable[[nn.Module], dict]:
+        answer, refs = answerer(bb, dev), [a["text"] for a in dev["answers"]]
+        return lambda model: squad_scores(answer(model), refs)
+
     return train_and_score(backbone_name, seed, scale=scale, budget=budget, method=method,
-                           build=build, rows=rows, score=score)
+                           build=build, rows=rows, score=score,
+                           validate=validate if dev is not None and len(dev["question"]) else None,
+                           evals_per_epoch=evals_per_epoch(budget, dev_evals))

@@ -26,7 +26,10 @@ class TokenTaskSettings(Settings):
     ``budget`` / ``qa_budget``; a Hugging Face encoder gets ``hf_budget`` / ``qa_hf_budget`` (its
     usual smaller rate). QA windows hold at most ``qa_max_length`` tokens (and the backbone's
     limit: ours 128 at classroom), consecutive windows share ``qa_stride``; an answer is at most
-    ``max_answer_tokens`` long. ``show_errors``: wrong answers shown in the error analysis."""
+    ``max_answer_tokens`` long. ``show_errors``: wrong answers shown in the error analysis.
+    ``chance_draws``: random-span draws per seed for QA's chance floor. ``ner_dev_sentences`` (from
+    CoNLL's validation split) and ``qa_dev_questions`` (SQuAD dev questions after the test ones):
+    the dev sets scored ``dev_evals`` times a run, for the dev curves."""
 
     notebook: ClassVar[str] = "15_token_tasks"
     also_needs: ClassVar[AlsoNeeds] = AlsoNeeds(datasets=("conll2003", "squad"))
@@ -52,6 +55,15 @@ class TokenTaskSettings(Settings):
     qa_stride: int = 48
     max_answer_tokens: int = 30
     show_errors: int = 6
+    # QA's floor: chance at each seed, the mean of this many random-span draws
+    chance_draws: int = 20
+    # dev curves: every run scores a dev set about dev_evals times while it trains — a fixed
+    # subset of CoNLL's validation split (testa), and SQuAD dev questions that are not test
+    # questions (tasks.held_out); forward passes only: ≈ 40 s of 2-core time in all at classroom
+    # (estimated from the runs' seconds per training window and sentence)
+    ner_dev_sentences: int | None = 200
+    qa_dev_questions: int | None = 48
+    dev_evals: int = 4
 
     scales: ClassVar[Overrides] = {
         "smoke": dict(
@@ -61,20 +73,24 @@ class TokenTaskSettings(Settings):
             qa_train_questions=32, qa_test_questions=24,
             qa_budget=Budget(epochs=1, lr=1e-3, batch_size=16, group_by_length=True),
             qa_hf_budget=Budget(epochs=1, lr=3e-4, batch_size=16, group_by_length=True),
-            qa_max_length=64, qa_stride=16, show_errors=3),
+            qa_max_length=64, qa_stride=16, show_errors=3, chance_draws=5,
+            ner_dev_sentences=24, qa_dev_questions=12, dev_evals=2),
         "gpu": dict(
             seeds=ALL_SEEDS, ner_train_sentences=None, ner_test_sentences=None,
             budget=Budget(epochs=5, lr=1e-3, group_by_length=True),
             hf_budget=Budget(epochs=3, lr=1e-4, group_by_length=True),
             qa_backbones=("scratch", "ours", "minilm"), qa_train_questions=20000,
-            qa_test_questions=None, qa_budget=Budget(epochs=3, lr=1e-3, group_by_length=True),
+            # 10,000 of the 10,570 dev questions: the rest are the dev curve's
+            qa_test_questions=10000, qa_budget=Budget(epochs=3, lr=1e-3, group_by_length=True),
             qa_hf_budget=Budget(epochs=2, lr=1e-4, group_by_length=True),
-            qa_max_length=384, qa_stride=128),
+            qa_max_length=384, qa_stride=128, ner_dev_sentences=None, qa_dev_questions=500,
+            dev_evals=6),
         "paper": dict(
             seeds=ALL_SEEDS, ner_backbones=("scratch", "bert-base-cased"),
             ner_train_sentences=None, ner_test_sentences=None,
             hf_budget=Budget(epochs=4, lr=5e-5, group_by_length=True),
             qa_backbones=("scratch", "bert-base-uncased"), qa_train_questions=None,
             qa_test_questions=None, qa_hf_budget=Budget(epochs=2, lr=3e-5),
-            qa_max_length=384, qa_stride=128),
+            qa_max_length=384, qa_stride=128, ner_dev_sentences=None,
+            qa_dev_questions=0),  # the paper tests on the whole dev set: no QA dev curve
     }

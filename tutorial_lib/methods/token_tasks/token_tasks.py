@@ -25,7 +25,7 @@ and scores the test sentences word by word (:func:`predict_tags`).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -315,13 +315,23 @@ def ner_columns(scores: dict) -> dict:
             **per_type}
 
 
+def evals_per_epoch(budget: Budget, evals: int) -> int:
+    """How often per pass to score a dev set so that a run of ``budget.epochs`` passes scores it
+    about ``evals`` times (at least once a pass): one number of curve points for runs of 2 and of
+    4 epochs."""
+    return max(1, round(evals / budget.epochs))
+
+
 def finetune_ner(backbone_name: str, train: dict, test: dict, names: Sequence[str], budget: Budget,
                  seed: int, *, scale: Scale, all_pieces: bool = False,
-                 method: Method = PLAIN) -> Run:
+                 method: Method = PLAIN, dev: dict | None = None, dev_evals: int = 4) -> Run:
     """Fine-tune ``backbone_name`` + :class:`TokenClassifier` on ``train`` (``tokens``,
     ``ner_tags`` ids) with the one runner (:func:`~tutorial_lib.finetuning.train_and_score`), then
     score ``test`` with seqeval (strict IOB2): ``run.test`` holds :func:`entity_scores`,
-    ``run.predictions`` the tags.
+    ``run.predictions`` the tags. ``dev`` (same columns): scored about ``dev_evals`` times during
+    training (:func:`evals_per_epoch`), the :func:`ner_columns` in ``run.history.evals`` (each with
+    its ``epoch``): the dev curve. Scoring reads the model only (no random numbers drawn), so the
+    run trains exactly as without it.
 
     Hugging Face backbones keep their word embeddings frozen, as every classifier here does
     (:meth:`Backbone.classifier`). Inputs are cut at ``budget.max_len`` pieces (None: the
@@ -342,8 +352,15 @@ def finetune_ner(backbone_name: str, train: dict, test: dict, names: Sequence[st
         scores = entity_scores([[names[t] for t in tags] for tags in test["ner_tags"]], pred)
         return Scored(scores, ner_columns(scores), pred)
 
+    def validate(bb: Backbone) -> Callable[[nn.Module], dict]:
+        gold = [[names[t] for t in tags] for tags in dev["ner_tags"]]
+        return lambda model: ner_columns(entity_scores(gold, predict_tags(
+            model, bb, dev["tokens"], names, max_len(bb), budget.eval_batch_size)))
+
     def max_len(bb: Backbone) -> int:
         return min(budget.max_len or bb.max_len, bb.max_len)
 
     return train_and_score(backbone_name, seed, scale=scale, budget=budget, method=method,
-                           build=build, rows=rows, score=score)
+                           build=build, rows=rows, score=score,
+                           validate=validate if dev is not None and len(dev["tokens"]) else None,
+                           evals_per_epoch=evals_per_epoch(budget, dev_evals))
