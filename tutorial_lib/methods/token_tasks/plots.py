@@ -61,7 +61,7 @@ def plot_dev_curves(runs: Mapping[str, Sequence[Any]], metric: str, baselines: M
         frames = [pd.DataFrame(r.history.evals) for r in tier_runs if r.history.evals]
         if not frames:
             continue
-        table = pd.concat([f.set_index("epoch")[metric] for f in frames], axis=1)
+        table = pd.concat([f.set_index("epoch")[metric] for f in frames], axis=1, keys=range(len(frames)))
         for column in table:
             ax.plot(table.index, table[column], color=f"C{k}", lw=0.8, alpha=0.5)
         ax.plot(table.index, table.mean(axis=1), "o-", color=f"C{k}", lw=2,
