@@ -187,3 +187,8 @@ def test_dev_curves_draw_every_seed_the_mean_and_the_baselines():
     assert len(ax.get_lines()) == 2 + 1 + 2 + 1  # seeds, means and the chance line; "no curve" left out
     assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "chance"
     plt.close(fig)
+    fig = token_tasks.plot_dev_curves(runs, "f1", {}, title="t", ylabel="F1",
+                                      colours=["scratch", "ours", "minilm"])
+    colour = {line.get_label(): line.get_color() for line in fig.axes[0].get_lines()}
+    assert colour["minilm (mean of 1 seed)"] == "C2" and colour["scratch (mean of 2 seeds)"] == "C0"
+    plt.close(fig)

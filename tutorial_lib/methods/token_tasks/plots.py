@@ -51,13 +51,17 @@ def plot_token_tasks(ner: pd.DataFrame, types: Sequence[str], ner_baselines: Map
 
 
 def plot_dev_curves(runs: Mapping[str, Sequence[Any]], metric: str, baselines: Mapping[str, float], *,
-                    title: str, ylabel: str) -> plt.Figure:
+                    title: str, ylabel: str, colours: Sequence[str] = ()) -> plt.Figure:
     """A dev metric during training, from each run's ``history.evals`` (rows with ``epoch`` and
     ``metric``): per tier (``runs``: name → its runs, one per seed) every seed a thin line and the
     mean over seeds a thick one with markers; ``baselines`` (name → value on the same dev set) as
-    grey horizontal lines. Tiers without evaluations are left out."""
+    grey horizontal lines. Tiers without evaluations are left out. ``colours``: the tiers in the
+    order that gives their colours (``C0``, ``C1`` …; default: ``runs``' order), so that a tier
+    keeps its colour from figure to figure."""
+    order = list(colours) or list(runs)
     fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
-    for k, (name, tier_runs) in enumerate(runs.items()):
+    for name, tier_runs in runs.items():
+        k = order.index(name) if name in order else len(order) + list(runs).index(name)
         frames = [pd.DataFrame(r.history.evals) for r in tier_runs if r.history.evals]
         if not frames:
             continue
