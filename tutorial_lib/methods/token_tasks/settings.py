@@ -59,10 +59,11 @@ class TokenTaskSettings(Settings):
     chance_draws: int = 20
     # dev curves: every run scores a dev set about dev_evals times while it trains — a fixed
     # subset of CoNLL's validation split (testa), and SQuAD dev questions that are not test
-    # questions (tasks.held_out); forward passes only: ≈ 40 s of 2-core time in all at classroom
-    # (estimated from the runs' seconds per training window and sentence)
-    ner_dev_sentences: int | None = 200
-    qa_dev_questions: int | None = 48
+    # questions (tasks.held_out). One evaluation measured on 2 cores (Xeon, fp32, 2026-11-28):
+    # 200 sentences 0.56 s (scratch) / 1.7 s (MiniLM), 48 questions 0.85 / 1.75 s; at these sizes
+    # 9 NER runs × 4 + 6 QA runs × 4–5 evaluations ≈ 40 s added to the notebook
+    ner_dev_sentences: int | None = 100
+    qa_dev_questions: int | None = 32
     dev_evals: int = 4
 
     scales: ClassVar[Overrides] = {
