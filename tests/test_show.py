@@ -17,7 +17,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-
 CALL = re.compile(r"show\.source\(\s*([\w.]+)")
 # notebooks whose committed outputs predate the fix (their next classroom re-run shows the code):
 # strict, so the entry must go once the re-run is committed
-BEFORE_THE_FIX = {"15_token_tasks"}
+BEFORE_THE_FIX: set[str] = set()
 
 
 def test_source_displays_at_once_wherever_the_call_stands(monkeypatch):
