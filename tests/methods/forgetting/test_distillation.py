@@ -125,3 +125,15 @@ def test_items_comparison_tests_item_by_item_and_guards_the_baseline():
     assert table.loc["single", "floor"] == 50.0
     at_chance = distillation.items_comparison({"single": floor, "ensemble": better}, "single", floor)
     assert at_chance.loc["ensemble", "verdict"] == "void: baseline at chance"
+
+
+def test_row_probabilities_are_computed_shortest_first_and_returned_in_row_order():
+    model = tiny_bert_classifier()
+    rows = list(_loader().dataset)
+    rows = [rows[i] for i in (0, 3, 1, 2)]  # lengths not sorted
+    in_order = distillation.probabilities(model, DataLoader(rows, batch_size=2, collate_fn=pad_collate(0)))
+    torch.testing.assert_close(distillation.row_probabilities(model, rows, pad_id=0, batch_size=2),
+                               in_order, rtol=1e-4, atol=1e-5)
+    assert distillation.row_labels(rows).tolist() == [r["labels"] for r in rows]
+    assert distillation.student_name(1) == "student (1 layer)"
+    assert distillation.student_name(2) == "student (2 layers)"

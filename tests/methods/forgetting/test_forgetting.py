@@ -1,15 +1,18 @@
 """Tests for tutorial_lib.methods.forgetting.forgetting: the penalties, the diagonal Fisher, the two-head
-model of stage 2 and the regularised loss going through the one recipe."""
+model of stage 2, the regularised loss going through the one recipe (and its log), the refitted
+source probe and the stage-2 curves."""
 
 import numpy as np
 import pytest
 import torch
 from tiny import padded_batch, tiny_bert_classifier
 from torch import nn
+from torch.utils.data import DataLoader
 
+from tutorial_lib.finetuning import Run
 from tutorial_lib.methods.forgetting import forgetting
 from tutorial_lib.models import Output
-from tutorial_lib.training import Method, fit, pad_collate, resumable_loader
+from tutorial_lib.training import History, Method, fit, pad_collate, resumable_loader
 
 
 def _two_head(num_labels: int = 4) -> forgetting.TwoHeadClassifier:
@@ -168,3 +171,68 @@ def test_strength_zero_is_plain_fine_tuning_and_a_strong_anchor_keeps_the_weight
 def test_unknown_regulariser_is_refused():
     with pytest.raises(ValueError, match="choose one of"):
         forgetting.Regulariser("dropout", 1.0)
+
+
+@pytest.mark.parametrize("kind", ["none", "weight decay", "EWC", "LwF"])
+def test_stage_two_loss_logs_the_cross_entropy_and_the_penalty_it_adds(kind):
+    model = _two_head(3)
+    source = _source(model, fisher=True)
+    _move(model, 0.05)  # away from the anchor, so that the anchored penalties are not zero
+    teacher = tiny_bert_classifier(num_labels=2).eval() if kind == "LwF" else None
+    batch = padded_batch(3)
+    log: list[dict] = []
+    reg = forgetting.Regulariser() if kind == "none" else forgetting.Regulariser(kind, 2.0)
+    model.eval()  # no dropout: the same forward pass twice
+    loss = forgetting.stage_two_loss(model, reg, source, teacher, log)(model, batch)
+    target_logits, _ = model.both(batch["input_ids"], batch["attention_mask"])
+    assert len(log) == 1
+    assert log[0]["cross_entropy"] == pytest.approx(
+        float(torch.nn.functional.cross_entropy(target_logits, batch["labels"])), rel=1e-5)
+    assert loss.item() == pytest.approx(log[0]["cross_entropy"] + log[0]["penalty"], rel=1e-5)
+    assert (log[0]["penalty"] == 0.0) == (kind == "none")
+
+
+def test_the_heads_read_the_pooled_states_as_the_source_view_does():
+    model = forgetting.TwoHeadClassifier(tiny_bert_classifier(num_labels=2), 3).eval()
+    b = padded_batch(2)
+    rows = [{"input_ids": b["input_ids"][i][: int(b["attention_mask"][i].sum())].tolist(),
+             "labels": int(b["labels"][i])} for i in range(4)]
+    loader = DataLoader(rows, batch_size=3, collate_fn=pad_collate(0))
+    states, labels = forgetting.pooled_states(model, loader)
+    assert states.shape == (4, model.head.in_features) and labels.tolist() == [r["labels"] for r in rows]
+    view = torch.cat([model.source_view()(x["input_ids"], x["attention_mask"]).logits for x in loader])
+    torch.testing.assert_close(model.source_head(states), view)
+
+
+def test_a_refitted_probe_reads_what_is_linearly_there_and_nothing_else():
+    g = torch.Generator().manual_seed(0)
+    labels = torch.arange(200) % 2
+    informative = torch.randn(200, 8, generator=g) + 3.0 * labels[:, None].float()
+    noise = torch.randn(200, 8, generator=g)
+    assert forgetting.refit_probe(informative, labels) == 1.0
+    chance = forgetting.refit_probe(noise, labels)
+    assert 0.3 < chance < 0.7
+    assert forgetting.refit_probe(noise, labels) == chance  # the same folds every time
+
+
+def test_relative_shift_is_the_distance_travelled_over_the_size():
+    model = _two_head()
+    params = forgetting.shared_parameters(model)
+    anchor = forgetting.snapshot(params)
+    assert forgetting.relative_shift(params, anchor) == 0.0
+    with torch.no_grad():
+        for p in params.values():
+            p.mul_(1.1)  # every weight 10 % further from zero
+    assert forgetting.relative_shift(params, anchor) == pytest.approx(0.1, rel=1e-4)
+
+
+def test_curves_read_the_runs_histories():
+    def run(method, seed, ces):
+        history = History(train=[{"step": i + 1, "loss": c + 1.0, "cross_entropy": c, "penalty": 1.0}
+                                 for i, c in enumerate(ces)])
+        return Run("tiny", seed, {}, history, columns={"method": method})
+
+    steps = forgetting.curves([run("fine-tuning", 0, [2.0, 1.0]), run("EWC 1", 0, [2.0, 1.5])])
+    assert list(steps.columns) == ["method", "seed", "step", "cross_entropy", "penalty"]
+    assert steps[steps.method == "EWC 1"].cross_entropy.tolist() == [2.0, 1.5]
+    assert len(steps) == 4

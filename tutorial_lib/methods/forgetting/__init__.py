@@ -3,7 +3,8 @@ ensembles distilled into small students.
 
 Read first
     ``forgetting.py``: ``SequentialTransfer`` (stage 1 on the source task, stage 2 on the target
-    with the source scored by its own frozen head) and the penalties Ω added to stage 2's loss.
+    with the source scored by its own frozen head and by a refitted linear head; one
+    ``finetuning.Run`` per stage-2 run) and the penalties Ω added to stage 2's loss.
 
 Modules
     ``settings.py`` — ``ForgettingSettings``.
@@ -12,8 +13,9 @@ Modules
     ``plots.py`` — 13's figures.
 
 The notebook calls
-    ``forgetting.SequentialTransfer``, ``regularisers``, ``anchored_penalty``, ``diagonal_fisher``,
-    ``stage_two_loss``, ``curve``; ``distillation.kd_loss``, ``ensemble_probabilities``,
-    ``truncated_backbone``, ``train_student``, ``transfer_text``, ``items_comparison``;
-    ``plots.plot_tradeoff``, ``plot_students``.
+    ``forgetting.SequentialTransfer`` (``of``, ``source_stage``, ``runs``, ``table``),
+    ``regularisers``, ``anchored_penalty``, ``diagonal_fisher``, ``stage_two_loss``, ``curves``,
+    ``curve``; ``distillation.kd_loss``, ``ensemble_probabilities``, ``row_probabilities``,
+    ``truncated_backbone``, ``train_student``, ``transfer_text``, ``items_comparison``,
+    ``student_name``; ``plots.plot_stage_two_curves``, ``plot_tradeoff``, ``plot_students``.
 """

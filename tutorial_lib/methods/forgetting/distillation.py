@@ -36,7 +36,7 @@ from ...runtime import autocast, autocast_dtype, device, seed_everything
 from ...settings import Budget
 from ...stats import compare_items
 from ...tasks import Task
-from ...training import Batch, Method, fit_with, pad_collate, resumable_loader
+from ...training import Batch, Method, eval_loader, fit_with, pad_collate, resumable_loader
 
 # --- predictions and ensembles ------------------------------------------------------------
 
@@ -52,6 +52,23 @@ def probabilities(model: nn.Module, loader: DataLoader) -> torch.Tensor:
             logits = model(batch["input_ids"].to(dev), batch["attention_mask"].to(dev)).logits
         out.append(F.softmax(logits.float(), -1).cpu())
     return torch.cat(out)
+
+
+def row_probabilities(model: nn.Module, rows: Sequence[Mapping], pad_id: int,
+                      batch_size: int = 128) -> torch.Tensor:
+    """:func:`probabilities` for ``rows`` in *their* order, computed shortest first (each padded
+    batch nearly as long as its rows: about half the tokens of the given order on sentences)."""
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]["input_ids"]))
+    loader = eval_loader([rows[i] for i in order], batch_size, pad_collate(pad_id), by_length=False)
+    probs = probabilities(model, loader)
+    out = torch.empty_like(probs)
+    out[torch.tensor(order, dtype=torch.long)] = probs
+    return out
+
+
+def row_labels(rows: Sequence[Mapping]) -> torch.Tensor:
+    """The ``labels`` of ``rows``, in their order."""
+    return torch.tensor([int(r["labels"]) for r in rows])
 
 
 def ensemble_probabilities(members: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -201,6 +218,11 @@ def train_student(student: Backbone, rows: Sequence[Mapping], num_labels: int, *
                               group_by_length=budget.group_by_length)
     run = fit_with(model, loader, budget, lr=lr, steps=steps, method=method)
     return model, run.seconds
+
+
+def student_name(layers: int) -> str:
+    """How the tables and figures name a student: "student (2 layers)"."""
+    return f"student ({layers} layer{'' if layers == 1 else 's'})"
 
 
 def size_row(model: nn.Module, loader: DataLoader) -> dict:

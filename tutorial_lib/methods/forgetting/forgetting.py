@@ -12,7 +12,7 @@ regulariser     Ω (w_S: the shared encoder's trained weights, w_new: the new he
 weight decay    α/2 ‖w_S‖² + β/2 ‖w_new‖²                 (towards zero: what the others replace)
 L2-SP           α/2 ‖w_S − w_S⁰‖² + β/2 ‖w_new‖²          (Li, Grandvalet & Davoine 2018)
 EWC             λ/2 Σ_i F_i (w_i − w_i⁰)²                 (Kirkpatrick et al. 2017)
-LwF-style       λ · T² · KL(p_src⁰(x)/T ‖ p_src(x)/T)     (Li & Hoiem 2016, on target inputs x)
+LwF-style       λ · T² · KL(softmax(z⁰/T) ‖ softmax(z/T)) (Li & Hoiem 2016; z: source logits on target x)
 ==============  ==============================================================================
 
 w⁰ are the weights after stage 1 (the source model), F the diagonal Fisher information of the
@@ -23,27 +23,40 @@ distillation loss of :mod:`tutorial_lib.methods.forgetting.distillation`); in th
 too, here it stays frozen for every method. AdamW's own (decoupled) weight decay is off in
 stage 2 for all of them (the budget says 0): the decay lives in Ω, so strength 0 is plain
 fine-tuning for every regulariser.
+
+The frozen source head reads the encoder along the directions it learned in stage 1; a source
+accuracy lost under it may be information *forgotten* or features that only *drifted*. A fresh
+linear head refitted on the encoder's states after each stage (:func:`refit_probe`) separates
+the two.
 """
 
 from __future__ import annotations
 
 import copy
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import StratifiedKFold, cross_val_predict
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_limits
 from torch import nn
 from torch.utils.data import DataLoader
 
 from ...backbones import Backbone, load_backbone
 from ...config import Scale
 from ...evaluation import evaluate
-from ...finetuning import finetune
-from ...models import Output, SequenceClassifier, sequence_loss
-from ...runtime import device, seed_everything
+from ...finetuning import Run, finetune
+from ...models import Output, SequenceClassifier, count_parameters, sequence_loss
+from ...runtime import autocast, autocast_dtype, device, seed_everything
 from ...settings import Budget
 from ...stats import floor_column
 from ...tasks import Task
@@ -220,27 +233,75 @@ class SourceModel:
     fisher: dict[str, torch.Tensor] | None = field(default=None, repr=False)
     test_accuracy: float = 0.0
     seconds: float = 0.0
+    probe_accuracy: float = float("nan")  # a fresh linear head on its encoder (:func:`refit_probe`)
 
 
 def stage_two_loss(model: TwoHeadClassifier, reg: Regulariser, source: SourceModel,
-                   teacher: nn.Module | None = None) -> Callable[[nn.Module, Batch], torch.Tensor]:
-    """The target's cross-entropy + Ω of ``reg``, as a ``loss_fn`` for :func:`training.fit`."""
+                   teacher: nn.Module | None = None, log: list[dict] | None = None
+                   ) -> Callable[[nn.Module, Batch], torch.Tensor]:
+    """The target's cross-entropy + Ω of ``reg``, as a ``loss_fn`` for :func:`training.fit`;
+    ``log``: a list that gets both parts of every step (``cross_entropy``, ``penalty``)."""
 
     def loss_fn(m: nn.Module, batch: Batch) -> torch.Tensor:
         target_logits, source_logits = model.both(batch["input_ids"], batch["attention_mask"])
-        loss = F.cross_entropy(target_logits.float(), batch["labels"])
+        ce = F.cross_entropy(target_logits.float(), batch["labels"])
+        omega = torch.zeros((), device=ce.device)
         if reg.kind == "weight decay":
-            loss = loss + l2sp_penalty(model, None, reg.strength, reg.beta)
+            omega = l2sp_penalty(model, None, reg.strength, reg.beta)
         elif reg.kind == "L2-SP":
-            loss = loss + l2sp_penalty(model, source.anchor, reg.strength, reg.beta)
+            omega = l2sp_penalty(model, source.anchor, reg.strength, reg.beta)
         elif reg.kind == "EWC":
-            loss = loss + ewc_penalty(model, source.anchor, source.fisher, reg.strength)
+            omega = ewc_penalty(model, source.anchor, source.fisher, reg.strength)
         elif reg.kind == "LwF":
-            loss = loss + lwf_term(model, source_logits, batch, teacher, reg.strength,
-                                   reg.temperature)
-        return loss
+            omega = lwf_term(model, source_logits, batch, teacher, reg.strength, reg.temperature)
+        if log is not None:
+            log.append({"cross_entropy": float(ce.detach()), "penalty": float(omega.detach())})
+        return ce + omega
 
     return loss_fn
+
+
+# --- reading the source task: its old head, and a fresh one ------------------------------------
+
+
+@torch.no_grad()
+def pooled_states(model: SequenceClassifier, loader: DataLoader) -> tuple[torch.Tensor, torch.Tensor]:
+    """The pooled states the heads read (eval mode: no dropout) and the labels, for every row of
+    ``loader`` in its order: ([N, D] float32 on the CPU, [N])."""
+    dev = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    states, labels = [], []
+    for batch in loader:
+        with autocast(dev, autocast_dtype(dev)):
+            pooled = model.pooled(batch["input_ids"].to(dev), batch["attention_mask"].to(dev))
+        states.append(pooled.float().cpu())
+        labels.append(batch["labels"].reshape(-1))
+    model.train(was_training)
+    return torch.cat(states), torch.cat(labels)
+
+
+def refit_probe(states: torch.Tensor, labels: torch.Tensor, C: float = 1.0, folds: int = 5,
+                seed: int = 0) -> float:
+    """The accuracy of a **fresh linear head** on ``states`` (standardised, then logistic
+    regression at ``C``), cross-validated: each row is scored by a probe fitted on the other
+    ``folds − 1`` folds (stratified, shuffled by ``seed``: the same folds for the same rows, so two
+    encoders' probes are scored on the same splits). Single-threaded (a small shared CPU)."""
+    y = labels.numpy()
+    probe = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=300))
+    with threadpool_limits(limits=1), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # a fixed budget is the protocol
+        predicted = cross_val_predict(probe, states.numpy(), y,
+                                      cv=StratifiedKFold(folds, shuffle=True, random_state=seed))
+    return float(np.mean(predicted == y))
+
+
+def relative_shift(params: Mapping[str, nn.Parameter], anchor: Mapping[str, torch.Tensor]) -> float:
+    """‖w − w⁰‖ / ‖w⁰‖ over ``params``: how far stage 2 moved the weights, relative to their size."""
+    with torch.no_grad():
+        moved = sum(float((p - anchor[n]).pow(2).sum()) for n, p in params.items())
+        size = sum(float(anchor[n].pow(2).sum()) for n in params)
+    return (moved / max(size, 1e-30)) ** 0.5
 
 
 # --- the experiment -------------------------------------------------------------------------
@@ -250,7 +311,10 @@ def stage_two_loss(model: TwoHeadClassifier, reg: Regulariser, source: SourceMod
 class SequentialTransfer:
     """Source → target on one backbone: the tasks encoded once, stage 1 per seed
     (:meth:`source_stage`, through ``finetuning.finetune``), stage 2 per seed and regulariser
-    (:meth:`target_stage`, through ``training.fit``), one row each (:meth:`run`)."""
+    (:meth:`target_stage`, through ``training.fit``: one :class:`~tutorial_lib.finetuning.Run`
+    each), one table row per run (:meth:`table`). The source task is read after each stage twice:
+    by its own frozen head, and by a fresh linear head refitted on the encoder's states
+    (:func:`refit_probe`, C = ``probe_c``, ``probe_folds`` folds of the source's test sentences)."""
 
     scale: Scale
     backbone: str
@@ -259,7 +323,17 @@ class SequentialTransfer:
     source_budget: Budget
     target_budget: Budget
     fisher_examples: int = 200
+    probe_c: float = 1.0
+    probe_folds: int = 5
     bb: Backbone = field(init=False, repr=False)
+
+    @classmethod
+    def of(cls, settings: ForgettingSettings, scale: Scale, source: Task, target: Task
+           ) -> SequentialTransfer:
+        """The experiment that ``settings`` describe, on the loaded ``source`` and ``target``."""
+        s = settings
+        return cls(scale, s.backbone, source, target, s.source_budget, s.target_budget,
+                   s.fisher_examples, s.probe_c, s.probe_folds)
 
     def __post_init__(self) -> None:
         self.bb = load_backbone(self.backbone, self.scale)
@@ -273,63 +347,99 @@ class SequentialTransfer:
         return eval_loader(self.rows[task][split], self.target_budget.eval_batch_size,
                            pad_collate(self.bb.pad_id))
 
+    def read_source(self, model: SequenceClassifier, head: nn.Module) -> tuple[float, float]:
+        """(the source head's test accuracy, a refitted probe's) from one pass over the source's
+        test sentences through ``model``'s encoder."""
+        states, labels = pooled_states(model, self.loader("source", "test"))
+        with torch.no_grad():
+            logits = head(states.to(next(head.parameters()).device)).cpu()
+        head_accuracy = float((logits.argmax(-1) == labels).float().mean())
+        return head_accuracy, refit_probe(states, labels, self.probe_c, self.probe_folds)
+
     def source_stage(self, seed: int, fisher: bool = True) -> SourceModel:
-        """Fine-tune on the source task (the one recipe via ``finetune``); the anchor w⁰ and the
-        source task's diagonal Fisher on ``fisher_examples`` of its training rows."""
+        """Fine-tune on the source task (the one recipe via ``finetune``); the anchor w⁰, the
+        source task's diagonal Fisher on ``fisher_examples`` of its training rows, and a fresh
+        probe's accuracy on its encoder."""
         res = finetune(self.backbone, self.source, self.source_budget, seed, scale=self.scale,
                        keep_model=True, evals_per_epoch=1)
         model = res.model.to(device())
-        anchor = {f"encoder.{n}": p.detach().clone() for n, p in model.encoder.named_parameters()
-                  if p.requires_grad}
         params = {f"encoder.{n}": p for n, p in model.encoder.named_parameters() if p.requires_grad}
+        anchor = snapshot(params)
         fish = (diagonal_fisher(model, self.rows["source"]["train"][: self.fisher_examples],
                                 self.bb.pad_id, params) if fisher else None)
-        return SourceModel(seed, model.cpu(), anchor, fish, res.test["accuracy"], res.seconds)
+        _, probe = self.read_source(model, model.head)
+        return SourceModel(seed, model.cpu(), anchor, fish, res.test["accuracy"], res.seconds, probe)
 
-    def target_stage(self, source: SourceModel, reg: Regulariser, seed: int) -> dict:
-        """Stage 2 from a copy of ``source``'s model; one row: the source task's accuracy after
-        it (and before), the target's, the forgetting and the time."""
+    def target_stage(self, source: SourceModel, reg: Regulariser, seed: int) -> Run:
+        """Stage 2 from a copy of ``source``'s model: a :class:`~tutorial_lib.finetuning.Run`
+        whose history has the target's cross-entropy and Ω at every step, whose ``test`` is the
+        target's, and whose columns hold the source task before and after (old head, fresh probe),
+        the forgetting, the target's accuracy and how far the encoder moved."""
         seed_everything(seed)
         stage1 = copy.deepcopy(source.model).to(device())
-        model = TwoHeadClassifier(copy.deepcopy(stage1), self.target.num_labels).to(device())
-        teacher = stage1.eval().requires_grad_(False) if reg.kind == "LwF" else None
+        teacher = copy.deepcopy(stage1).eval().requires_grad_(False) if reg.kind == "LwF" else None
+        model = TwoHeadClassifier(stage1, self.target.num_labels).to(device())
         b = self.target_budget
         train = resumable_loader(self.rows["target"]["train"], seed=seed, batch_size=b.batch_size,
                                  collate_fn=pad_collate(self.bb.pad_id),
                                  group_by_length=b.group_by_length)
-        run = fit_with(model, train, b,
-                       method=Method(loss_fn=stage_two_loss(model, reg, source, teacher)))
-        after = evaluate(model.source_view(), self.loader("source", "test"),
-                         num_labels=self.source.num_labels)["accuracy"]
-        target = evaluate(model, self.loader("target", "test"),
-                          num_labels=self.target.num_labels)["accuracy"]
-        return {"method": reg.label, "regulariser": reg.kind, "strength": reg.strength,
-                "seed": seed, "source_before": source.test_accuracy, "source_accuracy": after,
-                "forgetting": source.test_accuracy - after, "target_accuracy": target,
-                "seconds": run.seconds}
+        log: list[dict] = []
+        fitted = fit_with(model, train, b,
+                          method=Method(loss_fn=stage_two_loss(model, reg, source, teacher, log)))
+        for row, parts in zip(fitted.history.train, log):
+            row.update(parts)
+        after, probe = self.read_source(model, model.source_head)
+        target = evaluate(model, self.loader("target", "test"), num_labels=self.target.num_labels)
+        columns = {"method": reg.label, "regulariser": reg.kind, "strength": reg.strength,
+                   "source_before": source.test_accuracy, "source_accuracy": after,
+                   "forgetting": source.test_accuracy - after, "target_accuracy": target["accuracy"],
+                   "probe_before": source.probe_accuracy, "source_probe": probe,
+                   "moved": relative_shift(shared_parameters(model), source.anchor)}
+        return Run(self.backbone, seed, target, fitted.history, fitted.seconds,
+                   count_parameters(model, trainable_only=True), count_parameters(model),
+                   columns=columns)
 
     def floors(self) -> dict[str, float]:
         """The majority-class floors of the table's accuracy columns (``stats.floor_column``)."""
-        return {floor_column("source_accuracy"): self.source.majority_baseline()["accuracy"],
+        source = self.source.majority_baseline()["accuracy"]
+        return {floor_column("source_accuracy"): source, floor_column("source_probe"): source,
                 floor_column("target_accuracy"): self.target.majority_baseline()["accuracy"]}
+
+    def runs(self, sources: Sequence[SourceModel], regularisers: Sequence[Regulariser],
+             progress: Callable[[str], None] | None = None) -> list[Run]:
+        """Every regulariser from every seed's source model: one :class:`Run` each."""
+        out = []
+        start = time.perf_counter()
+        for reg in regularisers:
+            out += [self.target_stage(src, reg, src.seed) for src in sources]
+            if progress:
+                progress(f"{reg.label}: {time.perf_counter() - start:.0f} s")
+        return out
+
+    def table(self, runs: Sequence[Run]) -> pd.DataFrame:
+        """One row per run (``Run.row``), with the floors."""
+        return pd.DataFrame([{**r.row(), **self.floors()} for r in runs])
 
     def run(self, sources: Sequence[SourceModel], regularisers: Sequence[Regulariser],
             progress: Callable[[str], None] | None = None) -> pd.DataFrame:
-        """Every regulariser from every seed's source model: one row per run, with the floors."""
-        rows = []
-        start = time.perf_counter()
-        for reg in regularisers:
-            for src in sources:
-                rows.append({**self.target_stage(src, reg, src.seed), **self.floors()})
-            if progress:
-                progress(f"{reg.label}: {time.perf_counter() - start:.0f} s")
-        return pd.DataFrame(rows)
+        """:meth:`runs`, as :meth:`table`."""
+        return self.table(self.runs(sources, regularisers, progress))
+
+
+def curves(runs: Sequence[Run]) -> pd.DataFrame:
+    """Stage 2's training curves: one row per run and step with the target's cross-entropy on
+    that step's batch and the penalty Ω (their sum is what was minimised)."""
+    return pd.DataFrame([{"method": r.columns["method"], "seed": r.seed, "step": h["step"],
+                          "cross_entropy": h.get("cross_entropy"), "penalty": h.get("penalty")}
+                         for r in runs for h in r.history.train])
 
 
 def curve(table: pd.DataFrame) -> pd.DataFrame:
     """Mean and std over seeds of forgetting and target accuracy per (regulariser, strength):
     the trade-off curve's points."""
     g = table.groupby(["regulariser", "strength"], sort=False)
-    out = g[["forgetting", "target_accuracy", "source_accuracy"]].agg(["mean", "std"])
+    cols = [c for c in ("forgetting", "target_accuracy", "source_accuracy", "source_probe")
+            if c in table]
+    out = g[cols].agg(["mean", "std"])
     out.columns = [f"{a} {b}" for a, b in out.columns]
     return out.reset_index()
