@@ -88,8 +88,8 @@ def plot_stage_two_curves(curves: pd.DataFrame, width: float = 11.0) -> plt.Figu
     for method, g in mean.groupby("method", sort=False):
         kind = next((k for k in COLOURS if method.startswith(k)), None)
         colour = COLOURS.get(kind, "black")
-        ce.plot(g["step"], g["cross_entropy"], color=colour, label=method, lw=1.5,
-                ls="-" if kind else "--")
+        ce.plot(g["step"], g["cross_entropy"], color=colour, label=method, lw=1.5 if kind else 2.0,
+                ls="-" if kind else "--", zorder=2 if kind else 3)
         if kind and (g["penalty"] > 0).any():
             pen.plot(g["step"], g["penalty"], color=colour, label=method, lw=1.5)
     ce.set_title("target cross-entropy on each training batch")

@@ -91,8 +91,7 @@ class ForgettingSettings(Settings):
             seeds=(0, 1), source_train_examples=96, target_train_examples=64, validation_examples=32,
             test_examples=64, source_budget=Budget(epochs=1, lr=1e-4, group_by_length=True),
             target_budget=Budget(epochs=1, lr=2e-4, weight_decay=0.0, group_by_length=True),
-            decay_strengths=(1.0,), ewc_strengths=(1.0,), lwf_strengths=(1.0,), fisher_examples=8,
-            student_layers=(1,), student_labels=32, transfer_examples=32, student_steps=4),
+            fisher_examples=8, student_labels=32, transfer_examples=32, student_steps=4),
         "gpu": dict(
             seeds=ALL_SEEDS, source_train_examples=5000, target_train_examples=None,
             validation_examples=500, test_examples=None, fisher_examples=1000,
