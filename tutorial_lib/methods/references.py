@@ -111,6 +111,10 @@ REFERENCES: tuple[Reference, ...] = (
       for task, value in zip(("SST-2", "MR", "CR"), row)),
     Reference(_DART, "zero-shot prompt, SST-2 (LM-BFF)", "≈ 83.6", "% accuracy", "LM-BFF, recalled",
               False, _DART_NOTE),
+    Reference(_DART, "DART without the fluency term, the differentiable template or the "
+              "differentiable labels (the paper's ablations)", "each removal lowers accuracy", "",
+              "DART (Zhang et al. 2022) ablation study, recalled", False,
+              "qualitative: the ablation table's numbers are not in the notes"),
     Reference(_DART, "full-data fine-tuning, SST-2 (LM-BFF)", "≈ 95.0", "% accuracy",
               "LM-BFF, recalled", False, _DART_NOTE),
     # 11 · amnesic probing / INLP

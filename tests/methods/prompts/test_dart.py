@@ -163,18 +163,20 @@ def test_prompt_vectors_train_at_the_runs_rate_by_default(mlm):
 
 def test_paper_table_puts_each_method_on_one_row():
     out = dart.paper_table(["sst2", "trec"], rename={"DART": "DART-style"})
-    assert list(out.index) == ["head fine-tuning", "manual prompt", "DART-style"]
+    assert list(out.index) == ["head fine-tuning", "manual prompt", "P-tuning", "DART-style"]
     assert out.loc["head fine-tuning", "sst2"] == "81.4 ± 3.8 (unverified)"
     assert out.loc["DART-style", "trec"] == "—"
 
 
-def test_causal_dart_style_reads_the_backbone_once_and_keeps_the_two_pass_loss(tokenizer):
+def test_causal_lm_stand_in_reads_the_backbone_once_and_keeps_the_two_pass_loss(tokenizer):
+    """The "lm" stand-in (09 before its rebuild): one pass serves the answer slot and the LM loss."""
     torch.manual_seed(0)
     cfg = TransformerConfig(vocab_size=len(tokenizer), d_model=32, n_layer=1, n_head=2, d_ff=64,
                             max_len=32, causal=True, dropout=0.0, pad_id=tokenizer.pad_token_id)
     clm = Backbone("ours-clm", "causal", tokenizer, TransformerLM(cfg), 32)
     ids = prompting.verbalizer_ids(clm, VERBALIZER, NAMES)
-    model = dart.DARTClassifier(clm, "<x> It was [MASK]", ids, fluency_weight=0.5).train()
+    model = dart.DARTClassifier(clm, "<x> It was [MASK]", ids, fluency_weight=0.5,
+                                causal_fluency="lm").train()
     b = batch_of(model)
     calls, features = [], clm.features
     object.__setattr__(clm, "features", lambda *a, **k: calls.append(1) or features(*a, **k))
@@ -209,6 +211,7 @@ def test_causal_dart_style_on_frozen_prefix_equals_the_whole_pass():
         model = dart.DARTClassifier(own, template, ids, fluency_weight=0.5,
                                     prefix_words=True).train()
         b = batch_of(model)
+        torch.manual_seed(0)  # the fluency pass's sampled classes: the same in both
         loss = model(**b).loss
         loss.backward()
         out.append((model, b, loss.item(), model.embedding.template.grad.clone()))
@@ -291,3 +294,63 @@ def test_vectors_that_never_left_their_words_are_computed_did_not_train(mlm):
         model(**batch_of(model)).loss.backward()
         opt.step()
     assert dart.moved_premise(dart.start_cosines(model)).holds
+
+
+def test_label_fluency_on_frozen_states_equals_the_whole_pass():
+    """09's setting: DART's fluency pass puts e_ỹ before the text, so nothing of it can be cached;
+    on a :class:`~prompt_lms.PromptOnFrozen` decoder (an empty prefix: every row starts with a
+    vector) its loss and its gradients for the label vectors equal the whole LM's."""
+    from tiny import tiny_llama_backbone
+
+    from tutorial_lib.methods.prompts import prompt_lms
+
+    lm = tiny_llama_backbone(LINES, layers=3)
+    ids = prompting.verbalizer_ids(lm, VERBALIZER, NAMES)
+    out = []
+    for frozen in (None, prompt_lms.FrozenPrefix(trainable_layers=1)):
+        own = prompting.fresh_copy(lm, trainable_layers=1)
+        prompting.freeze_below(own, 1)
+        own = prompt_lms.on_frozen_states(own, frozen)
+        model = dart.DARTClassifier(own, "Review:<x> It was:[MASK]", ids, prefix_words=True,
+                                    causal_fluency="label").train()
+        b = batch_of(model)
+        loss, info = model.label_fluency(b["input_ids"], b["text_mask"], b["labels"],
+                                         sampled=torch.tensor([1, 1, 0]))
+        loss.backward()
+        out.append((loss.item(), model.embedding.labels.grad.clone()))
+    (loss, grad), (cached_loss, cached_grad) = out
+    assert cached_loss == pytest.approx(loss, rel=1e-5)
+    torch.testing.assert_close(cached_grad, grad, rtol=1e-4, atol=1e-6)
+    assert grad.abs().sum() > 0
+
+
+def test_the_ablations_keep_their_fixed_part_at_its_words(tokenizer):
+    """Template fixed to words / label words fixed: that part gets no optimizer group and never
+    moves, the other part trains; start_cosines reads only what trains."""
+    clm = _tiny_clm(tokenizer)
+    ids = prompting.verbalizer_ids(clm, VERBALIZER, NAMES)
+    for fixed in ("template", "labels"):
+        model = dart.DARTClassifier(copy.deepcopy(clm), "<x> It was [MASK]", ids,
+                                    train_template=fixed != "template",
+                                    train_labels=fixed != "labels").train()
+        still = getattr(model.embedding, fixed).detach().clone()
+        moving = "labels" if fixed == "template" else "template"
+        start = getattr(model.embedding, moving).detach().clone()
+        groups = model.param_groups(prompt_scale=100.0)(model, 1e-3, 0.01)
+        in_groups = {id(p) for g in groups for p in g["params"]}
+        assert id(getattr(model.embedding, fixed)) not in in_groups
+        assert id(getattr(model.embedding, moving)) in in_groups
+        assert [g["lr_scale"] for g in groups if g.get("lr_scale") == 100.0]  # the vectors' group
+        opt = torch.optim.AdamW([{k: v for k, v in g.items() if k != "lr_scale"} for g in groups],
+                                lr=0.05)
+        for _ in range(3):
+            opt.zero_grad()
+            model(**batch_of(model)).loss.backward()
+            opt.step()
+        assert torch.equal(getattr(model.embedding, fixed), still)
+        assert not torch.equal(getattr(model.embedding, moving), start)
+        cos = dart.start_cosines(model)
+        assert all(k.startswith(moving[:5]) for k in cos)
+        assert set(dart.start_cosines(model, trained_only=False)) > set(cos)
+    with pytest.raises(ValueError, match="not both"):
+        model.param_groups(prompt_lr=1e-3, prompt_scale=10.0)

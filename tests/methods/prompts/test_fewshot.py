@@ -294,3 +294,59 @@ def test_a_method_can_take_the_rate_another_chose_on_the_same_split(ours):
     with pytest.raises(ValueError, match="must come before it"):
         fewshot.compare_fewshot({"b": method, "a": method}, [split], lrs={"a": (1e-3,), "b": "a"},
                                 steps=2, batch_size=2, eval_every=2)
+
+
+def test_choose_rates_picks_each_methods_rate_on_the_mean_dev_score_and_tests_nothing(
+        ours, monkeypatch):
+    """09's protocol: each rate on the first splits' dev sets, the best mean dev score wins (the
+    grid's first on exact ties), no run is tested; compare_fewshot then tests the chosen runs of
+    those splits (trained once) and trains the other splits at the chosen rate only."""
+    splits = [toy_split(13), toy_split(21), toy_split(42)]
+    calls = []
+    train = fewshot.train_fewshot
+    dev = {(13, 1e-3): 0.5, (21, 1e-3): 1.0, (13, 1e-2): 1.0, (21, 1e-2): 1.0,
+           (13, 1e-4): 1.0, (21, 1e-4): 1.0}
+
+    def spy(build, split, **kwargs):
+        run = train(build, split, **kwargs)
+        calls.append((split.seed, kwargs["lr"], kwargs.get("evaluate_test", True)))
+        if (split.seed, kwargs["lr"]) in dev:  # a known dev ranking: 1e-2 and 1e-4 tie, 1e-3 loses
+            for h in run.history:
+                h["score"] = fewshot.dev_score({"accuracy": dev[split.seed, kwargs["lr"]], "loss": 0.5})
+        return run
+
+    monkeypatch.setattr(fewshot, "train_fewshot", spy)
+    method = fewshot.prompt_method(ours, TEMPLATES, VERBALIZERS)
+    kw = dict(steps=2, batch_size=2, eval_every=1)
+    rates, selection, reuse = fewshot.choose_rates(
+        {"a": method, "b": method}, splits[:2], lrs={"a": (1e-3, 1e-2, 1e-4), "b": "a"}, **kw)
+    assert rates == {"a": 1e-2, "b": 1e-2}
+    assert len(calls) == 6 and not any(test for *_, test in calls)  # "b" trained nothing here
+    assert selection.groupby("lr")["chosen"].all().to_dict() == {1e-4: False, 1e-3: False, 1e-2: True}
+    assert set(reuse) == {("a", "sst2", 13), ("a", "sst2", 21)}
+    calls.clear()
+    table, _ = fewshot.compare_fewshot({"a": method, "b": method}, splits,
+                                       lrs={m: (r,) for m, r in rates.items()}, reuse=reuse,
+                                       inspect=lambda m, s, run: {"trained": run.model is not None},
+                                       **kw)
+    assert not reuse  # each reused run was taken out
+    assert sorted(calls) == [(13, 1e-2, False), (21, 1e-2, False), (42, 1e-2, False),
+                             (42, 1e-2, False)]  # "a" on split 42, "b" on every split
+    assert table["test_accuracy"].notna().all() and (table["lr"] == 1e-2).all()
+    assert table["trained"].all()
+
+
+def test_head_fine_tuning_on_a_loaded_lm_copies_only_what_it_trains():
+    from tiny import tiny_llama_backbone
+
+    from tutorial_lib import config
+
+    lm = tiny_llama_backbone(["a good film", "a bad film"], layers=3)
+    build = fewshot.cls_method(lm, config.get_scale("smoke"), trainable_layers=1, head_lr=1e-2,
+                               pool="mean")(toy_split())
+    model = build().model
+    params = {id(p): p for p in model.parameters()}
+    shared = [p for p in lm.lm.parameters() if id(p) in params]
+    assert shared and not any(p.requires_grad for p in shared)
+    assert all(id(p) not in {id(q) for q in lm.lm.parameters()}
+               for p in model.parameters() if p.requires_grad)

@@ -119,3 +119,33 @@ def test_prompt_on_frozen_states_needs_a_frozen_layer():
     with pytest.raises(prompt_lms.PromptError, match="all 2 layers train"):
         prompt_lms.PromptOnFrozen(tiny_decoder(layers=2), prompt_lms.FrozenPrefix(trainable_layers=2))
     prompt_lms.PromptOnFrozen(tiny_decoder(layers=2), prompt_lms.FrozenPrefix(trainable_layers=1))
+
+
+def test_a_fresh_copy_for_a_partly_frozen_run_shares_only_the_frozen_weights():
+    """09's runs train the top layers: a copy made for them copies those (and the final norm) and
+    shares every other weight with the LM it came from; training it leaves that LM unchanged, and
+    a later full copy trains everything again."""
+    from tiny import tiny_llama_backbone
+
+    lm = tiny_llama_backbone(["a good film", "a bad film"], layers=3)
+    before = {n: p.detach().clone() for n, p in lm.lm.named_parameters()}
+    own = prompt_lms.fresh_copy(lm, trainable_layers=1)
+    prompt_lms.freeze_below(own, 1)
+    shared = {n for (n, p), q in zip(lm.lm.named_parameters(), own.lm.parameters()) if p is q}
+    assert shared and all(not n.startswith(("model.layers.2.", "model.norm.")) for n in shared)
+    assert "model.layers.0.mlp.up_proj.weight" in shared and "model.embed_tokens.weight" in shared
+    assert own.lm.model.layers[2].mlp.up_proj.weight is not lm.lm.model.layers[2].mlp.up_proj.weight
+    assert own.lm.lm_head.weight is lm.lm.lm_head.weight  # the LM head is frozen: shared
+    trained = [p for p in own.lm.parameters() if p.requires_grad]
+    assert {id(p) for p in trained} == {id(p) for m in (own.lm.model.layers[2], own.lm.model.norm)
+                                        for p in m.parameters()}
+    ids = torch.tensor([[3, 4, 5, 6]])
+    own.lm(input_ids=ids, labels=ids).loss.backward()
+    with torch.no_grad():
+        for p in trained:
+            p.add_(1.0)
+    for n, p in lm.lm.named_parameters():
+        assert torch.equal(p, before[n]), n  # the original never moved
+    full = prompt_lms.fresh_copy(lm)  # lm's shared weights were frozen by freeze_below above
+    assert all(p.requires_grad for p in full.lm.parameters())
+    assert not any(p is q for p, q in zip(full.lm.parameters(), lm.lm.parameters()))

@@ -9,14 +9,19 @@ Modules
     ``settings.py`` — ``DARTSettings``.
     ``prompt_lms.py`` — the LMs a prompt runs on (ours, SmolLM2, a Hub MLM) and which layers train.
     ``prompting.py`` — templates, verbalizers, ``PromptClassifier``.
-    ``dart.py`` — DART's ``ExtendedEmbedding``, ``DARTClassifier`` and its loss.
-    ``fewshot.py`` — the few-shot loop (train, choose on the few-shot dev set, test once) and the
-    comparison of every method on the same splits.
+    ``dart.py`` — DART's ``ExtendedEmbedding``, ``DARTClassifier``, its fluency term (masked LMs;
+    on a causal LM with the label vector before the text) and the check that its vectors moved.
+    ``fewshot.py`` — the few-shot loop (train, choose on the few-shot dev set, test once), each
+    method's rate chosen once on a few splits' dev sets, and the comparison of every method on the
+    same splits.
+    ``probe.py`` — the logistic-regression probe on frozen features.
+    ``papers.py`` — the papers' K = 16 numbers.
     ``plots.py`` — 09's figure.
 
 The notebook calls
     ``prompting.load_prompt_lm``, ``template_for``, ``verbalizer_candidates``, ``choose_verbalizer``,
-    ``PromptClassifier``; ``dart.DARTClassifier``, ``dart_method``, ``paper_table``;
-    ``fewshot.compare_fewshot``, ``zero_shot``, ``logreg_probe``, ``majority_floors``,
-    ``summarize``, ``verdicts``; ``plots.plot_methods_by_task``.
+    ``PromptClassifier``; ``dart.DARTClassifier``, ``dart_method``, ``fluency_bce``,
+    ``start_cosines``, ``moved_premise``, ``paper_table``; ``fewshot.choose_rates``,
+    ``compare_fewshot``, ``zero_shot``, ``logreg_probe``, ``majority_floors``, ``summarize``,
+    ``verdicts``; ``prompt_lms.FrozenPrefix``; ``plots.plot_methods_by_task``.
 """

@@ -20,22 +20,25 @@ Starting from a manual prompt (``tutorial_lib.methods.prompts.prompting``), DART
 **On a causal LM** the input tokens come before the answer slot and cannot be conditioned on the
 label there. Two fluency terms (``causal_fluency``):
 
-* ``"label"`` — DART's term, moved to where a causal LM can be conditioned: a second pass puts the
-  sampled class's label vector e_ỹ *before* the text and scores every text token,
-  L_F = BCE( p(x_t | e_ỹ, x_<t), 1[ỹ = y] ) (:meth:`DARTClassifier.label_fluency`). What is not
-  the paper's: a masked LM fills masked tokens given both sides; here each token is predicted
-  from the label and the text before it.
-* ``"lm"`` — the stand-in notebook 09 ran so far: the LM's own next-token loss on the input text,
-  L_F = −Σ log p(x_{t+1} | x_≤t). It involves neither the label nor the label vectors: with it the
-  method is **P-tuning with label vectors** (a continuous template, Liu et al. 2021, plus
-  trainable label rows) with an LM-loss regulariser, "DART-style".
+* ``"label"`` (the default, 09's setting) — DART's term, moved to where a causal LM can be
+  conditioned: a second pass puts the sampled class's label vector e_ỹ *before* the text and
+  scores every text token, L_F = BCE( p(x_t | e_ỹ, x_<t), 1[ỹ = y] )
+  (:meth:`DARTClassifier.label_fluency`). What is not the paper's: a masked LM fills masked
+  tokens given both sides; here each token is predicted from the label and the text before it.
+* ``"lm"`` — the stand-in 09 ran before it was rebuilt: the LM's own next-token loss on the input
+  text (a mean over its tokens). It involves neither the label nor the label vectors: with it the
+  method is P-tuning with label vectors (Liu et al. 2021) plus an LM-loss regulariser.
+
+**The paper's ablations**: ``fluency_weight=0`` (no fluency term), ``train_template=False`` (the
+template stays its words), ``train_labels=False`` (the label words stay fixed).
 
 The new vectors are *not* hijacked vocabulary rows (the upstream code reused the last real ids):
 the input embedding module is wrapped by :class:`ExtendedEmbedding`, which maps ids ≥ V to the
 template and label parameters, so nothing in the real vocabulary changes meaning. The prompt
 parameters train at the run's learning rate, the same as every other trained weight and as the
-manual prompt's (``prompt_lr=None``), or at their own ``prompt_lr``; the backbone at the run's rate
-(or not at all: ``freeze_backbone=True``).
+manual prompt's, at a multiple of it (``prompt_scale``: DART's code gives them their own, larger
+rate) or at their own ``prompt_lr``; the backbone at the run's rate (or not at all:
+``freeze_backbone=True``). :func:`start_cosines` and :func:`moved_premise` check that they moved.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from ...params import decay_groups
 from ...tasks import FewShotSplit
 from ...training import Method, ParamGroups
 from .fewshot import FewShotModel, fresh
+from .papers import PAPER_K16, paper_table  # noqa: F401 (09 reads them here)
 from .prompt_lms import FrozenPrefix, on_frozen_states
 from .prompting import (
     MASK,
@@ -67,30 +71,22 @@ from .prompting import (
 )
 
 CAUSAL_FLUENCY = ("lm", "label")
-"""A causal LM's fluency term: ``"lm"``, the stand-in 09 has run so far (next-token loss on the
-text, no label: DART-style), or ``"label"``, DART's own term with the sampled class's vector
-placed before the text (:meth:`DARTClassifier.label_fluency`)."""
+"""A causal LM's fluency term: ``"label"``, DART's own term with the sampled class's vector placed
+before the text (:meth:`DARTClassifier.label_fluency`; 09's), or ``"lm"``, the stand-in 09 ran
+before its rebuild (next-token loss on the text, no label)."""
 
-# DART Table 1 / LM-BFF Table 3, RoBERTa-large, K = 16, mean (std) over the 5 splits; the
-# papers' head fine-tuning reads [CLS] (ours: a causal LM's last token). Recalled in the reference
-# notes and tagged VERIFY there: shown as "unverified".
-PAPER_K16 = {
-    "head fine-tuning": {"sst2": (81.4, 3.8), "mr": (76.9, 5.9), "cr": (75.8, 3.2)},
-    "manual prompt": {"sst2": (92.3, 1.0), "mr": (85.5, 2.8), "cr": (89.0, 1.4)},
-    "DART": {"sst2": (93.5, 0.5), "mr": (88.2, 1.0), "cr": (91.8, 0.5)},
-}
+def bce(log_p: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy from log p: −t log p − (1 − t) log(1 − p), the mean."""
+    log_not_p = torch.log1p(-log_p.exp().clamp(max=1 - 1e-6))
+    return -(t * log_p + (1 - t) * log_not_p).mean()
 
 
-def paper_table(tasks: Sequence[str], rename: Mapping[str, str] | None = None) -> pd.DataFrame:
-    """The paper's numbers for ``tasks`` as strings "93.5 ± 0.5 (unverified)" ("—" if absent);
-    ``rename`` maps the paper's method names to the rows of this run's table (e.g. ``{"DART":
-    "DART-style"}``), so that each method is one row."""
-    rows = {}
-    for method, by_task in PAPER_K16.items():
-        rows[(rename or {}).get(method, method)] = {
-            t: (f"{by_task[t][0]:.1f} ± {by_task[t][1]:.1f} (unverified)" if t in by_task else "—")
-            for t in tasks}
-    return pd.DataFrame(rows).T.rename_axis("method")
+def fluency_bce(log_p: torch.Tensor, sampled: torch.Tensor, labels: torch.Tensor,
+                rows: torch.Tensor) -> torch.Tensor:
+    """DART's fluency loss from the scored tokens' log-probabilities: token i, read in row
+    ``rows[i]``, has that row's target 1[ỹ = y] (``sampled`` == ``labels``: class indices, never
+    token ids — the upstream bug); the loss is the tokens' mean :func:`bce`."""
+    return bce(log_p, (sampled == labels).float()[rows])
 
 
 class ExtendedEmbedding(nn.Module):
@@ -119,14 +115,18 @@ class ExtendedEmbedding(nn.Module):
 
 
 class DARTClassifier(PromptClassifier):
-    """DART on any :class:`~tutorial_lib.backbones.Backbone` with an LM head (a masked LM: DART;
-    a causal LM: DART-style, P-tuning with label vectors — see the module docstring).
+    """DART on any :class:`~tutorial_lib.backbones.Backbone` with an LM head (a masked LM or, with
+    its fluency term moved before the text, a causal LM — see the module docstring).
 
     ``init``: "words" (from the template's and verbalizer's words — at step 0 the model equals the
     manual prompt) or "random" (U(−max|w|, max|w|) as in DART's code). ``prefix_words``: the
     template's words *before* the input text stay words and only the template after the text
     becomes vectors (on a causal LM the text's states then never depend on a trained vector, so
-    its frozen layers' work can be cached: ``prompt_lms.FrozenPrefix``).
+    its frozen layers' work can be cached: ``prompt_lms.FrozenPrefix``). ``fluency_rows``: a
+    causal LM's fluency pass reads only the first rows of each (shuffled) batch — nothing in it
+    can be cached, so it costs a whole pass through every layer; a few rows give an unbiased
+    estimate of the same term (None: every row). ``train_template``/``train_labels``: the
+    paper's ablations (False: that part stays the words it started from).
     """
 
     def __init__(
@@ -140,7 +140,10 @@ class DARTClassifier(PromptClassifier):
         init: str = "words",
         freeze_backbone: bool = False,
         prefix_words: bool = False,
-        causal_fluency: str = "lm",
+        causal_fluency: str = "label",
+        train_template: bool = True,
+        train_labels: bool = True,
+        fluency_rows: int | None = None,
     ):
         super().__init__(lm, template, label_ids)
         if init not in ("words", "random"):
@@ -148,7 +151,7 @@ class DARTClassifier(PromptClassifier):
         if causal_fluency not in CAUSAL_FLUENCY:
             raise ValueError(f"causal_fluency must be one of {CAUSAL_FLUENCY}, got {causal_fluency!r}")
         self.causal_fluency = causal_fluency
-        self.fluency_weight, self.mask_rate = fluency_weight, mask_rate
+        self.fluency_weight, self.mask_rate, self.fluency_rows = fluency_weight, mask_rate, fluency_rows
         base = lm.input_embeddings()
         if isinstance(base, ExtendedEmbedding):
             raise ValueError("this masked LM already has DART prompt embeddings; use a fresh copy")
@@ -170,6 +173,10 @@ class DARTClassifier(PromptClassifier):
         bias = lm.decoder_bias
         self.label_bias = (None if bias is None
                            else nn.Parameter(bias.detach()[self.label_ids].clone()))
+        # DART's ablations: a part that does not train stays the words it started from
+        self.embedding.template.requires_grad_(train_template)
+        for p in [self.embedding.labels] + ([self.label_bias] if self.label_bias is not None else []):
+            p.requires_grad_(train_labels)
         V, n = self.embedding.num_base, len(words)
         self.template_ids = fixed + list(range(V, V + n))
         self.register_buffer("label_pseudo_ids", torch.arange(V + n, V + n + len(label_ids)),
@@ -248,12 +255,15 @@ class DARTClassifier(PromptClassifier):
         bias = self.backbone.decoder_bias
         return logits if bias is None else logits + bias.to(h.dtype)
 
+    def _token_log_p(self, h: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """log p(token | state) over the real vocabulary, one per row of ``h``."""
+        return F.log_softmax(self._vocab_logits(h).float(), -1).gather(1, tokens[:, None]).squeeze(1)
+
     def _token_bce(self, h: torch.Tensor, tokens: torch.Tensor, t: torch.Tensor
                    ) -> tuple[torch.Tensor, torch.Tensor]:
         """BCE of p(token | state) against ``t``: −t log p − (1 − t) log(1 − p), mean; and log p."""
-        log_p = F.log_softmax(self._vocab_logits(h).float(), -1).gather(1, tokens[:, None]).squeeze(1)
-        log_not_p = torch.log1p(-log_p.exp().clamp(max=1 - 1e-6))
-        return -(t * log_p + (1 - t) * log_not_p).mean(), log_p
+        log_p = self._token_log_p(h, tokens)
+        return bce(log_p, t), log_p
 
     def label_fluency(
         self,
@@ -282,9 +292,9 @@ class DARTClassifier(PromptClassifier):
         for r in range(B):
             tokens = input_ids[r][text[r]]
             ids[r, 1:1 + len(tokens)], mask[r, 1:1 + len(tokens)] = tokens, 1
-        keep = mask[:, 1:].bool()
-        h = self.backbone.features(ids, mask)[:, :-1][keep]
-        loss, log_p = self._token_bce(h, ids[:, 1:][keep], targets[:, None].expand_as(keep)[keep])
+        keep = mask[:, 1:].bool()  # the text tokens, each predicted from e_ỹ and the text before it
+        log_p = self._token_log_p(self.backbone.features(ids, mask)[:, :-1][keep], ids[:, 1:][keep])
+        loss = fluency_bce(log_p, sampled, labels, keep.nonzero()[:, 0])
         return loss, {"sampled": sampled, "targets": targets, "ids": ids, "positions": keep,
                       "p": log_p.exp().detach()}
 
@@ -292,7 +302,7 @@ class DARTClassifier(PromptClassifier):
                         text_mask: torch.Tensor, h: torch.Tensor | None = None
                         ) -> tuple[torch.Tensor, dict]:
         """A causal LM's stand-in for the fluency term: next-token cross-entropy on the input
-        text's tokens — plain LM loss, conditioned on no label (so: DART-style, not DART).
+        text's tokens — plain LM loss, conditioned on no label (so: not DART's term).
         ``h``: the backbone's features of this very input, when the caller has them already."""
         keep = text_mask[:, 1:].bool()
         if h is None:
@@ -307,7 +317,8 @@ class DARTClassifier(PromptClassifier):
             return super().forward(input_ids, attention_mask, mask_pos, text_mask, labels)
         if self.backbone.answer_slot == "next" and self.causal_fluency == "label":
             out = super().forward(input_ids, attention_mask, mask_pos, text_mask, labels)
-            fluency, _ = self.label_fluency(input_ids, text_mask, labels)
+            n = self.fluency_rows or len(labels)  # the first rows of a shuffled batch: a random few
+            fluency, _ = self.label_fluency(input_ids[:n], text_mask[:n], labels[:n])
             return Output(out.logits, out.loss + self.fluency_weight * fluency)
         if self.backbone.answer_slot == "next":
             # a causal LM reads the same input for both terms: one pass of the backbone serves
@@ -323,17 +334,22 @@ class DARTClassifier(PromptClassifier):
 
     # --- optimisation and inspection ----------------------------------------------------------
 
-    def param_groups(self, prompt_lr: float | None = None) -> ParamGroups:
+    def param_groups(self, prompt_lr: float | None = None,
+                     prompt_scale: float | None = None) -> ParamGroups:
         """A Method's AdamW groups: the backbone at the run's rate (decay as in pretraining), the
-        prompt parameters without weight decay at the run's rate too (``prompt_lr=None``: equal
-        rates, the controlled comparison with the manual prompt) or at ``prompt_lr`` (an
-        ``lr_scale`` on the schedule)."""
+        trainable prompt parameters without weight decay at the run's rate too (both None: equal
+        rates), at ``prompt_scale`` × the run's rate (DART's code gives its vectors their own,
+        larger rate; a grid over the run's rate then moves both together) or at the fixed
+        ``prompt_lr`` (an ``lr_scale`` on the schedule)."""
+        if prompt_lr is not None and prompt_scale is not None:
+            raise ValueError("give the prompt vectors a rate (prompt_lr) or a multiple of the run's "
+                             "rate (prompt_scale), not both")
 
         def groups(_: nn.Module, lr: float, weight_decay: float) -> list[dict]:
             prompt = [p for p in self.prompt_parameters() if p.requires_grad]
-            out = decay_groups(self, weight_decay, exclude=prompt)
-            scale = 1.0 if prompt_lr is None else prompt_lr / lr
-            return out + [{"params": prompt, "weight_decay": 0.0, "lr_scale": scale}]
+            out = decay_groups(self, weight_decay, exclude=self.prompt_parameters())
+            scale = prompt_scale or (1.0 if prompt_lr is None else prompt_lr / lr)
+            return out + ([{"params": prompt, "weight_decay": 0.0, "lr_scale": scale}] if prompt else [])
 
         return groups
 
@@ -370,14 +386,16 @@ vectors never left their words."""
 
 
 @torch.no_grad()
-def start_cosines(model: DARTClassifier) -> dict[str, float]:
-    """Each template and label vector's cosine to the word embedding it started from."""
+def start_cosines(model: DARTClassifier, trained_only: bool = True) -> dict[str, float]:
+    """Each template and label vector's cosine to the word embedding it started from (only the
+    parts that train, unless ``trained_only=False``: an ablation's fixed part stays at 1)."""
     vocab = model.embedding.base.weight.float()
-    out = {f"template {i + 1}": float(F.cosine_similarity(vocab[w], v.float(), dim=0))
-           for i, (w, v) in enumerate(zip(model.template_words, model.embedding.template))}
-    out |= {f"label {i}": float(F.cosine_similarity(vocab[int(w)], v.float(), dim=0))
-            for i, (w, v) in enumerate(zip(model.label_ids, model.embedding.labels))}
-    return out
+    parts = [(f"template {i + 1}", w, v, model.embedding.template.requires_grad)
+             for i, (w, v) in enumerate(zip(model.template_words, model.embedding.template))]
+    parts += [(f"label {i}", int(w), v, model.embedding.labels.requires_grad)
+              for i, (w, v) in enumerate(zip(model.label_ids, model.embedding.labels))]
+    return {name: float(F.cosine_similarity(vocab[w], v.float(), dim=0))
+            for name, w, v, trains in parts if trains or not trained_only}
 
 
 def moved_premise(cosines: Mapping[str, float], max_cos: float = MOVED_COS) -> stats.Premise:
@@ -397,6 +415,7 @@ def dart_method(
     verbalizers: Mapping[str, Mapping[str, str]],
     *,
     prompt_lr: float | None = None,
+    prompt_scale: float | None = None,
     fluency_weight: float = 1.0,
     mask_rate: float = 0.1,
     init: str = "words",
@@ -404,29 +423,42 @@ def dart_method(
     max_len: int | None = None,
     trainable_layers: int | None = None,
     prefix_words: bool = False,
-    frozen_states: bool = False,
+    frozen_states: bool | FrozenPrefix = False,
+    causal_fluency: str = "label",
+    train_template: bool = True,
+    train_labels: bool = True,
+    fluency_rows: int | None = None,
 ) -> Callable[[FewShotSplit], Callable[[], FewShotModel]]:
-    """DART (on a causal LM: DART-style, P-tuning with label vectors; see the module docstring) for
-    ``fewshot.compare_fewshot``; each run starts from a fresh copy of ``lm`` (``trainable_layers``:
-    a causal LM trains only its top layers, see ``prompting.freeze_below``; ``prompt_lr=None``: the
-    prompt vectors train at the run's rate; ``prefix_words``: see :class:`DARTClassifier`;
-    ``frozen_states``: a causal LM runs only the template's vectors through its frozen layers, on
-    the text's cached keys and values (:class:`~.prompt_lms.FrozenPrefix`, shared by all runs;
-    the same numbers as a whole pass, a fraction of the time))."""
-    frozen = FrozenPrefix(trainable_layers) if frozen_states and trainable_layers else None
+    """DART (see the module docstring) for ``fewshot.compare_fewshot``; each run starts from a
+    fresh copy of ``lm`` whose frozen weights it shares (``trainable_layers``: a causal LM trains
+    only its top layers, see ``prompting.freeze_below``); the prompt vectors' rate: see
+    :meth:`DARTClassifier.param_groups`; ``prefix_words``, ``causal_fluency`` and the ablations
+    ``train_template``/``train_labels`` (False: those stay their words): see
+    :class:`DARTClassifier` (``fluency_weight=0``: the third ablation); ``frozen_states``: a causal
+    LM runs only the template's vectors through its frozen layers, on the text's cached keys and
+    values (:class:`~.prompt_lms.FrozenPrefix`, shared by all runs; the same numbers as a whole
+    pass, a fraction of the time); a ``FrozenPrefix`` given here is shared with every other method
+    that gets it (DART and its ablations read the same texts through the same frozen layers))."""
+    frozen = frozen_states if isinstance(frozen_states, FrozenPrefix) else (
+        FrozenPrefix(trainable_layers) if frozen_states and trainable_layers else None)
+    if frozen is not None and frozen.trainable_layers != trainable_layers:
+        raise ValueError(f"the shared frozen states are for {frozen.trainable_layers} trained "
+                         f"layers, this method trains {trainable_layers}")
 
     def for_split(split: FewShotSplit) -> Callable[[], FewShotModel]:
         def build() -> FewShotModel:
-            own = fresh(lm)
+            own = fresh(lm, trainable_layers)
             freeze_below(own, trainable_layers)
             own = on_frozen_states(own, frozen)
             ids = verbalizer_ids(own, verbalizers[split.task], split.label_names)
             model = DARTClassifier(own, templates[split.task], ids, fluency_weight=fluency_weight,
                                    mask_rate=mask_rate, init=init,
-                                   freeze_backbone=freeze_backbone, prefix_words=prefix_words)
+                                   freeze_backbone=freeze_backbone, prefix_words=prefix_words,
+                                   causal_fluency=causal_fluency, train_template=train_template,
+                                   train_labels=train_labels, fluency_rows=fluency_rows)
             return FewShotModel(model, lambda rows: model.encode(rows, max_len),
                                 prompt_collate(own.pad_id),
-                                Method(param_groups=model.param_groups(prompt_lr)))
+                                Method(param_groups=model.param_groups(prompt_lr, prompt_scale)))
 
         return build
 

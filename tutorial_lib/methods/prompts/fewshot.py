@@ -1,15 +1,17 @@
 """The few-shot loop of notebook 09: train, choose on the few-shot dev set, test once.
 
 Every method — head fine-tuning (a new linear head on the pooled position: [CLS] for a masked
-LM, the last token for a causal LM), manual-prompt fine-tuning (:mod:`.prompting`), DART-style
+LM, the last token for a causal LM), manual-prompt fine-tuning (:mod:`.prompting`), DART
 prompts (:mod:`.dart`) — is a function from a :class:`~tutorial_lib.tasks.FewShotSplit` to a ``build``
 that makes a fresh :class:`FewShotModel` (model, encoder of rows, collate, and the
 :class:`~tutorial_lib.training.Method` it trains with). :func:`train_fewshot` trains a fixed
 number of steps with the one recipe (:func:`tutorial_lib.training.fit`) and keeps the checkpoint
 with the best few-shot **dev** accuracy; :func:`select_and_test` is LM-BFF's per-split learning-rate grid
 (chosen on dev only); :func:`compare_fewshot` runs every method on every split.
-:func:`logreg_probe` is the cheap strong baseline: scikit-learn's logistic regression on the
-frozen backbone's pooled features, its C chosen on dev. :func:`verdicts` guards every comparison
+:func:`choose_rates` is the cheaper protocol notebook 09 runs: each method's rate chosen once, on
+the dev sets of a few splits, then every split trained at it. :func:`logreg_probe` (from
+:mod:`.probe`) is the cheap strong baseline: scikit-learn's logistic regression on the frozen
+backbone's pooled features, its C chosen on dev. :func:`verdicts` guards every comparison
 (:mod:`tutorial_lib.stats`): the baseline against each split's majority rate
 (:func:`majority_floors`), a prompt against its zero-shot start.
 """
@@ -17,7 +19,6 @@ frozen backbone's pooled features, its C chosen on dev. :func:`verdicts` guards 
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -27,9 +28,6 @@ import torch
 from ignite.engine import Engine
 from ignite.handlers import Checkpoint
 from ignite.handlers.checkpoint import BaseSaveHandler
-from sklearn.linear_model import LogisticRegression
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 from torch import nn
 
 from ... import stats
@@ -37,11 +35,11 @@ from ...anatomy import layer_groups
 from ...backbones import Backbone, load_backbone
 from ...config import Scale
 from ...evaluation import evaluate
-from ...models import pool_hidden
 from ...params import decay_groups, freeze, unfreeze
-from ...runtime import autocast, autocast_dtype, device, seed_everything
+from ...runtime import device, seed_everything
 from ...tasks import FewShotSplit
 from ...training import PLAIN, Method, eval_loader, fit, pad_collate, resumable_loader
+from .probe import LOGREG, logreg_probe, pooled_features  # noqa: F401 (part of this module's face)
 from .prompt_lms import FrozenStates, TopLayers, on_frozen_states
 from .prompting import PromptClassifier, freeze_below, fresh_copy, prompt_collate, verbalizer_ids
 
@@ -181,36 +179,50 @@ def select_and_test(build: Callable[[], FewShotModel], split: FewShotSplit, lrs:
     """LM-BFF's per-split grid search, on the few-shot **dev** set only: train once per learning
     rate, keep the best dev accuracy (lower dev loss breaking ties: the rule that chose each run's
     checkpoint), and evaluate *only that* model on test."""
-    runs = [train_fewshot(build, split, lr=lr, evaluate_test=False, **kwargs) for lr in lrs]
-    winner = max(runs, key=lambda r: r.dev_score)  # first best on exact ties
-    built = winner.built
-    loader = eval_loader(built.encode(split.test), kwargs.get("eval_batch_size", 128),
-                         built.collate)
-    winner.test = evaluate(built.model, loader, num_labels=split.num_labels)
-    winner.seconds = sum(r.seconds for r in runs)
+    winner, seconds = None, 0.0
+    for lr in lrs:  # a run that loses on dev is dropped at once: one trained copy lives at a time
+        run = train_fewshot(build, split, lr=lr, evaluate_test=False, **kwargs)
+        seconds += run.seconds
+        if winner is None or run.dev_score > winner.dev_score:  # first best on exact ties
+            winner = run
+    test_once(winner, split, kwargs.get("eval_batch_size", 128))
+    winner.seconds = seconds
     return winner
+
+
+def test_once(run: FewShotRun, split: FewShotSplit, eval_batch_size: int = 128) -> FewShotRun:
+    """Score the run's chosen checkpoint on the split's test set (the one time it is tested)."""
+    built = run.built
+    loader = eval_loader(built.encode(split.test), eval_batch_size, built.collate)
+    run.test = evaluate(built.model, loader, num_labels=split.num_labels)
+    return run
 
 
 # --- the three methods of notebook 09 ------------------------------------------------------------
 
 
-def cls_method(backbone: str, scale: Scale, trainable_layers: int | None = None,
+def cls_method(backbone: str | Backbone, scale: Scale, trainable_layers: int | None = None,
                head_lr: float | None = None, pool: str | None = None,
-               frozen_states: bool = False
+               frozen_states: bool = False, head_scale: float | None = None
                ) -> Callable[[FewShotSplit], Callable[[], FewShotModel]]:
     """Head fine-tuning: a new linear head on the backbone's pooled position ([CLS] for a masked
     LM, a causal LM's last token). ``trainable_layers``: train only the head and the top layers
     (the budget of the prompt methods on a CPU, see ``prompting.freeze_below``). ``head_lr``: the
     new head's own rate (None: the run's) — a randomly initialised head needs a far larger rate
-    than the pretrained layers under it. ``pool``: where the head reads (None: the backbone's
-    default; ``"mean"``: every real token, as the logistic-regression probe does).
+    than the pretrained layers under it; ``head_scale``: the head at this multiple of the run's
+    rate instead (a grid over the run's rate then moves both). ``pool``: where the head reads
+    (None: the backbone's default; ``"mean"``: every real token, as the logistic-regression probe
+    does).
     ``frozen_states``: a causal LM computes its frozen layers once per input for all the runs
-    (:class:`~.prompt_lms.FrozenStates`; the same numbers, a fraction of the time)."""
+    (:class:`~.prompt_lms.FrozenStates`; the same numbers, a fraction of the time). ``backbone``:
+    a name (each run loads a whole copy) or a loaded LM (each run copies only what it trains and
+    shares the frozen weights with it: see ``prompting.fresh_copy``)."""
     frozen = FrozenStates(trainable_layers) if frozen_states and trainable_layers else None
 
     def for_split(split: FewShotSplit) -> Callable[[], FewShotModel]:
         def build() -> FewShotModel:
-            b = load_backbone(backbone, scale)
+            b = (fresh(backbone, trainable_layers) if isinstance(backbone, Backbone)
+                 else load_backbone(backbone, scale))
             model = b.classifier(split.num_labels, pool=pool)
             if trainable_layers is not None:
                 layers = layer_groups(model, merge_final_norm=True)
@@ -219,7 +231,8 @@ def cls_method(backbone: str, scale: Scale, trainable_layers: int | None = None,
                                   for m in layer.modules))
             if frozen is not None:
                 model.encoder = TopLayers(model.encoder, frozen)
-            method = PLAIN if head_lr is None else Method(param_groups=head_groups(model, head_lr))
+            method = (PLAIN if head_lr is None and head_scale is None
+                      else Method(param_groups=head_groups(model, head_lr, head_scale)))
             return FewShotModel(model, b.encode_rows, pad_collate(b.pad_id), method)
 
         return build
@@ -227,13 +240,17 @@ def cls_method(backbone: str, scale: Scale, trainable_layers: int | None = None,
     return for_split
 
 
-def head_groups(model: nn.Module, head_lr: float):
-    """AdamW groups: the pretrained layers at the run's rate, the new ``model.head`` at ``head_lr``."""
+def head_groups(model: nn.Module, head_lr: float | None, head_scale: float | None = None):
+    """AdamW groups: the pretrained layers at the run's rate, the new ``model.head`` at ``head_lr``
+    (or at ``head_scale`` × the run's rate)."""
+    if (head_lr is None) == (head_scale is None):
+        raise ValueError("give the head a rate (head_lr) or a multiple of the run's (head_scale)")
 
     def groups(_: nn.Module, lr: float, weight_decay: float) -> list[dict]:
         head = [p for p in model.head.parameters() if p.requires_grad]
+        scale = head_scale if head_scale is not None else head_lr / lr
         return (decay_groups(model, weight_decay, exclude=head)
-                + decay_groups(model, weight_decay, params=head, lr_scale=head_lr / lr))
+                + decay_groups(model, weight_decay, params=head, lr_scale=scale))
 
     return groups
 
@@ -256,7 +273,7 @@ def prompt_method(
 
     def for_split(split: FewShotSplit) -> Callable[[], FewShotModel]:
         def build() -> FewShotModel:
-            own = fresh(lm)
+            own = fresh(lm, trainable_layers)
             freeze_below(own, trainable_layers)
             own = on_frozen_states(own, frozen)
             ids = verbalizer_ids(own, verbalizers[split.task], split.label_names)
@@ -270,9 +287,61 @@ def prompt_method(
     return for_split
 
 
-def fresh(lm: Backbone | Callable[[], Backbone]) -> Backbone:
-    """A private copy of a prompt's LM (or a new one from a factory), so runs never share weights."""
-    return fresh_copy(lm) if isinstance(lm, Backbone) else lm()
+def fresh(lm: Backbone | Callable[[], Backbone], trainable_layers: int | None = None) -> Backbone:
+    """A private copy of a prompt's LM (or a new one from a factory), so runs never share the
+    weights they train (``trainable_layers``: the frozen ones are shared, see ``fresh_copy``)."""
+    return fresh_copy(lm, trainable_layers) if isinstance(lm, Backbone) else lm()
+
+
+def _grid(name: str, grid: Sequence[float] | str, chosen: Mapping[str, float],
+          methods: Sequence[str]) -> tuple[float, ...]:
+    """A method's rate grid; a string names an earlier method, whose chosen rate it takes."""
+    if not isinstance(grid, str):
+        return tuple(grid)
+    if grid not in chosen:
+        raise ValueError(f"{name!r} takes the rate of {grid!r}, which must come before it among "
+                         f"the methods: {list(methods)}")
+    return (chosen[grid],)
+
+
+def choose_rates(
+    methods: Mapping[str, Callable[[FewShotSplit], Callable[[], FewShotModel]]],
+    splits: Sequence[FewShotSplit],
+    *,
+    lrs: Mapping[str, Sequence[float] | str],
+    **train_kwargs,
+) -> tuple[dict[str, float], pd.DataFrame, dict]:
+    """Each method's rate, chosen once on the **dev** sets of ``splits`` (a few of the comparison's
+    splits): every rate of ``lrs[method]`` trains on each of them, and the rate with the best mean
+    :func:`dev_score` wins (dev accuracy, lower dev loss breaking ties; on exact ties the grid's
+    first). Nothing is tested. A one-rate grid (or the name of an earlier method, whose rate it
+    takes) trains nothing here.
+
+    Returns ``(rates, selection, reuse)``: ``{method: rate}``; one row per run (method, split,
+    lr, dev accuracy, dev loss, best step, seconds, chosen); and the runs at the chosen rate
+    (``{(method, task, split seed): run}``), for :func:`compare_fewshot` to test instead of
+    training them again. Costs ``len(splits) × len(grid)`` runs a method, against ``splits ×
+    grid`` for the whole comparison with LM-BFF's per-split grid."""
+    rates: dict[str, float] = {}
+    rows, reuse = [], {}
+    for name, method in methods.items():
+        grid = _grid(name, lrs[name], rates, list(methods))
+        if len(grid) == 1:
+            rates[name] = grid[0]
+            continue
+        runs = {lr: [train_fewshot(method(s), s, lr=lr, evaluate_test=False, **train_kwargs)
+                     for s in splits] for lr in grid}
+        mean = {lr: float(np.mean([r.dev_score for r in rs])) for lr, rs in runs.items()}
+        rates[name] = max(grid, key=lambda lr: mean[lr])  # first best on exact ties
+        for lr, rs in runs.items():
+            for split, run in zip(splits, rs):
+                h = next(h for h in run.history if h["step"] == run.best_step)
+                rows.append({"method": name, "split": split.seed, "lr": lr,
+                             "dev_accuracy": run.dev_accuracy, "dev_loss": h["dev_loss"],
+                             "best_step": run.best_step, "seconds": run.seconds,
+                             "chosen": lr == rates[name]})
+        reuse |= {(name, s.task, s.seed): r for s, r in zip(splits, runs[rates[name]])}
+    return rates, pd.DataFrame(rows), reuse
 
 
 def compare_fewshot(
@@ -282,30 +351,35 @@ def compare_fewshot(
     lrs: Mapping[str, Sequence[float] | str],
     keep: Callable[[str, FewShotSplit], bool] | None = None,
     progress: Callable[[str], None] | None = None,
+    reuse: dict | None = None,
+    inspect: Callable[[str, FewShotSplit, FewShotRun], Mapping] | None = None,
     **train_kwargs,
 ) -> tuple[pd.DataFrame, dict]:
     """Every method on every split (grid over ``lrs[method]`` chosen on dev); one row per run.
     ``lrs[method]`` may name an earlier method instead: this one then trains once, at the rate
-    that method chose on the same split's dev set (equal rates, e.g. DART-style at the manual
-    prompt's). ``keep(method, split)`` marks runs whose trained model is returned in the second
-    value."""
+    that method chose on the same split's dev set (equal rates, e.g. DART's ablations at DART's).
+    ``keep(method, split)`` marks runs whose trained model is returned in the second value.
+    ``reuse``: runs already trained at the method's one rate (:func:`choose_rates`), tested
+    here and not trained again (taken out of the dict). ``inspect(method, split, run)``: more
+    columns for the run's row, read from its trained model before it is dropped (e.g. how far
+    DART's vectors moved)."""
     rows, kept = [], {}
     for split in splits:
         chosen: dict[str, float] = {}
         for name, method in methods.items():
-            grid = lrs[name]
-            if isinstance(grid, str):
-                if grid not in chosen:
-                    raise ValueError(f"{name!r} takes the rate of {grid!r}, which must come "
-                                     f"before it among the methods: {list(methods)}")
-                grid = (chosen[grid],)
-            run = select_and_test(method(split), split, grid, **train_kwargs)
+            grid = _grid(name, lrs[name], chosen, list(methods))
+            run = (reuse or {}).pop((name, split.task, split.seed), None)
+            if run is not None and grid == (run.lr,):
+                test_once(run, split, train_kwargs.get("eval_batch_size", 128))
+            else:
+                run = select_and_test(method(split), split, grid, **train_kwargs)
             chosen[name] = run.lr
             rows.append({"task": split.task, "K": split.k if split.k else "full",
                          "split": split.seed, "method": name,
                          "test_accuracy": run.test["accuracy"], "test_error": run.test["error"],
                          "dev_accuracy": run.dev_accuracy, "best_step": run.best_step,
-                         "lr": run.lr, "seconds": run.seconds})
+                         "lr": run.lr, "seconds": run.seconds,
+                         **(inspect(name, split, run) if inspect else {})})
             if keep and keep(name, split):
                 kept[(name, split.task, split.k, split.seed)] = run
             if progress:
@@ -320,69 +394,6 @@ def zero_shot(lm: Backbone, split: FewShotSplit, template: str, verbalizer: Mapp
     model = PromptClassifier(lm, template, verbalizer_ids(lm, verbalizer, split.label_names))
     loader = eval_loader(model.encode(split.test), eval_batch_size, prompt_collate(lm.pad_id))
     return evaluate(model, loader, num_labels=split.num_labels)
-
-
-# --- the cheap strong baseline: logistic regression on frozen features ----------------------------
-
-LOGREG = "logistic regression (frozen)"
-
-
-@torch.no_grad()
-def pooled_features(b: Backbone, rows: Sequence[Mapping], pool: str = "mean", batch_size: int = 64,
-                    max_len: int | None = None) -> np.ndarray:
-    """The frozen backbone's final hidden states, one vector per example (float32): their mean
-    over the real tokens (``pool="mean"``) or the pooled position head fine-tuning reads
-    (``"last"``: a causal LM's last token, the end-of-text token it appends)."""
-    if pool not in ("mean", "last"):
-        raise ValueError(f"pool must be 'mean' or 'last', got {pool!r}")
-    model = b.classifier(2, pool=None if pool == "last" else pool).to(device()).eval()
-    loader = eval_loader(b.encode_rows(rows, max_len), batch_size, pad_collate(b.pad_id),
-                         by_length=False)  # one vector per row, in the rows' order
-    out = []
-    with autocast(device(), autocast_dtype(device())):
-        for batch in loader:
-            ids, mask = batch["input_ids"].to(device()), batch["attention_mask"].to(device())
-            h = model.encoder(input_ids=ids, attention_mask=mask).last_hidden_state.float()
-            out.append(pool_hidden(h, mask, model.pool).cpu())  # pooled in float32
-    return torch.cat(out).numpy()
-
-
-def logreg_probe(backbone: str, scale: Scale, splits: Sequence[FewShotSplit],
-                 cs: Sequence[float], *, pool: str = "mean", max_len: int | None = None,
-                 seed: int = 0, method: str = LOGREG) -> pd.DataFrame:
-    """scikit-learn's logistic regression (standardised features, L2, lbfgs) on the frozen
-    backbone's features (:func:`pooled_features`: by default the mean of the final hidden states)
-    of each split's K-per-class train set; C from ``cs`` chosen on the
-    few-shot dev set, tested once. Rows like :func:`compare_fewshot`'s (``lr`` holds the C).
-    Splits that share a test set share its features (computed once)."""
-    b = load_backbone(backbone, scale)
-    cache: dict[tuple, np.ndarray] = {}
-
-    def feats(rows: Sequence[Mapping]) -> np.ndarray:
-        key = tuple(r["text"] for r in rows)
-        if key not in cache:
-            cache[key] = pooled_features(b, rows, pool, max_len=max_len)
-        return cache[key]
-
-    out = []
-    for split in splits:
-        split.require("train", "dev", "test")
-        start = time.perf_counter()
-        y = {p: np.array([r["label"] for r in getattr(split, p)]) for p in ("train", "dev", "test")}
-        x = {p: feats(getattr(split, p)) for p in ("train", "dev", "test")}
-        fits = []
-        for c in cs:
-            clf = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=5000,
-                                                                     random_state=seed))
-            clf.fit(x["train"], y["train"])
-            fits.append((float(clf.score(x["dev"], y["dev"])), c, clf))
-        dev_acc, c, clf = max(fits, key=lambda f: f[0])  # first best on ties
-        acc = float(clf.score(x["test"], y["test"]))
-        out.append({"task": split.task, "K": split.k if split.k else "full", "split": split.seed,
-                    "method": method, "test_accuracy": acc, "test_error": 1.0 - acc,
-                    "dev_accuracy": dev_acc, "best_step": 0, "lr": c,
-                    "seconds": time.perf_counter() - start})
-    return pd.DataFrame(out)
 
 
 # --- results and their verdicts --------------------------------------------------------------------
@@ -405,19 +416,24 @@ def summarize(table: pd.DataFrame, by: Sequence[str] = ("task", "method")) -> pd
 
 def verdicts(table: pd.DataFrame, baseline: str, *,
              floors: Mapping[str, stats.Floor | float] | None = None,
-             starts: Mapping[str, Mapping[str, float]] | None = None) -> pd.DataFrame:
+             starts: Mapping[str, Mapping[str, float]] | None = None,
+             premises: Mapping[str, Mapping[str, stats.Premise]] | None = None) -> pd.DataFrame:
     """Per task, every method against ``baseline`` on test accuracy over the splits (the rule of
     :mod:`tutorial_lib.stats`: paired by split), with the learned-baseline guard: ``floors[task]``
     — the baseline's floor (:func:`majority_floors`); ``starts[task][method]`` — a method's
-    starting point (a prompt's zero-shot accuracy), checked for the methods in the table."""
+    starting point (a prompt's zero-shot accuracy), checked for the methods in the table;
+    ``premises[task][method]`` — a method guard computed in the run (DART's vectors moved:
+    ``dart.moved_premise``), for the methods in the table other than the baseline."""
     parts = []
     for task, g in table.groupby("task", sort=False):
         present = set(g["method"])
         task_starts = {m: stats.Floor(v, "zero-shot start")
                        for m, v in ((starts or {}).get(task) or {}).items() if m in present}
+        task_premises = {m: p for m, p in ((premises or {}).get(task) or {}).items()
+                         if m in present and m != baseline}
         c = stats.compare(g, baseline, by="method", column="test_accuracy", higher_is_better=True,
                           pair_on="split", floor=(floors or {}).get(task),
-                          starts=task_starts or None)
+                          starts=task_starts or None, premises=task_premises or None)
         c.insert(0, "task", task)
         parts.append(c.reset_index())
     return pd.concat(parts, ignore_index=True)

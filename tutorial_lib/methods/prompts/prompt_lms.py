@@ -47,9 +47,26 @@ def load_mlm(name: str, scale: Scale) -> Backbone:
     return bb
 
 
-def fresh_copy(lm: Backbone) -> Backbone:
-    """A private copy of ``lm`` (its network copied, tokenizer shared), so runs never share weights."""
-    return dataclasses.replace(lm, lm=copy.deepcopy(lm.lm), encoder=None)
+def fresh_copy(lm: Backbone, trainable_layers: int | None = None) -> Backbone:
+    """A private copy of ``lm`` (its network copied, tokenizer shared), so runs never share the
+    weights they train; every parameter of the copy trains until frozen.
+
+    ``trainable_layers``: the copy is for a run that trains only the top ``trainable_layers``
+    decoder layers and the final norm (:func:`freeze_below`, called next): it copies only those and
+    *shares* every other weight with ``lm`` — weights the run freezes and never changes, so the
+    runs of notebook 09 cost a few percent of the LM each instead of a whole copy."""
+    memo: dict[int, object] = {}
+    parts = _decoder_anatomy(lm.encoder) if trainable_layers is not None else None
+    if parts is not None:
+        n = len(parts.blocks)
+        trained = [*list(parts.blocks)[n - trainable_layers:], parts.final_norm]
+        own = {id(p) for m in trained for p in m.parameters()}
+        memo = {id(p): p for p in lm.lm.parameters() if id(p) not in own}
+    copied = copy.deepcopy(lm.lm, memo)
+    for p in copied.parameters():
+        if id(p) not in memo:
+            p.requires_grad_(True)
+    return dataclasses.replace(lm, lm=copied, encoder=None)
 
 
 def _decoder_anatomy(encoder: nn.Module) -> Anatomy | None:
@@ -149,7 +166,7 @@ class TopLayers(nn.Module):
 
 class FrozenPrefix(FrozenStates):
     """The frozen lower layers' work on the part of each input *before* its first trainable
-    input vector (DART-style's template vectors, ids ≥ the base vocabulary), computed once.
+    input vector (DART's template vectors, ids ≥ the base vocabulary), computed once.
 
     A causal LM's token attends only to what comes before it, so the states of an input's first
     tokens do not depend on trainable vectors placed after them. With the template after the text,
