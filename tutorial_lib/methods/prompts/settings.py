@@ -49,10 +49,11 @@ class DARTSettings(Settings):
     # Steps and grids from a design sweep on three other splits (seeds 2013, 2021, 2042: neither
     # LM-BFF's nor the held-out ones), read on 300 SST-2 *training* sentences outside each split,
     # never on the test set (benchmarks/dart_design.py): every method's accuracy there was as high
-    # after 16 steps as after 24 or 32. What a run costs (2 CPU cores, fp32, 24 steps, measured):
-    # head and manual ~9 s, DART ~23 s (its fluency pass runs every layer forward and backward: no
-    # cache can spare it), DART without fluency ~12 s; 16 steps is what lets the rate grids and the
-    # three ablations fit 10 minutes.
+    # after 16 steps as after 24 or 32. What a 16-step run costs (2 CPU cores, fp32, measured):
+    # head and manual ~7 s, DART ~14 s (its fluency pass runs every layer forward and backward: no
+    # cache can spare it), without fluency ~8 s, template or labels fixed ~12 s; a method's first
+    # test evaluation ~8 s (the frozen states of the 200 test sentences), later ones 2-3 s. At 24
+    # steps the rate grids and the three ablations would not fit 10 minutes.
     steps: int = 16
     batch_size: int = 8
     eval_every: int = 8
@@ -82,6 +83,9 @@ class DARTSettings(Settings):
     # 0.999 for 16 steps; 100× to 0.96-0.99
     dart_prompt_scale: float = 100.0
     causal_fluency: str = "label"
+    # λ: the BCE of a row with its true label is the text's LM loss, a few nats a token; at DART's
+    # λ = 1 it would outweigh the classification loss (DART's masked term scores a tenth of the
+    # tokens)
     fluency_weight: float = 0.1
     # DART's fluency pass runs every layer forward and backward; on 2 of a batch's 8 rows it is an
     # unbiased estimate of the same term at about a third of the cost (None: every row)
