@@ -350,3 +350,28 @@ def test_head_fine_tuning_on_a_loaded_lm_copies_only_what_it_trains():
     assert shared and not any(p.requires_grad for p in shared)
     assert all(id(p) not in {id(q) for q in lm.lm.parameters()}
                for p in model.parameters() if p.requires_grad)
+
+
+def test_zero_shot_and_the_probe_can_fill_the_caches_the_runs_read():
+    """09 shares the frozen layers' states: zero-shot fills the manual prompt's cache (the same
+    prompts), the probe reads head fine-tuning's (the same texts) — the same numbers as without."""
+    from tiny import tiny_llama_backbone
+
+    from tutorial_lib.methods.prompts import prompt_lms
+
+    lm = tiny_llama_backbone(["a good fun film", "a bad dull film"], layers=3)
+    split = toy_split()
+    template, words = "Review:<x> It was:[MASK]", VERBALIZERS["sst2"]
+    cache = prompt_lms.FrozenStates(trainable_layers=1)
+    plain = fewshot.zero_shot(lm, split, template, words)
+    cached = fewshot.zero_shot(lm, split, template, words, frozen=cache)
+    assert len(cache.states) == len({r["text"] for r in split.test})
+    assert cached["accuracy"] == plain["accuracy"]
+    assert cached["loss"] == pytest.approx(plain["loss"], rel=1e-5)
+    texts = prompt_lms.FrozenStates(trainable_layers=1)
+    rows = split.train + split.test
+    torch.testing.assert_close(fewshot.pooled_features(lm, rows, frozen=texts),
+                               fewshot.pooled_features(lm, rows), rtol=1e-4, atol=1e-5)
+    assert texts.states
+    with pytest.raises(ValueError, match="trained layers"):
+        fewshot.prompt_method(lm, TEMPLATES, VERBALIZERS, trainable_layers=2, frozen_states=cache)

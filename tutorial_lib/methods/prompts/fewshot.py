@@ -203,7 +203,7 @@ def test_once(run: FewShotRun, split: FewShotSplit, eval_batch_size: int = 128) 
 
 def cls_method(backbone: str | Backbone, scale: Scale, trainable_layers: int | None = None,
                head_lr: float | None = None, pool: str | None = None,
-               frozen_states: bool = False, head_scale: float | None = None
+               frozen_states: bool | FrozenStates = False, head_scale: float | None = None
                ) -> Callable[[FewShotSplit], Callable[[], FewShotModel]]:
     """Head fine-tuning: a new linear head on the backbone's pooled position ([CLS] for a masked
     LM, a causal LM's last token). ``trainable_layers``: train only the head and the top layers
@@ -214,10 +214,11 @@ def cls_method(backbone: str | Backbone, scale: Scale, trainable_layers: int | N
     (None: the backbone's default; ``"mean"``: every real token, as the logistic-regression probe
     does).
     ``frozen_states``: a causal LM computes its frozen layers once per input for all the runs
-    (:class:`~.prompt_lms.FrozenStates`; the same numbers, a fraction of the time). ``backbone``:
+    (:class:`~.prompt_lms.FrozenStates`; the same numbers, a fraction of the time; one given here
+    is shared with whatever else reads the same inputs, e.g. :func:`logreg_probe`). ``backbone``:
     a name (each run loads a whole copy) or a loaded LM (each run copies only what it trains and
     shares the frozen weights with it: see ``prompting.fresh_copy``)."""
-    frozen = FrozenStates(trainable_layers) if frozen_states and trainable_layers else None
+    frozen = frozen_cache(frozen_states, trainable_layers)
 
     def for_split(split: FewShotSplit) -> Callable[[], FewShotModel]:
         def build() -> FewShotModel:
@@ -238,6 +239,18 @@ def cls_method(backbone: str | Backbone, scale: Scale, trainable_layers: int | N
         return build
 
     return for_split
+
+
+def frozen_cache(frozen_states: bool | FrozenStates, trainable_layers: int | None
+                 ) -> FrozenStates | None:
+    """The frozen-state cache a method's runs share: the one given, a new one (True, with layers
+    frozen), or none."""
+    if isinstance(frozen_states, FrozenStates):
+        if frozen_states.trainable_layers != trainable_layers:
+            raise ValueError(f"the frozen states given are for {frozen_states.trainable_layers} "
+                             f"trained layers, this method trains {trainable_layers}")
+        return frozen_states
+    return FrozenStates(trainable_layers) if frozen_states and trainable_layers else None
 
 
 def head_groups(model: nn.Module, head_lr: float | None, head_scale: float | None = None):
@@ -262,14 +275,14 @@ def prompt_method(
     max_len: int | None = None,
     trainable_layers: int | None = None,
     train_label_rows: bool = False,
-    frozen_states: bool = False,
+    frozen_states: bool | FrozenStates = False,
 ) -> Callable[[FewShotSplit], Callable[[], FewShotModel]]:
     """Manual-prompt fine-tuning; each run starts from a fresh copy of ``lm`` (``trainable_layers``:
     a causal LM trains only its top layers; ``train_label_rows``: the label words' output rows
     train too, as they do in LM-BFF's full fine-tuning, where the word embeddings are frozen;
     ``frozen_states``: the frozen layers computed once per input for all runs, as in
-    :func:`cls_method`)."""
-    frozen = FrozenStates(trainable_layers) if frozen_states and trainable_layers else None
+    :func:`cls_method`; a given cache may be :func:`zero_shot`'s: the same prompts)."""
+    frozen = frozen_cache(frozen_states, trainable_layers)
 
     def for_split(split: FewShotSplit) -> Callable[[], FewShotModel]:
         def build() -> FewShotModel:
@@ -389,8 +402,11 @@ def compare_fewshot(
 
 
 def zero_shot(lm: Backbone, split: FewShotSplit, template: str, verbalizer: Mapping[str, str],
-              eval_batch_size: int = 128) -> dict:
-    """Test metrics of the untrained prompt classifier (no training, nothing selected)."""
+              eval_batch_size: int = 128, frozen: FrozenStates | None = None) -> dict:
+    """Test metrics of the untrained prompt classifier (no training, nothing selected).
+    ``frozen``: read the frozen layers' states from (and into) this cache — the one the manual
+    prompt's runs share: the same prompts, the same frozen weights, the same numbers."""
+    lm = on_frozen_states(lm, frozen)
     model = PromptClassifier(lm, template, verbalizer_ids(lm, verbalizer, split.label_names))
     loader = eval_loader(model.encode(split.test), eval_batch_size, prompt_collate(lm.pad_id))
     return evaluate(model, loader, num_labels=split.num_labels)

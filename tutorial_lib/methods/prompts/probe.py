@@ -24,19 +24,23 @@ from ...models import pool_hidden
 from ...runtime import autocast, autocast_dtype, device
 from ...tasks import FewShotSplit
 from ...training import eval_loader, pad_collate
+from .prompt_lms import FrozenStates, TopLayers
 
 LOGREG = "logistic regression (frozen)"
 
 
 @torch.no_grad()
 def pooled_features(b: Backbone, rows: Sequence[Mapping], pool: str = "mean", batch_size: int = 64,
-                    max_len: int | None = None) -> np.ndarray:
+                    max_len: int | None = None, frozen: FrozenStates | None = None) -> np.ndarray:
     """The frozen backbone's final hidden states, one vector per example (float32): their mean
     over the real tokens (``pool="mean"``) or the pooled position head fine-tuning reads
-    (``"last"``: a causal LM's last token, the end-of-text token it appends)."""
+    (``"last"``: a causal LM's last token, the end-of-text token it appends). ``frozen``: the
+    lower layers' states from this cache (head fine-tuning's: the same texts, the same numbers)."""
     if pool not in ("mean", "last"):
         raise ValueError(f"pool must be 'mean' or 'last', got {pool!r}")
     model = b.classifier(2, pool=None if pool == "last" else pool).to(device()).eval()
+    if frozen is not None:
+        model.encoder = TopLayers(model.encoder, frozen)
     loader = eval_loader(b.encode_rows(rows, max_len), batch_size, pad_collate(b.pad_id),
                          by_length=False)  # one vector per row, in the rows' order
     out = []
@@ -50,20 +54,21 @@ def pooled_features(b: Backbone, rows: Sequence[Mapping], pool: str = "mean", ba
 
 def logreg_probe(backbone: str | Backbone, scale: Scale, splits: Sequence[FewShotSplit],
                  cs: Sequence[float], *, pool: str = "mean", max_len: int | None = None,
-                 seed: int = 0, method: str = LOGREG) -> pd.DataFrame:
+                 seed: int = 0, method: str = LOGREG, frozen: FrozenStates | None = None
+                 ) -> pd.DataFrame:
     """scikit-learn's logistic regression (standardised features, L2, lbfgs) on the frozen
     backbone's features (:func:`pooled_features`: by default the mean of the final hidden states)
     of each split's K-per-class train set; C from ``cs`` chosen on the
     few-shot dev set, tested once. Rows like :func:`compare_fewshot`'s (``lr`` holds the C).
     Splits that share a test set share its features (computed once). ``backbone``: a name, or a
-    loaded LM (read only, never trained: no copy)."""
+    loaded LM (read only, never trained: no copy); ``frozen``: see :func:`pooled_features`."""
     b = backbone if isinstance(backbone, Backbone) else load_backbone(backbone, scale)
     cache: dict[tuple, np.ndarray] = {}
 
     def feats(rows: Sequence[Mapping]) -> np.ndarray:
         key = tuple(r["text"] for r in rows)
         if key not in cache:
-            cache[key] = pooled_features(b, rows, pool, max_len=max_len)
+            cache[key] = pooled_features(b, rows, pool, max_len=max_len, frozen=frozen)
         return cache[key]
 
     out = []
