@@ -83,6 +83,12 @@ REFERENCES: tuple[Reference, ...] = (
     # 06 · multitask
     Reference(_MULTITASK, "2019 tutorial: multi-task fine-tuning vs standard fine-tuning", "helped", "",
               _WOLF_674, True, "qualitative"),
+    Reference(_MULTITASK, "2019 slides, hands-on #6: TREC-6 test error, classification + 0.5 × LM loss",
+              "3.4", "%", "2019 tutorial slides (single run)", True,
+              "6 epochs; \"Multi-tasking helped us improve over single-task full-model fine-tuning\""),
+    Reference(_MULTITASK, "2019 slides, hands-on #2: TREC-6 test error, classification only", "3.6", "%",
+              "2019 tutorial slides (single run)", True,
+              "3 epochs: the two runs differ in the loss and in the epochs"),
     # 07 · GradTS
     Reference(_GRADTS, "GradTS improvement of MT-DNN (bert-base-cased) against AUTOSEM, 8 GLUE tasks",
               "0.33 to 17.93", "%", "Ma et al. 2021, abstract", True,
@@ -239,3 +245,74 @@ def source_effect(record: dict) -> SourceEffect | None:
     return next((s for s in SOURCE_EFFECTS if s.notebook == record.get("notebook")
                  and s.method == record.get("method") and s.baseline == record.get("baseline")
                  and str(record.get("metric", "")).startswith(s.metric)), None)
+
+
+# --- the sources' expected signs ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceSign:
+    """A source's claimed direction for one of our comparisons where it gives no number in our
+    units: ``sign`` "+" (the method better than the baseline) or "-" (worse). ``metric``: how the
+    effect record's metric starts ("" for any metric of the notebook's comparison)."""
+
+    notebook: str
+    method: str
+    baseline: str
+    metric: str
+    sign: str
+    source: str
+    verified: bool
+    note: str = ""
+
+
+_GRADTS_CLAIM = "Ma et al. 2021 (GradTS), recalled in the notes"
+SOURCE_SIGNS: tuple[SourceSign, ...] = (
+    SourceSign(_MULTITASK, "multi-task (all)", "single-task", "", "+",
+               "Liu et al. 2019 (MT-DNN), recalled", False,
+               "multi-task learning then per-task fine-tuning beats single-task BERT on most GLUE tasks"),
+    SourceSign(_MULTITASK, "multi-task (all)", "single-task (equal steps)", "", "+",
+               "Liu et al. 2019 (MT-DNN), recalled", False,
+               "its single-task baselines are BERT fine-tuned per task with their own recipe, not "
+               "cut to the multi-task budget: the claim is about sharing, not about extra updates"),
+    SourceSign(_MULTITASK, "sequential (mnli → rte)", "single-task", "rte", "+",
+               "Phang et al. 2018 (STILTs), recalled", False,
+               "large gains on RTE for BERT after MNLI"),
+    *(SourceSign(_GRADTS, method, baseline, "", "+", _GRADTS_CLAIM, False, note)
+      for method in ("GradTS-trial", "GradTS-fg") for baseline, note in (
+          ("all tasks", "the paper's claim: a chosen set beats all tasks"),
+          ("single-task", "GradTS recovers or exceeds single-task"))),
+)
+
+
+def _higher_is_better(metric: str) -> bool:
+    return metric.endswith("(higher is better)")  # as tutorial_lib.results.effects writes it
+
+
+def expected(notebook: Settings | type[Settings] | str, method: str, baseline: str, metric: str
+             ) -> tuple[str, str]:
+    """The sign the sources expect for ``method`` vs ``baseline`` on ``metric`` (an effect
+    record's, "(higher is better)" at its end where so) and the source: "+" better, "-" worse;
+    ``("none", "")`` where no source claims a direction. A source's number
+    (:data:`SOURCE_EFFECTS`, a Δ in our units) gives its sign; else a claimed direction
+    (:data:`SOURCE_SIGNS`)."""
+    name = notebook_name(notebook)
+    record = {"notebook": name, "method": method, "baseline": baseline, "metric": metric}
+    number = source_effect(record)
+    if number is not None and number.delta:
+        better = (number.delta > 0) == _higher_is_better(metric)
+        return ("+" if better else "-"), number.source
+    sign = next((c for c in SOURCE_SIGNS if c.notebook == name and c.method == method
+                 and c.baseline == baseline and metric.startswith(c.metric)), None)
+    return (sign.sign, sign.source) if sign else ("none", "")
+
+
+def with_expected(notebook: Settings | type[Settings] | str, records: list[dict]) -> list[dict]:
+    """Effect records (:func:`tutorial_lib.results.effects`) with ``expected`` and ``source`` taken
+    from the sources (:func:`expected`); a record no source speaks to gets ``expected`` "none" and
+    keeps its own ``source``."""
+    out = []
+    for r in records:
+        sign, source = expected(notebook, r["method"], r["baseline"], r["metric"])
+        out.append({**r, "expected": sign, "source": source or r.get("source", "")})
+    return out

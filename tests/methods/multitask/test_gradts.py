@@ -324,6 +324,20 @@ def test_trial_candidates_are_the_prefixes():
         gradts.trial_candidates(["x"], max_k=0)
 
 
+def test_random_subset_is_seeded_uniform_and_in_the_candidates_order():
+    pool = ["mr", "trec", "qnli", "mnli"]
+    draws = [gradts.random_subset(pool, 2, seed) for seed in range(400)]
+    assert all(len(set(d)) == 2 and set(d) <= set(pool) for d in draws)
+    assert all(list(d) == sorted(d, key=pool.index) for d in draws)
+    assert draws[:5] == [gradts.random_subset(pool, 2, seed) for seed in range(5)]  # reproducible
+    share = {t: sum(t in d for d in draws) / len(draws) for t in pool}
+    assert all(abs(v - 0.5) < 0.1 for v in share.values()), share  # each in k/n of the draws
+    assert len(set(draws)) == 6  # every pair turns up
+    assert gradts.random_subset(pool, 0, 1) == () and gradts.random_subset(pool, 4, 1) == tuple(pool)
+    with pytest.raises(ValueError, match="cannot draw 5 of 4"):
+        gradts.random_subset(pool, 5, 0)
+
+
 def test_select_best_prefers_the_smaller_set_on_ties():
     scores = {("x",): 0.7, ("x", "y"): 0.8, ("x", "y", "z"): 0.8, ("w", "v"): float("nan")}
     assert gradts.select_best(scores) == ("x", "y")
@@ -402,7 +416,7 @@ def test_gradts_settings_end_to_end_on_real_glue_data(with_data, monkeypatch):
     for r in out.runs:
         by_setting.setdefault(r.setting, []).append(r.seed)
     assert by_setting == {"single-task": [0, 1], "all tasks": [0, 1], "GradTS-trial": [0, 1],
-                          "GradTS-fg": [0, 1]}
+                          "GradTS-fg": [0, 1], gradts_fg.RANDOM_SUBSET: [0, 1]}
     assert out.runs[0].model is None and out.runs[0].scores == single["rte"].scores  # reused
     for r in out.runs:
         assert list(r.scores) == ["rte"]  # only the main task is scored
@@ -410,6 +424,19 @@ def test_gradts_settings_end_to_end_on_real_glue_data(with_data, monkeypatch):
         assert sum(r.steps_per_task.values()) == round(main_steps)
     # GradTS-trial: the seed-0 trial run is reused, only the other seed is trained again
     assert [c[2] for c in calls if c[0] == "GradTS-trial"] == [1]
+
+    # the random-subset control: per seed, as many of the pool's auxiliaries as GradTS-trial
+    # chose, drawn with the seed; a draw equal to the choice is that seed's GradTS-trial run
+    assert out.random_subsets == {seed: gradts.random_subset(["mrpc", "sst2"], len(out.chosen), seed)
+                                  for seed in (0, 1)}
+    trained = {c[2]: c[1] for c in calls if c[0] == gradts_fg.RANDOM_SUBSET}
+    runs = {(r.setting, r.seed): r for r in out.runs}
+    for seed, subset in out.random_subsets.items():
+        if set(subset) == set(out.chosen):
+            assert seed not in trained
+            assert runs[gradts_fg.RANDOM_SUBSET, seed].scores == runs["GradTS-trial", seed].scores
+        else:
+            assert trained[seed] == ["rte", *subset]
 
     # GradTS-fg: ⌈½·24⌉ of each chosen auxiliary's instances, the highest τ with the main task
     fg = [c for c in calls if c[0] == "GradTS-fg"]

@@ -203,6 +203,13 @@ def test_experiment_runs_every_setting_on_real_glue_data(with_data):
     seq_curve = exp.sequential(start, "rte", 0, curve_every=1)
     assert [(step, t) for step, t, _ in seq_curve.curve] == [(1, "rte"), (2, "rte")]
     assert seq_curve.curve[-1][2] == pytest.approx(seq_curve.scores["rte"]["dev"]["score"])
+    # the control for "more updates": alone, as many steps as the multi-task run would take
+    assert exp.steps_for(["rte", "sst2"]) == 4 and exp.steps_for(["rte"]) == 2
+    assert exp.steps_for(["rte", "sst2"], main="rte") == round(2 / settings.main_share)
+    assert exp.steps_for(["rte", "sst2"], steps=5) == 10
+    equal = exp.equal_steps("rte", 0, ["rte", "sst2", "mr"])
+    assert equal.setting == multitask.EQUAL_STEPS and equal.steps_per_task == {"rte": 6}
+    assert [step for step, _, _ in equal.losses] == [1, 2, 3, 4, 5, 6]  # all on rte
     single_again = exp.single("rte", 0)
     after_plain = torch.rand(3)  # the global generator after a run without a curve …
     single_curve = exp.single("rte", 0, curve_every=1)
@@ -252,6 +259,27 @@ def test_compare_settings_pairs_by_seed_and_skips_tasks_without_a_baseline():
     welch = multitask.compare_settings(shuffled, floors=floors).loc["rte"]
     assert welch.loc["all", "test"] == "Welch t" and welch.loc["all", "verdict"] == "within noise"
     assert multitask.compare_settings(table[table["task"] == "qqp"], floors=floors).empty
+
+
+def test_compare_each_tests_each_setting_against_its_own_baseline():
+    """06's two baselines: the extra steps alone (equal steps vs S steps) and sharing beyond the
+    updates (multi-task vs equal steps) — each table with its own baseline row and Holm column."""
+    table = _runs({
+        ("sst2", multitask.SINGLE): [0.60, 0.65, 0.70],
+        ("sst2", multitask.EQUAL_STEPS): [0.70, 0.74, 0.81],  # +10, +9, +11: the steps alone
+        ("sst2", "multi"): [0.71, 0.74, 0.80],  # +1, 0, −1 against equal steps
+    })
+    out = multitask.compare_each(table, {multitask.SINGLE: None, multitask.EQUAL_STEPS: ["multi"]},
+                                 floors={"sst2": 0.5})
+    assert list(out) == [multitask.SINGLE, multitask.EQUAL_STEPS]
+    first, second = out[multitask.SINGLE].loc["sst2"], out[multitask.EQUAL_STEPS].loc["sst2"]
+    assert list(first.index) == [multitask.SINGLE, multitask.EQUAL_STEPS, "multi"]
+    assert first.loc[multitask.EQUAL_STEPS, "verdict"] == "better"
+    assert first.loc["multi", "verdict"] == "better"
+    assert list(second.index) == [multitask.EQUAL_STEPS, "multi"]
+    assert second.loc["multi", "Δ (points)"] == pytest.approx(0.0, abs=1e-9)
+    assert second.loc["multi", "verdict"] == "within noise"
+    assert first["Holm p"].notna().sum() == 2 and second["Holm p"].notna().sum() == 1
 
 
 def test_compare_settings_voids_a_task_whose_single_task_runs_sit_at_their_floor():

@@ -14,7 +14,8 @@ tasks those whose fingerprint ranks the heads like the main task's does.
 3. **GradTS-trial** (:func:`rank_auxiliaries`, :func:`trial_candidates`, :func:`select_best`).
    Sort the other tasks by τ with the main task. Train main + top-1, main + top-2, … and keep the
    prefix with the best score on a **held-out selection dev set**. Upstream selected on the GLUE
-   dev sets it also reported.
+   dev sets it also reported. Its control: :func:`random_subset`, as many auxiliaries drawn at
+   random.
 4. **GradTS-fg** (:mod:`.gradts_fg`): one matrix per auxiliary training instance; keep the
    instances whose τ with the main task's matrix is high.
 
@@ -256,6 +257,16 @@ def trial_candidates(ranked: Sequence[str], max_k: int | None = None) -> list[li
     if k < 1:
         raise ValueError(f"max_k must be at least 1, got {max_k}")
     return [list(ranked[:i]) for i in range(1, min(k, len(ranked)) + 1)]
+
+
+def random_subset(candidates: Sequence[str], k: int, seed: int) -> tuple[str, ...]:
+    """``k`` of ``candidates`` drawn uniformly without replacement with ``seed``
+    (``numpy.random.default_rng``), in the candidates' order: the control for a selection of
+    size k (07: as many auxiliaries as GradTS-trial chose, one draw per run seed)."""
+    if not 0 <= k <= len(candidates):
+        raise ValueError(f"cannot draw {k} of {len(candidates)} candidates")
+    picked = np.random.default_rng(seed).choice(len(candidates), size=k, replace=False)
+    return tuple(candidates[i] for i in sorted(int(i) for i in picked))
 
 
 def select_best(scores: Mapping[K, float], *, tol: float = 0.0) -> K:

@@ -5,15 +5,15 @@ head-importance matrix per auxiliary training *instance* (:func:`instance_import
 per-example gradients computed in batches), normalised per instance; an instance is kept when the
 Kendall τ between its matrix and the main task's task-level matrix is high
 (:func:`instance_taus`, :func:`instance_filter`: τ ≥ 0.62 upstream, for bert-base's 144 heads,
-or the top fraction). :func:`gradts_settings` runs single-task, all tasks, GradTS-trial and
-GradTS-fg for one main task at equal main-task budget.
+or the top fraction). :func:`gradts_settings` runs single-task, all tasks, GradTS-trial,
+GradTS-fg and the random-subset control for one main task at equal main-task budget.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -35,6 +35,7 @@ from .gradts import (
     kv_score,
     kv_specs,
     normalize_importance,
+    random_subset,
     rank_auxiliaries,
     select_best,
     trial_candidates,
@@ -43,6 +44,7 @@ from .gradts import (
 from .multitask import Experiment, RunResult, head_loss
 
 UPSTREAM_INSTANCE_THRESHOLD = 0.62  # GradTS-fg, bert-base-cased (12 x 12 = 144 heads)
+RANDOM_SUBSET = "random subset"  # the control: as many auxiliaries as GradTS-trial's, at random
 
 
 def instance_importance(
@@ -265,18 +267,23 @@ class GradTSOutcome:
     taus: dict[str, np.ndarray]  # GradTS-fg: aux task → τ of each instance with the main task
     cutoff: float  # the lowest τ that was kept
     runs: list[RunResult]
+    random_subsets: dict[int, tuple[str, ...]] = field(default_factory=dict)  # seed → its draw
 
 
 def gradts_settings(exp: Experiment, main: str, corr: pd.DataFrame,
                     importance: Mapping[str, torch.Tensor], single: Mapping[str, RunResult],
                     pool: Sequence[str] | None = None) -> GradTSOutcome:
-    """Single-task, all-tasks MTL, GradTS-trial and GradTS-fg for ``main`` at equal main-task budget.
+    """Single-task, all-tasks MTL, GradTS-trial, GradTS-fg and (``settings.random_subsets``) the
+    random-subset control for ``main`` at equal main-task budget.
 
     ``single[t]``: task t's single-task run with ``keep_model=True`` (seed = the first seed); its
     model gives the instance-level matrices of t's examples (GradTS-fg, as upstream). Trial sets
     are chosen on the **dev** split with ``settings.trial_seeds``; test is only reported.
     ``pool``: the tasks that may be auxiliaries (and make up "all tasks"); default every task of
     ``exp`` (07 passes the tasks whose single-task model beat its floor, :func:`floor_checks`).
+    The control ``RANDOM_SUBSET``: for each seed, as many auxiliaries as GradTS-trial chose, drawn
+    from the pool with that seed (:func:`gradts.random_subset`); a draw equal to GradTS-trial's
+    choice is that seed's GradTS-trial run (the same run), not trained again.
     """
     s, seeds = exp.settings, list(exp.settings.seeds)
     others = [t for t in (exp.data if pool is None else pool) if t != main]
@@ -312,4 +319,9 @@ def gradts_settings(exp: Experiment, main: str, corr: pd.DataFrame,
     runs += [exp.run("GradTS-fg", [main, *chosen], seed, main=main, train_rows=rows)
              for seed in seeds]
     cutoff = min(cutoffs) if cutoffs else float("nan")
-    return GradTSOutcome(main, ranked, trial_dev, chosen, kept, taus, cutoff, runs)
+    subsets = {seed: random_subset(others, len(chosen), seed) for seed in seeds} if s.random_subsets else {}
+    trial = {r.seed: r for r in runs if r.setting == "GradTS-trial"}
+    runs += [replace(trial[seed], setting=RANDOM_SUBSET) if set(subset) == set(chosen)
+             else exp.run(RANDOM_SUBSET, [main, *subset], seed, main=main)
+             for seed, subset in subsets.items()]
+    return GradTSOutcome(main, ranked, trial_dev, chosen, kept, taus, cutoff, runs, subsets)

@@ -16,7 +16,10 @@ over the others with the strategy.
 
 Budgets (``steps_per_task`` of ``settings.MultiTaskRuns``, S per task): single-task S steps;
 multi-task over n tasks n·S steps (the compute of the n single-task runs together); a main task
-with fixed share p gets S/p steps in all, so it sees S of its own batches in every setting.
+with fixed share p gets S/p steps in all, so it sees S of its own batches in every setting. A
+multi-task model therefore takes more optimizer steps than a single-task one: the control
+:meth:`Experiment.equal_steps` trains the task alone for as many steps as the multi-task run
+(setting ``EQUAL_STEPS``), which separates "more updates" from "sharing".
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from ...training import Method, eval_loader, fit_with, pad_collate, resumable_lo
 from .settings import MultiTaskRuns
 
 STRATEGIES = ("proportional", "temperature", "round-robin")
+SINGLE, EQUAL_STEPS = "single-task", "single-task (equal steps)"  # S steps; a multi-task run's steps
 
 
 # --- (a) an auxiliary LM loss on the fine-tuning batch ------------------------------------------
@@ -316,15 +320,10 @@ class Experiment:
         ``settings.main_share`` and the run has S/share steps; without: n·S steps. ``steps``: S
         for this run (default ``settings.steps_per_task``); ``curve_every``: see :meth:`train`."""
         s = self.settings
-        steps_each = steps or s.steps_per_task
         sizes = {t: len((train_rows or {}).get(t, self.data[t].train)) for t in tasks}
-        if main is not None and len(tasks) > 1:
-            share = s.main_share
-            sampler = TaskSampler(sizes, s.strategy, s.temperature, {main: share}, seed)
-            steps = round(steps_each / share)
-        else:
-            sampler = TaskSampler(sizes, s.strategy, s.temperature, seed=seed)
-            steps = steps_each * len(tasks)
+        fixed = {main: s.main_share} if main is not None and len(tasks) > 1 else None
+        sampler = TaskSampler(sizes, s.strategy, s.temperature, fixed, seed)
+        steps = self.steps_for(tasks, main=main, steps=steps)
         model = self.new_model(tasks, seed)
         curve: list[tuple[int, str, float]] = []
         schedule, losses, seconds = self.train(model, sampler, steps, seed, train_rows,
@@ -336,11 +335,28 @@ class Experiment:
         return RunResult(setting, seed, scores, counts, seconds, losses,
                          model.cpu() if keep_model else None, curve)
 
+    def steps_for(self, tasks: Sequence[str], *, main: str | None = None,
+                  steps: int | None = None) -> int:
+        """The optimizer steps of :meth:`run` on ``tasks``: with a ``main`` task (of several) at
+        fixed share p, S/p; otherwise n·S (S = ``steps``, default ``settings.steps_per_task``)."""
+        each = steps or self.settings.steps_per_task
+        if main is not None and len(tasks) > 1:
+            return round(each / self.settings.main_share)
+        return each * len(tasks)
+
     def single(self, task: str, seed: int, keep_model: bool = False,
-               steps: int | None = None, curve_every: int | None = None) -> RunResult:
+               steps: int | None = None, curve_every: int | None = None,
+               setting: str = SINGLE) -> RunResult:
         """``task`` alone for ``steps`` (default S = ``settings.steps_per_task``)."""
-        return self.run("single-task", [task], seed, keep_model=keep_model, steps=steps,
+        return self.run(setting, [task], seed, keep_model=keep_model, steps=steps,
                         curve_every=curve_every)
+
+    def equal_steps(self, task: str, seed: int, tasks: Sequence[str], *,
+                    main: str | None = None) -> RunResult:
+        """The control for "more updates": ``task`` alone, trained for as many optimizer steps as
+        :meth:`run` gives a multi-task model on ``tasks`` (with ``main``, if given) — setting
+        ``EQUAL_STEPS``. Against it, a multi-task gain is what sharing adds beyond the updates."""
+        return self.single(task, seed, steps=self.steps_for(tasks, main=main), setting=EQUAL_STEPS)
 
     def batches(self, task: str, split: str = "train", limit: int | None = None,
                 rows: Sequence[int] | None = None) -> list[dict]:
@@ -411,7 +427,7 @@ def task_floor(task: Task, split: str = "test") -> stats.Floor:
     return stats.Floor(float(score), what)
 
 
-def compare_settings(table: pd.DataFrame, baseline: str = "single-task", *,
+def compare_settings(table: pd.DataFrame, baseline: str = SINGLE, *,
                      floors: Mapping[str, stats.Floor | float]) -> pd.DataFrame:
     """Per task, every setting against ``baseline`` on the test score (the rule of
     :mod:`tutorial_lib.stats`: paired by seed), with the learned-baseline guard: ``floors[task]``
@@ -427,3 +443,15 @@ def compare_settings(table: pd.DataFrame, baseline: str = "single-task", *,
             parts[task] = stats.compare(g, baseline, by="setting", column="test_score",
                                         higher_is_better=True, floor=floors[task])
     return pd.concat(parts, names=["task"]) if parts else pd.DataFrame()
+
+
+def compare_each(table: pd.DataFrame, against: Mapping[str, Sequence[str] | None], *,
+                 floors: Mapping[str, stats.Floor | float]) -> dict[str, pd.DataFrame]:
+    """:func:`compare_settings` once per baseline: ``against[baseline]`` lists the settings
+    compared with it (None: every other setting of the table), e.g. ``{SINGLE: None,
+    EQUAL_STEPS: ["multi-task (all)"]}``. Each table has its own Holm column (its own tests)."""
+    out = {}
+    for baseline, others in against.items():
+        rows = table if others is None else table[table["setting"].isin([baseline, *others])]
+        out[baseline] = compare_settings(rows, baseline, floors=floors)
+    return out

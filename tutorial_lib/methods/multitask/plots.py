@@ -22,14 +22,17 @@ def plot_sampling(probabilities: Mapping[str, Mapping[str, float]]) -> plt.Figur
 
 
 def plot_task_scores(stats: pd.DataFrame, baseline: str = "single-task",
-                     majority: Mapping[str, float] | None = None) -> plt.Figure:
+                     majority: Mapping[str, float] | None = None, runs: pd.DataFrame | None = None,
+                     column: str = "test_score") -> plt.Figure:
     """Mean ± std test score (%) per task (x) and setting (bars), from ``stats.summarize`` over
-    (task, setting) of a score in [0, 1]; dashed: ``majority[task]`` (%), the majority-class score."""
+    (task, setting) of a score in [0, 1]; dashed: ``majority[task]`` (%), the majority-class score.
+    ``runs``: the runs table (``task``, ``setting``, ``column``): each seed's score as a dot on its
+    bar, so three seeds are seen, not only their mean."""
     tasks = list(dict.fromkeys(stats.index.get_level_values(0)))
     settings = list(dict.fromkeys(stats.index.get_level_values(1)))
     settings = [baseline] + [s for s in settings if s != baseline] if baseline in settings else settings
     width = 0.8 / len(settings)
-    fig, ax = plt.subplots(figsize=(4 + 1.7 * len(tasks), 3.8))
+    fig, ax = plt.subplots(figsize=(4 + 1.7 * len(tasks) * max(1.0, len(settings) / 4), 3.8))
     for i, setting in enumerate(settings):
         xs, means, stds = [], [], []
         for j, task in enumerate(tasks):
@@ -38,13 +41,19 @@ def plot_task_scores(stats: pd.DataFrame, baseline: str = "single-task",
                 xs.append(j + (i - (len(settings) - 1) / 2) * width)
                 means.append(100 * row["mean"])
                 stds.append(100 * row["std"])
-        ax.bar(xs, means, width, yerr=stds, capsize=3, label=setting)
+                if runs is not None:
+                    seeds = runs[(runs["task"] == task) & (runs["setting"] == setting)][column]
+                    jitter = np.linspace(-0.25, 0.25, len(seeds)) * width if len(seeds) > 1 else [0.0]
+                    ax.scatter(xs[-1] + np.asarray(jitter), 100 * seeds.to_numpy(), s=12, zorder=3,
+                               color="black", alpha=0.7, label="one seed" if i == j == 0 else None)
+        ax.bar(xs, means, width, yerr=stds, capsize=3, label=setting, alpha=0.85)
     for j, task in enumerate(tasks):
         if majority and task in majority:
             ax.hlines(majority[task], j - 0.45, j + 0.45, colors="black", linestyles="--",
                       label="majority class" if j == 0 else None)
     ax.set_xticks(range(len(tasks)), tasks)
-    ax.set(ylabel="test score (%)", title="test score, mean ± std over seeds")
+    title = "test score, mean ± std over seeds" + ("; dots: the seeds" if runs is not None else "")
+    ax.set(ylabel="test score (%)", title=title)
     ax.axhline(0, color="k", lw=0.5)
     ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
