@@ -8,9 +8,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+from matplotlib.collections import PathCollection  # noqa: E402
 
+from tutorial_lib import stats  # noqa: E402
 from tutorial_lib.methods.adaptation import plots as adaptation
 from tutorial_lib.methods.forgetting import plots as forgetting_plots
+from tutorial_lib.methods.multitask import plots as multitask
 from tutorial_lib.methods.peft import plots as peft
 from tutorial_lib.methods.probing import plots as probing
 from tutorial_lib.methods.tdt import plots as tdt  # noqa: E402
@@ -240,3 +243,23 @@ def test_the_stage_two_curves_draw_one_line_per_setting():
     fig = forgetting_plots.plot_stage_two_curves(steps)
     assert len(fig.axes[0].lines) == 2 and len(fig.axes[1].lines) == 1  # fine-tuning has no Ω
     plt.close(fig)
+
+
+def test_task_scores_put_each_seed_on_its_bar():
+    runs = pd.DataFrame([{"task": t, "setting": s, "seed": seed, "test_score": 0.5 + 0.1 * seed + d}
+                         for t in ("sst2", "mr") for s, d in (("single-task", 0.0), ("multi", 0.05))
+                         for seed in range(3)])
+    summary = stats.summarize(runs, by=["task", "setting"], column="test_score", digits=1)
+    fig = multitask.plot_task_scores(summary, majority={"sst2": 51.0}, runs=runs)
+    ax = fig.axes[0]
+    dots = np.concatenate([c.get_offsets() for c in ax.collections if isinstance(c, PathCollection)])
+    assert len(dots) == len(runs)
+    assert sorted(np.round(dots[:, 1], 6)) == sorted(np.round(100 * runs["test_score"], 6))
+    bars = [p for p in ax.patches]
+    assert len(bars) == 4  # 2 tasks × 2 settings
+    for bar in bars:  # each seed sits on its own bar
+        inside = dots[(dots[:, 0] >= bar.get_x()) & (dots[:, 0] <= bar.get_x() + bar.get_width())]
+        assert len(inside) == 3
+    assert "one seed" in [t.get_text() for t in ax.get_legend().get_texts()]
+    plain = multitask.plot_task_scores(summary)
+    assert not any(isinstance(c, PathCollection) for c in plain.axes[0].collections)  # no dots

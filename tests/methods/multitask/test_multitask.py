@@ -1,9 +1,14 @@
 """Tests for tutorial_lib.methods.multitask.multitask: the task sampler, one-task-per-step batches, head loss
 weights reaching the shared encoder, the auxiliary LM loss, the GLUE evaluator, the Experiment
-runs and the per-task comparison with the stats rule."""
+runs and the per-task comparison with the stats rule; and the chapter's notebooks' self-checks."""
 
+import ast
 import collections
+import re
+from pathlib import Path
 
+import nbformat
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -11,7 +16,7 @@ import torch.nn.functional as F
 from tiny import padded_batch, tiny_classifier
 
 from tutorial_lib import heads, tasks
-from tutorial_lib.methods.multitask import multitask
+from tutorial_lib.methods.multitask import gradts, multitask
 from tutorial_lib.models import IGNORE_INDEX, Transformer, TransformerConfig
 
 SIZES = {"big": 3000, "mid": 1000, "small": 200}
@@ -330,3 +335,49 @@ def test_a_hugging_face_backbone_keeps_its_word_embeddings_frozen(with_data):
     assert any(n.startswith("heads.rte.") for n in trainable)
     ours = multitask.Experiment(scale, settings.replace(backbone="scratch"), ["rte"])
     assert ours.new_model(["rte"], 0).encoder.tok_emb.weight.requires_grad  # ours: all trained
+
+
+# --- 06's and 07's self-checks, run as a learner would ------------------------------------------
+# the notebook's check cell with its stub (a "not written yet" line, no exception), with the
+# solution from the notebook's "## Solutions" (passes) and with a deliberately wrong answer (fails,
+# saying what differs)
+
+NOTEBOOKS = Path(__file__).resolve().parents[3] / "notebooks"
+SOLUTION = re.compile(r"<details><summary>Self-check</summary>.*?```python\n(.*?)```", re.S)
+
+WRONG = {  # a plausible mistake per notebook: the learner's function redefined
+    "06_multitask": "def my_probabilities(sizes, temperature):\n"
+                    "    total = sum(n ** temperature for n in sizes.values())  # T instead of 1/T\n"
+                    "    return {t: n ** temperature / total for t, n in sizes.items()}\n",
+    "07_gradts": "def my_normalize(m):\n"
+                 "    return (m - m.min()) / (m.max() - m.min())  # the layer normalisation left out\n",
+}
+
+
+def run_check(stem: str, answer: str | None):
+    """The notebook's self-check cell, with ``answer`` defined after the stub; its last
+    expression's value (the check's result)."""
+    nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
+    cell = next(c.source for c in nb.cells if c.cell_type == "code" and "selfcheck.check(" in c.source)
+    tree = ast.parse(cell)
+    scope = {"multitask": multitask, "gradts": gradts, "np": np, "pd": pd, "torch": torch}
+    exec(compile(ast.Module(tree.body[:-1], type_ignores=[]), stem, "exec"), scope)
+    if answer:
+        exec(answer, scope)
+    return eval(compile(ast.Expression(tree.body[-1].value), stem, "eval"), scope)
+
+
+def solution(stem: str) -> str:
+    nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    return SOLUTION.search(text[text.index("## Solutions"):]).group(1)
+
+
+@pytest.mark.parametrize("stem", sorted(WRONG))
+def test_the_stub_reports_the_solution_passes_and_a_wrong_answer_fails(stem):
+    stub = run_check(stem, None)
+    assert not stub and "not written yet" in repr(stub)
+    right = run_check(stem, solution(stem))
+    assert right and right.cases == 5, repr(right)
+    wrong = run_check(stem, WRONG[stem])
+    assert not wrong and repr(wrong).startswith("✗ case 1: ") and "differ" in repr(wrong)
