@@ -12,11 +12,12 @@ Modules
     ``plots.py`` — 06–07's figures.
 
 The notebook calls
-    06: ``multitask.Experiment``, ``TaskSampler``, ``lm_aux_loss``, ``collect``,
-        ``compare_settings``, ``curves``, ``task_floor``; ``plots.plot_sampling``,
+    06: ``multitask.Experiment`` (``equal_steps``: the "more updates" control), ``TaskSampler``,
+        ``lm_aux_loss``, ``collect``, ``compare_each``, ``curves``, ``task_floor``; ``plots.plot_sampling``,
         ``plot_learning_curves``, ``plot_task_losses``, ``plot_task_scores``.
     07: ``gradts.rank_auxiliaries``, ``task_correlation``; ``gradts_fg.task_importance``,
-        ``gradts_settings``, ``floor_checks``; ``multitask.Experiment``, ``collect``,
-        ``compare_settings``; ``plots.plot_head_importance``, ``plot_task_correlation``,
+        ``gradts_settings`` (with the ``RANDOM_SUBSET`` control), ``floor_checks``;
+        ``multitask.Experiment``, ``collect``, ``compare_each``; ``plots.plot_head_importance``,
+        ``plot_task_correlation``,
         ``plot_instance_tau``, ``plot_task_scores``.
 """
