@@ -14,7 +14,8 @@ Modules
     ``fewshot.py`` — the few-shot loop (train, choose on the few-shot dev set, test once), each
     method's rate chosen once on a few splits' dev sets, and the comparison of every method on the
     same splits.
-    ``probe.py`` — the logistic-regression probe on frozen features.
+    ``probe.py`` — the logistic-regression probe on frozen features, and the same probe as head
+    fine-tuning's starting head (LP-FT, Kumar et al. 2022).
     ``papers.py`` — the papers' K = 16 numbers.
     ``plots.py`` — 09's figure.
 
@@ -22,6 +23,7 @@ The notebook calls
     ``prompting.load_prompt_lm``, ``template_for``, ``verbalizer_candidates``, ``choose_verbalizer``,
     ``PromptClassifier``; ``dart.DARTClassifier``, ``dart_method``, ``fluency_bce``,
     ``start_cosines``, ``moved_premise``, ``paper_table``; ``fewshot.choose_rates``,
-    ``compare_fewshot``, ``zero_shot``, ``logreg_probe``, ``majority_floors``, ``summarize``,
-    ``verdicts``; ``prompt_lms.FrozenPrefix``; ``plots.plot_methods_by_task``.
+    ``compare_fewshot``, ``cls_method``, ``head_start``, ``zero_shot``, ``logreg_probe``,
+    ``majority_floors``, ``summarize``, ``verdicts``; ``prompt_lms.FrozenPrefix``;
+    ``plots.plot_methods_by_task``.
 """

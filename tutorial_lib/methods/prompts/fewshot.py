@@ -39,7 +39,13 @@ from ...params import decay_groups, freeze, unfreeze
 from ...runtime import device, seed_everything
 from ...tasks import FewShotSplit
 from ...training import PLAIN, Method, eval_loader, fit, pad_collate, resumable_loader
-from .probe import LOGREG, logreg_probe, pooled_features  # noqa: F401 (part of this module's face)
+from .probe import (  # noqa: F401 (part of this module's face)
+    LOGREG,
+    head_start,
+    logreg_probe,
+    pooled_features,
+    probe_init,
+)
 from .prompt_lms import FrozenStates, TopLayers, on_frozen_states
 from .prompting import PromptClassifier, freeze_below, fresh_copy, prompt_collate, verbalizer_ids
 
@@ -203,7 +209,8 @@ def test_once(run: FewShotRun, split: FewShotSplit, eval_batch_size: int = 128) 
 
 def cls_method(backbone: str | Backbone, scale: Scale, trainable_layers: int | None = None,
                head_lr: float | None = None, pool: str | None = None,
-               frozen_states: bool | FrozenStates = False, head_scale: float | None = None
+               frozen_states: bool | FrozenStates = False, head_scale: float | None = None,
+               head_init: Callable[[FewShotSplit], tuple[torch.Tensor, torch.Tensor]] | None = None
                ) -> Callable[[FewShotSplit], Callable[[], FewShotModel]]:
     """Head fine-tuning: a new linear head on the backbone's pooled position ([CLS] for a masked
     LM, a causal LM's last token). ``trainable_layers``: train only the head and the top layers
@@ -212,7 +219,9 @@ def cls_method(backbone: str | Backbone, scale: Scale, trainable_layers: int | N
     than the pretrained layers under it; ``head_scale``: the head at this multiple of the run's
     rate instead (a grid over the run's rate then moves both). ``pool``: where the head reads
     (None: the backbone's default; ``"mean"``: every real token, as the logistic-regression probe
-    does).
+    does). ``head_init``: ``split → (weight, bias)``, the head's start instead of random, e.g.
+    :func:`~.probe.probe_init`'s logistic-regression probe (LP-FT: the head then needs no larger
+    rate than the layers under it).
     ``frozen_states``: a causal LM computes its frozen layers once per input for all the runs
     (:class:`~.prompt_lms.FrozenStates`; the same numbers, a fraction of the time; one given here
     is shared with whatever else reads the same inputs, e.g. :func:`logreg_probe`). ``backbone``:
@@ -225,6 +234,11 @@ def cls_method(backbone: str | Backbone, scale: Scale, trainable_layers: int | N
             b = (fresh(backbone, trainable_layers) if isinstance(backbone, Backbone)
                  else load_backbone(backbone, scale))
             model = b.classifier(split.num_labels, pool=pool)
+            if head_init is not None:
+                weight, bias = head_init(split)
+                with torch.no_grad():
+                    model.head.weight.copy_(weight)
+                    model.head.bias.copy_(bias)
             if trainable_layers is not None:
                 layers = layer_groups(model, merge_final_norm=True)
                 freeze(model)
