@@ -96,5 +96,6 @@ def test_dialogue_evaluation_moves_the_model_with_the_batches(_tok, monkeypatch)
     states = [dialogue_training.turn_states(model, _tok, t, amp_dtype=None) for t in TURNS]
     monkeypatch.setattr(dialogue_training, "device", lambda: META)
     monkeypatch.setattr(dialogue_training, "autocast_dtype", lambda dev=None: None)
-    assert fed(model, lambda: dialogue_training.evaluate(model, states, "mc", batch_size=2)) \
+    decoder = model.lm.get_decoder()  # the top layers run on each context, then its candidates
+    assert fed(decoder, lambda: dialogue_training.evaluate(model, states, "mc", batch_size=2)) \
         == {("meta", "meta")}

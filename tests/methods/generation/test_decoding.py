@@ -216,3 +216,25 @@ def test_our_lm_generates_texts_of_the_asked_length() -> None:
         assert texts.shape == (3, 9)
     greedy = decoding.generate_texts(ours, batch, Strategy("greedy"), 9)
     assert torch.equal(greedy[1:2], decoding.decode(ours, batch[1:2], Strategy("greedy"), 9))
+
+
+def test_the_notebooks_self_check_passes_its_solution_and_catches_an_off_by_one():
+    """16's self-check: the learner's top-k filter against the library's (its solution block)."""
+    from tutorial_lib import selfcheck
+
+    def random_logits(rng):  # as in the notebook's check cell
+        rows, vocab = int(rng.integers(1, 4)), int(rng.integers(5, 60))
+        logits = torch.tensor(rng.normal(size=(rows, vocab)), dtype=torch.float32)
+        return logits, int(rng.integers(1, vocab + 1))
+
+    def solution(logits, k):
+        kth = logits.sort(dim=-1, descending=True).values[..., k - 1:k]  # each row's k-th largest
+        return logits.masked_fill(logits < kth, float("-inf"))
+
+    def drops_the_kth(logits, k):
+        kth = logits.sort(dim=-1, descending=True).values[..., k - 1:k]
+        return logits.masked_fill(logits <= kth, float("-inf"))
+
+    check = lambda mine: selfcheck.check(mine, decoding.top_k_filter, selfcheck.cases(random_logits))  # noqa: E731
+    assert check(solution)
+    assert not check(drops_the_kth)

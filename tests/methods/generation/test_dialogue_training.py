@@ -117,3 +117,81 @@ def test_finetune_trains_only_the_top_and_lowers_the_loss(tok) -> None:
     assert model.segments.weight.abs().sum() > 0  # the speakers learned something
     assert not model.lm.model.embed_tokens.weight.requires_grad
     assert model.lm.model.layers[2].self_attn.q_proj.weight.requires_grad
+
+
+@pytest.mark.parametrize("segment_layer", [0, 1, 2])
+@pytest.mark.parametrize("lm_prior", [False, True])
+def test_each_context_once_gives_the_scores_losses_and_gradients_of_whole_sequences(
+        tok, segment_layer, lm_prior) -> None:
+    model = make_model(tok, segment_layer)
+    model.lm_prior = lm_prior
+    states = [dialogue_training.turn_states(model, tok, t, amp_dtype=None) for t in TURNS]
+    whole, shared = dialogue_training.states_batch(states), dialogue_training.context_batch(states)
+    with torch.no_grad():
+        scores, h = model(whole)
+        B, N, T = whole["segment_ids"].shape
+        nll = dialogue.token_nll(model, h, whole["reply_labels"].reshape(B * N, T)).sum(-1).view(B, N)
+        got, got_nll, tokens = dialogue_training.turn_scores(model, shared)
+    assert torch.allclose(got, scores, atol=1e-4)
+    assert torch.allclose(got_nll, nll, atol=1e-3)
+    assert torch.equal(tokens, (whole["reply_labels"][..., 1:] != dialogue.IGNORE).sum(-1).float())
+    gold_only = dialogue_training.turn_scores(model, shared, every_reply=False)[1]
+    is_gold = torch.arange(N)[None] == whole["gold"][:, None]
+    assert torch.allclose(gold_only[is_gold], nll[is_gold], atol=1e-3)
+    assert lm_prior or not gold_only[~is_gold].any()  # the LM head skipped the distractors
+
+    def grads(loss_of):
+        model.zero_grad()
+        loss, parts = loss_of()
+        loss.backward()
+        return parts, [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    dialogue_training.train_top(model)
+    parts_w, g_w = grads(lambda: dialogue.double_heads_loss(model, whole))
+    parts_s, g_s = grads(lambda: dialogue_training.context_loss(model, shared))
+    assert parts_s == pytest.approx(parts_w, rel=1e-4)
+    assert len(g_s) == len(g_w) and all(torch.allclose(a, b, atol=1e-4) for a, b in zip(g_s, g_w))
+
+
+def test_only_layers_renumbers_the_kept_layers_and_restores_them(tok) -> None:
+    decoder = make_model(tok, 1).lm.get_decoder()
+    with dialogue.only_layers(decoder, 1):
+        assert [layer.self_attn.layer_idx for layer in decoder.layers] == [0, 1]
+    assert [layer.self_attn.layer_idx for layer in decoder.layers] == [0, 1, 2]
+    assert len(decoder.layers) == 3
+
+
+def test_scoring_all_candidates_once_serves_every_draw(tok) -> None:
+    model = make_model(tok, 1)
+    states = [dialogue_training.turn_states(model, tok, t, amp_dtype=None) for t in TURNS]
+    every = dialogue_training.score(model, states, batch_size=2)
+    for seed in (0, 1):
+        drawn = dialogue_training.draw_all(states, 3, seed)
+        direct = dialogue_training.score(model, drawn, batch_size=3)
+        for a, b in zip(dialogue_training.picked(every, drawn), direct):
+            assert a.gold == b.gold
+            for x, y in ((a.head, b.head), (a.lm, b.lm), (a.nll, b.nll), (a.tokens, b.tokens)):
+                assert torch.allclose(x, y, atol=1e-4)
+        again = dialogue_training.draw_all(drawn, 2, seed)  # a draw of a draw still points home
+        for a, t in zip(dialogue_training.picked(every, again), again):
+            assert torch.equal(a.tokens, torch.tensor([float(len(r)) for r in t.reply_ids]))
+    m = dialogue_training.metrics(every)
+    assert m["turns"] == 3 and m["candidates"] == 4 and 0 <= m["hits_at_1_lm"] <= 1
+    assert m["hits_at_1_lm"] == sum(bool(s.lm.argmax() == s.gold) for s in every) / 3
+
+
+def test_a_run_is_the_tutorials_run_record_with_both_losses_in_its_history(tok) -> None:
+    from tutorial_lib.finetuning import Run
+
+    model = make_model(tok, 2)
+    states = [dialogue_training.turn_states(model, tok, t, amp_dtype=None) for t in TURNS] * 2
+    run = dialogue_training.run(model, states, states[:3], seed=0, head_lr=3e-2,
+                                budget=Budget(lr=3e-3, epochs=2, batch_size=3, eval_batch_size=2))
+    assert isinstance(run, Run) and run.seed == 0 and run.seconds > 0
+    assert len(run.history.train) == 4
+    assert all({"loss", "lm", "mc"} <= set(r) for r in run.history.train)
+    first = run.history.train[0]
+    assert first["loss"] == pytest.approx(2.0 * first["lm"] + first["mc"], rel=1e-4)
+    assert set(run.columns) == {"hits_at_1", "hits_at_1_lm", "reply_ppl"}
+    assert 0 < run.trainable_params < run.total_params
+    assert run.row()["hits_at_1"] == run.test["hits_at_1_mc"]

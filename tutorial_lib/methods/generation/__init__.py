@@ -9,13 +9,15 @@ Modules
     ``decoding.py`` — the decoding strategies and ``distinct_n``.
     ``dialogue.py`` — TransferTransfo's input (persona, history, reply; speaker tokens) and the
     double-heads model and loss.
-    ``dialogue_training.py`` — fine-tuning with the lower layers' states cached, Hits@1 and
-    perplexity.
+    ``dialogue_training.py`` — fine-tuning with the lower layers' states cached and each context
+    run once for its candidates, Hits@1 (by the head and by the LM) and perplexity, one seed's run
+    as a ``finetuning.Run``.
     ``plots.py`` — 16's figures.
 
 The notebook calls
     ``decoding.decode``, ``top_p_filter``, ``sample``, ``hf_generate``, ``distinct_n``;
     ``dialogue.build_input``, ``DoubleHeads``, ``double_heads_loss``, ``respond``;
-    ``dialogue_training.cache``, ``finetune``, ``evaluate``, ``without_persona``;
-    ``plots.plot_decoding``, ``plot_dialogue``.
+    ``dialogue_training.cache``, ``score``, ``draw_all``, ``picked``, ``metrics``, ``run``,
+    ``without_persona`` (and in the exercises ``finetune``, ``evaluate``, ``context_batch``,
+    ``context_loss``); ``plots.plot_decoding``, ``plot_training``, ``plot_dialogue``.
 """

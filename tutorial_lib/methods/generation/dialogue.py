@@ -167,15 +167,23 @@ def collate(
 @contextmanager
 def only_layers(decoder: nn.Module, start: int, stop: int | None = None, norm: bool = True) -> Iterator[None]:
     """Inside this block the Hugging Face ``decoder`` runs only its layers ``[start, stop)``, and
-    its final norm only when ``norm`` (the states *between* layers are un-normed)."""
+    its final norm only when ``norm`` (the states *between* layers are un-normed). The kept
+    layers' attention is renumbered from 0 meanwhile, so a key/value cache made inside the block
+    holds them at 0, 1, … — where the decoder reads a cache's length (its positions and mask)."""
     layers, final = decoder.layers, decoder.norm
-    decoder.layers = nn.ModuleList(list(layers)[start:stop])
+    kept = list(layers)[start:stop]
+    numbers = [layer.self_attn.layer_idx for layer in kept]
+    decoder.layers = nn.ModuleList(kept)
+    for i, layer in enumerate(kept):
+        layer.self_attn.layer_idx = i
     if not norm:
         decoder.norm = nn.Identity()
     try:
         yield
     finally:
         decoder.layers, decoder.norm = layers, final
+        for layer, number in zip(kept, numbers):
+            layer.self_attn.layer_idx = number
 
 
 class DoubleHeads(nn.Module):

@@ -6,11 +6,15 @@ unchanged by training: the hidden states entering it are a fixed function of the
 :func:`turn_states` computes them **once** per turn — the context (persona + history) once, then
 every candidate reply on top of the context's key/value cache (the candidates share their
 context: ``Tc + N·Tr`` tokens instead of ``N·(Tc + Tr)``) — and every training step, every
-seed and every evaluation runs only the top ``k`` layers on them (:meth:`DoubleHeads.forward`
-with a ``"states"`` batch). The not-fine-tuned model reads the same states with its pretrained
-top layers, so before vs after fine-tuning is scored on identical inputs.
-``tests/methods/generation/test_dialogue_training.py`` checks that this path gives the scores
-and losses of the plain one (:func:`~tutorial_lib.methods.generation.dialogue.collate`).
+seed and every evaluation runs only the top ``k`` layers on them, sharing the context the same
+way (:func:`turn_scores` on a :func:`context_batch`). The not-fine-tuned model reads the same
+states with its pretrained top layers, so before vs after fine-tuning is scored on identical
+inputs; it is scored once on all of a turn's candidates (:func:`score`), and each seed's draw
+of candidates picks its scores (:func:`picked`). :func:`run` is one seed's fine-tuning and
+evaluation as a :class:`tutorial_lib.finetuning.Run`.
+``tests/methods/generation/test_dialogue_training.py`` checks that these paths give the scores
+and losses of the plain one (:func:`~tutorial_lib.methods.generation.dialogue.collate`) and of
+:class:`DoubleHeads` on a :func:`states_batch` (every candidate with its whole context).
 """
 
 from __future__ import annotations
@@ -21,8 +25,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
+from ...finetuning import Run
+from ...models import count_parameters
 from ...params import decay_groups
 from ...runtime import autocast, autocast_dtype, device, seed_everything
 from ...settings import Budget
@@ -34,9 +41,7 @@ from .dialogue import (
     DoubleHeads,
     Turn,
     build_input,
-    double_heads_loss,
     only_layers,
-    token_nll,
 )
 
 
@@ -51,6 +56,7 @@ class TurnStates:
     replies: list[torch.Tensor]
     reply_ids: list[list[int]]
     gold: int
+    order: tuple[int, ...] | None = None  # these candidates' places in the cached turn (None: all)
 
 
 @torch.no_grad()
@@ -94,12 +100,15 @@ def turn_states(
 
 
 def draw(states: TurnStates, n: int | None, rng: random.Random) -> TurnStates:
-    """The gold reply and ``n - 1`` random distractors (None: all), in a random order."""
+    """The gold reply and ``n - 1`` random distractors (None: all), in a random order; ``order``
+    says where each came from in the cached turn."""
     others = [i for i in range(len(states.replies)) if i != states.gold]
     chosen = [states.gold, *(others if n is None else rng.sample(others, n - 1))]
     rng.shuffle(chosen)
+    places = states.order or range(len(states.replies))
     return replace(states, replies=[states.replies[i] for i in chosen],
-                   reply_ids=[states.reply_ids[i] for i in chosen], gold=chosen.index(states.gold))
+                   reply_ids=[states.reply_ids[i] for i in chosen], gold=chosen.index(states.gold),
+                   order=tuple(places[i] for i in chosen))
 
 
 def draw_all(states: Sequence[TurnStates], n: int | None, seed: int) -> list[TurnStates]:
@@ -134,6 +143,85 @@ def states_batch(turns_: Sequence[TurnStates]) -> dict[str, torch.Tensor]:
     return batch
 
 
+def context_batch(turns_: Sequence[TurnStates]) -> dict[str, torch.Tensor]:
+    """Turns as padded tensors for :func:`turn_scores`: each context **once** (``context``
+    ``[B, Tc, d]`` with ``context_segments`` and ``context_length``) and the candidates' states and
+    token ids (``replies`` ``[B, N, Tr, d]``, ``reply_ids`` ``[B, N, Tr]``, -100 past a reply's
+    end), with ``gold`` ``[B]``. The states keep their cached dtype."""
+    B, N = len(turns_), len(turns_[0].replies)
+    tc = max(len(t.context_segments) for t in turns_)
+    tr = max(len(ids) for t in turns_ for ids in t.reply_ids)
+    d, dtype = turns_[0].context.shape[-1], turns_[0].context.dtype
+    batch = {"context": torch.zeros(B, tc, d, dtype=dtype),
+             "context_segments": torch.zeros(B, tc, dtype=torch.long),
+             "context_length": torch.tensor([len(t.context_segments) for t in turns_]),
+             "replies": torch.zeros(B, N, tr, d, dtype=dtype), "reply_ids": torch.full((B, N, tr), IGNORE),
+             "gold": torch.tensor([t.gold for t in turns_])}
+    for b, t in enumerate(turns_):
+        c = len(t.context_segments)
+        batch["context"][b, :c] = t.context
+        batch["context_segments"][b, :c] = torch.tensor(t.context_segments)
+        for n, (h, ids) in enumerate(zip(t.replies, t.reply_ids)):
+            batch["replies"][b, n, : len(ids)] = h
+            batch["reply_ids"][b, n, : len(ids)] = torch.tensor(ids)
+    return batch
+
+
+def turn_scores(model: DoubleHeads, batch: dict[str, torch.Tensor], every_reply: bool = True
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The top layers on a :func:`context_batch`, sharing each context: it runs **once**, and the
+    ``N`` candidates run on its key/value cache (``Tc + N·Tr`` tokens instead of ``N·(Tc + Tr)``,
+    as :func:`turn_states` does below). ``[B, N]`` each: the candidates' scores (the
+    classification head on each reply's last token; with ``lm_prior``, plus the LM's mean
+    log-probability of the reply), the summed NLL of each reply's tokens under the LM head and
+    their number — for every candidate, or only the gold one (``every_reply=False``: training's
+    LM loss needs no more; the rest stay 0). The same numbers as :class:`DoubleHeads` on
+    :func:`states_batch` (tested); differentiable, so training uses it too."""
+    decoder, head = model.lm.get_decoder(), model.lm.get_output_embeddings()
+    B, N, width = batch["reply_ids"].shape
+    dev = batch["context"].device
+    every_reply = every_reply or model.lm_prior
+    bot = model.segments(torch.tensor([BOT], device=dev))
+    heads, before, targets, rows = [], [], [], []
+    with only_layers(decoder, model.segment_layer):
+        for b, c in enumerate(batch["context_length"].tolist()):
+            x = batch["context"][b, :c].float() + model.segments(batch["context_segments"][b, :c])
+            out = decoder(inputs_embeds=x[None], use_cache=True)
+            cache = out.past_key_values
+            cache.batch_repeat_interleave(N)
+            real = batch["reply_ids"][b] != IGNORE
+            mask = torch.cat([torch.ones(N, c, dtype=torch.long, device=dev), real.long()], dim=1)
+            h = decoder(inputs_embeds=batch["replies"][b].float() + bot, attention_mask=mask,
+                        past_key_values=cache).last_hidden_state
+            heads.append(model.mc_head(h[torch.arange(N, device=dev), real.sum(-1) - 1]).squeeze(-1))
+            # reply token j is predicted by the position before it: the context's last for j = 0
+            pred = torch.cat([out.last_hidden_state[:, -1:].expand(N, 1, -1), h[:, :-1]], dim=1)
+            keep = real if every_reply else real & (torch.arange(N, device=dev) == batch["gold"][b])[:, None]
+            before.append(pred[keep])
+            targets.append(batch["reply_ids"][b][keep])
+            rows.append((b * N + torch.arange(N, device=dev))[:, None].expand(N, width)[keep])
+    rows_ = torch.cat(rows)
+    token = F.cross_entropy(head(torch.cat(before)).float(), torch.cat(targets), reduction="none")
+    nll = torch.zeros(B * N, device=dev).index_add(0, rows_, token).view(B, N)
+    tokens = torch.zeros(B * N, device=dev).index_add(0, rows_, torch.ones_like(token)).view(B, N)
+    scores = torch.stack(heads).float()
+    if model.lm_prior:  # the head corrects the LM's own ranking: at zero it *is* that ranking
+        scores = scores - nll / tokens.clamp(min=1)
+    return scores, nll, tokens
+
+
+def context_loss(model: DoubleHeads, batch: dict[str, torch.Tensor], lm_coef: float = 2.0,
+                 mc_coef: float = 1.0) -> tuple[torch.Tensor, dict[str, float]]:
+    """:func:`~tutorial_lib.methods.generation.dialogue.double_heads_loss` on a
+    :func:`context_batch`: λ_lm · (LM loss on the gold reply's tokens) + λ_mc · (cross-entropy of
+    the gold candidate among the N), and both parts as floats."""
+    scores, nll, tokens = turn_scores(model, batch, every_reply=False)
+    rows = torch.arange(len(batch["gold"]), device=scores.device), batch["gold"]
+    lm = nll[rows].sum() / tokens[rows].sum()
+    mc = F.cross_entropy(scores, batch["gold"])
+    return lm_coef * lm + mc_coef * mc, {"lm": float(lm.detach()), "mc": float(mc.detach())}
+
+
 def train_top(model: DoubleHeads) -> None:
     """Train only what sits at or above ``model.segment_layer``: those decoder layers, the final
     norm, the speaker embeddings and the classification head (the tied LM head stays frozen)."""
@@ -162,45 +250,111 @@ def finetune(
     lm_coef: float = 2.0, mc_coef: float = 1.0, head_lr: float | None = None,
 ) -> FitResult:
     """The double-heads fine-tuning of the top layers (:func:`train_top`) through the one
-    training recipe (:func:`tutorial_lib.training.fit_with` the ``budget``), on cached states;
-    ``head_lr``: the new parts' own rate (None: the budget's)."""
+    training recipe (:func:`tutorial_lib.training.fit_with` the ``budget``), on cached states,
+    each context run once per step (:func:`context_loss`); ``head_lr``: the new parts' own rate
+    (None: the budget's). The history's rows carry both parts of the loss (``lm``, ``mc``)."""
     seed_everything(seed)
     train_top(model)
     loader = resumable_loader(list(train), batch_size=budget.batch_size, seed=seed,
-                              collate_fn=states_batch)
-    method = Method(loss_fn=lambda m, batch: double_heads_loss(m, batch, lm_coef, mc_coef)[0],
-                    param_groups=new_parts_rate(head_lr) if head_lr else None)
-    return fit_with(model, loader, budget, method=method)
+                              collate_fn=context_batch)
+    parts: list[dict[str, float]] = []
+
+    def loss(m: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        total, part = context_loss(m, batch, lm_coef, mc_coef)
+        parts.append(part)
+        return total
+
+    method = Method(loss_fn=loss, param_groups=new_parts_rate(head_lr) if head_lr else None)
+    fitted = fit_with(model, loader, budget, method=method)
+    for row, part in zip(fitted.history.train, parts):
+        row.update(part)
+    return fitted
 
 
-@torch.no_grad()
-def evaluate(model: DoubleHeads, turns_: Sequence[TurnStates], how: str = "mc",
-             batch_size: int = 4) -> dict[str, Any]:
-    """Hits@1 (scores from the classification head, ``"mc"``, or the LM's mean log-probability
-    of each candidate, ``"lm"``) and the perplexity of the gold reply, over ``turns_``; also the
-    per-turn ``correct`` list."""
-    if how not in ("mc", "lm"):
-        raise ValueError(f"how must be 'mc' or 'lm', got {how!r}")
+@dataclass(frozen=True)
+class Scored:
+    """One turn's candidates, scored by one model: ``head`` (the classification head's scores),
+    ``lm`` (the LM's mean log-probability of each reply), ``nll`` and ``tokens`` (each reply's
+    summed NLL and its length); ``candidates[gold]`` is the real reply."""
+
+    head: torch.Tensor
+    lm: torch.Tensor
+    nll: torch.Tensor
+    tokens: torch.Tensor
+    gold: int
+
+    def pick(self, order: Sequence[int], gold: int) -> Scored:
+        """The scores of the candidates ``order`` (a :func:`draw`'s), the real reply at ``gold``."""
+        i = torch.tensor(list(order))
+        return Scored(self.head[i], self.lm[i], self.nll[i], self.tokens[i], gold)
+
+
+@torch.inference_mode()
+def score(model: DoubleHeads, turns_: Sequence[TurnStates], batch_size: int = 4) -> list[Scored]:
+    """Every candidate of every turn scored both ways in one pass (:func:`turn_scores`, inference
+    mode, each context once, on the model's device)."""
     dev = device()
     model.to(dev).eval()
-    correct: list[bool] = []
-    nll, tokens = 0.0, 0
+    out: list[Scored] = []
     for i in range(0, len(turns_), batch_size):
-        batch = {k: v.to(dev) for k, v in states_batch(turns_[i:i + batch_size]).items()}
+        batch = {k: v if k == "context_length" else v.to(dev)  # lengths: bookkeeping, read here
+                 for k, v in context_batch(turns_[i:i + batch_size]).items()}
         with autocast(dev, autocast_dtype(dev)):
-            scores, h = model(batch)
-        B, N, T = batch["segment_ids"].shape
-        per_token = token_nll(model, h, batch["reply_labels" if how == "lm" else "labels"].reshape(B * N, T))
-        per_row = per_token.sum(-1).view(B, N)
-        gold = per_row[torch.arange(B), batch["gold"]]
-        labelled = (batch["reply_labels"][..., 1:] != IGNORE).sum(-1)
-        nll += float(gold.sum())
-        tokens += int(labelled[torch.arange(B), batch["gold"]].sum())
-        if how == "lm":
-            scores = -per_row / labelled
-        correct += (scores.argmax(-1) == batch["gold"]).tolist()
-    return {"hits_at_1": sum(correct) / len(correct), "reply_ppl": float(torch.tensor(nll / tokens).exp()),
-            "correct": correct, "turns": len(correct), "candidates": len(turns_[0].replies)}
+            head, nll, tokens = turn_scores(model, batch)
+        lm = -nll / tokens
+        out += [Scored(head[b].cpu(), lm[b].cpu(), nll[b].cpu(), tokens[b].cpu(), int(batch["gold"][b]))
+                for b in range(len(head))]
+    return out
+
+
+def picked(scored: Sequence[Scored], drawn: Sequence[TurnStates]) -> list[Scored]:
+    """The scores of each :func:`draw` (its ``order``) among a turn's scored candidates: score
+    all candidates once, then every seed's draw costs nothing."""
+    return [s.pick(t.order or range(len(t.replies)), t.gold) for s, t in zip(scored, drawn, strict=True)]
+
+
+def metrics(scored: Sequence[Scored]) -> dict[str, Any]:
+    """Hits@1 ranked by the classification head (``hits_at_1``) and by the LM's mean
+    log-probability (``hits_at_1_lm``), each turn's ``correct`` / ``correct_lm``, and the gold
+    reply's perplexity (``reply_ppl``: exp of its NLL per token over all turns)."""
+    head = [bool(s.head.argmax() == s.gold) for s in scored]
+    lm = [bool(s.lm.argmax() == s.gold) for s in scored]
+    nll = sum(float(s.nll[s.gold]) for s in scored)
+    tokens = sum(float(s.tokens[s.gold]) for s in scored)
+    return {"hits_at_1": sum(head) / len(head), "hits_at_1_lm": sum(lm) / len(lm),
+            "reply_ppl": float(torch.tensor(nll / tokens).exp()), "correct": head, "correct_lm": lm,
+            "turns": len(scored), "candidates": len(scored[0].head)}
+
+
+def evaluate(model: DoubleHeads, turns_: Sequence[TurnStates], how: str = "mc",
+             batch_size: int = 4) -> dict[str, Any]:
+    """:func:`metrics` of :func:`score`; ``hits_at_1`` ranks by the classification head
+    (``"mc"``) or by the LM's mean log-probability of each candidate (``"lm"``: a model without a
+    trained head); both are there as ``hits_at_1_mc`` and ``hits_at_1_lm``."""
+    if how not in ("mc", "lm"):
+        raise ValueError(f"how must be 'mc' or 'lm', got {how!r}")
+    out = metrics(score(model, turns_, batch_size))
+    out["hits_at_1_mc"], out["correct_mc"] = out["hits_at_1"], out["correct"]
+    if how == "lm":
+        out["hits_at_1"], out["correct"] = out["hits_at_1_lm"], out["correct_lm"]
+    return out
+
+
+def run(
+    model: DoubleHeads, train: Sequence[TurnStates], test: Sequence[TurnStates], *, seed: int,
+    budget: Budget, lm_coef: float = 2.0, mc_coef: float = 1.0, head_lr: float | None = None,
+    backbone: str = "smollm2",
+) -> Run:
+    """One run: :func:`finetune` on ``train``, then :func:`evaluate` on ``test`` — as the
+    tutorial's run record (:class:`tutorial_lib.finetuning.Run`: its ``test`` metrics, the
+    ``history`` with both parts of the loss, the training seconds, the parameters trained), whose
+    row shows Hits@1 by the head and by the LM, and the gold reply's perplexity."""
+    fitted = finetune(model, train, seed=seed, budget=budget, lm_coef=lm_coef, mc_coef=mc_coef,
+                      head_lr=head_lr)
+    scores = evaluate(model, test, "mc", budget.eval_batch_size)
+    columns = {k: scores[k] for k in ("hits_at_1", "hits_at_1_lm", "reply_ppl")}
+    return Run(backbone, seed, scores, fitted.history, fitted.seconds,
+               count_parameters(model, trainable_only=True), count_parameters(model), columns=columns)
 
 
 def sample(turns_: Sequence[Turn], n: int | None, seed: int = 0) -> list[Turn]:
