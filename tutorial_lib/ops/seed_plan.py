@@ -219,8 +219,8 @@ def markdown(rows: Sequence[Row]) -> str:
             f"| {runs} | {'—' if at_need is None else f'{at_need:,.1f}'} | "
             f"{'yes' if r.reachable else NOT_REACHABLE} | {r.gpu_seeds} | {r.minutes(r.gpu_seeds):.1f} "
             f"| {r.basis} |")
-    short = [f"{nb} ({n} > {rows_gpu})" for nb, n in need.items()
-             if n > (rows_gpu := next(r.gpu_seeds for r in rows if r.notebook == nb))]
+    have = {r.notebook: r.gpu_seeds for r in rows}
+    short = [f"{nb} ({n} > {have[nb]})" for nb, n in need.items() if n > have[nb]]
     lines += ["", "Every notebook's gpu seeds meet the plan." if not short else
               "**Below the plan:** " + ", ".join(short) + "."]
     return "\n".join(lines) + "\n"
