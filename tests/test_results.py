@@ -370,6 +370,14 @@ def test_a_source_effect_is_called_below_our_mde_or_not_seen_and_gets_its_runs(t
     assert "source_delta" not in unrelated
 
 
+def test_every_source_effect_finds_its_record_in_the_committed_classroom_effects():
+    """A renamed method or metric (13's students went from 2 layers to 1) would drop a source's
+    number from the report and the gpu seed plan without a word: each must match a record."""
+    records = json.loads((REPO / "results" / "classroom" / "effects.json").read_text())
+    for source in references.SOURCE_EFFECTS:
+        assert any(references.source_effect(r) == source for r in records), source
+
+
 def test_report_shows_the_replication_table_when_replication_json_exists(tmp_path):
     _write(tmp_path, "02_adaptation")
     assert "Held-out replication" not in reports.report_markdown(tmp_path, ["02_adaptation"])

@@ -8,7 +8,9 @@ them (``tests/test_layering.py``):
 * :mod:`~tutorial_lib.ops.bundle`: the offline bundle for a node without internet
   (``prefetch --bundle``; ``scripts/install_bundle.sh``);
 * :mod:`~tutorial_lib.ops.report`: the main job's ``RESULTS.md``, figures, failures, effects,
-  Holm's correction, replication and peak-memory tables (``scripts/run_notebooks.py``).
+  Holm's correction, replication and peak-memory tables (``scripts/run_notebooks.py``);
+* :mod:`~tutorial_lib.ops.seed_plan`: the gpu scale's seeds from the power analysis, and docs/gpu.md's
+  table of them (``python -m tutorial_lib.ops.seed_plan --write docs/gpu.md``).
 
 The device kit for a borrowed GPU machine is ``scripts/device_kit.py`` (docs/gpu.md).
 """
