@@ -52,11 +52,13 @@ class DialogueSettings(Settings):
     trainable_layers: int | None = 1
     train_turns: int | None = 160
     train_candidates: int = 4
-    # the largest number the classroom's 10 minutes allow: a test turn costs about 1.8 s on 2 cores
-    # (its frozen states with all 20 candidates, both inputs: 1.2 s; scoring, the not-fine-tuned
-    # model once and 3 fine-tuned models per input: 0.6 s; Xeon, fp32, 2026-11-28), so all 1,553
-    # would take about 47 min; the notebook prints the measured cost per turn
-    test_turns: int | None = 150
+    # the largest number the classroom's 10 minutes allow. A probe put a test turn at about 1.8 s
+    # on 2 cores; the classroom run of 2026-11-28 (Xeon, fp32) measured 3.1 s (its frozen states
+    # with all 20 candidates, both inputs: 2.06 s; scoring, the not-fine-tuned model once and 3
+    # fine-tuned models per input: 1.02 s), and with 150 turns the notebook took 894 s. 45 turns
+    # leave it about 570 s; all 1,553 would take about 80 min. The notebook prints the measured
+    # cost per turn
+    test_turns: int | None = 45
     candidates: int | None = 10
     max_history: int = 5
     lm_coef: float = 2.0
