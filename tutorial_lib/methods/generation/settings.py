@@ -55,10 +55,11 @@ class DialogueSettings(Settings):
     # the largest number the classroom's 10 minutes allow. A probe put a test turn at about 1.8 s
     # on 2 cores; the classroom run of 2026-11-28 (Xeon, fp32) measured 3.1 s (its frozen states
     # with all 20 candidates, both inputs: 2.06 s; scoring, the not-fine-tuned model once and 3
-    # fine-tuned models per input: 1.02 s), and with 150 turns the notebook took 894 s. 45 turns
-    # leave it about 570 s; all 1,553 would take about 80 min. The notebook prints the measured
-    # cost per turn
-    test_turns: int | None = 45
+    # fine-tuned models per input: 1.02 s), and with 150 turns the notebook took 894 s; with 45
+    # turns 414 s at 1.98 s a turn (the cost a turn grows with the turns held: their cached states).
+    # 90 turns: about 500 s; all 1,553 would take about 50-80 min. The notebook prints the
+    # measured cost per turn
+    test_turns: int | None = 90
     candidates: int | None = 10
     max_history: int = 5
     lm_coef: float = 2.0
