@@ -56,8 +56,8 @@ class DialogueSettings(Settings):
     # on 2 cores; the classroom run of 2026-11-28 (Xeon, fp32) measured 3.1 s (its frozen states
     # with all 20 candidates, both inputs: 2.06 s; scoring, the not-fine-tuned model once and 3
     # fine-tuned models per input: 1.02 s), and with 150 turns the notebook took 894 s; with 45
-    # turns 414 s at 1.98 s a turn (the cost a turn grows with the turns held: their cached states).
-    # 90 turns: about 500 s; all 1,553 would take about 50-80 min. The notebook prints the
+    # turns 414 s at 1.98 s a turn (why the 150-turn run paid more a turn is not measured: the
+    # memory its cached states held, or a slower hour of this machine). 90 turns: about 500 s; all 1,553 would take about 50-80 min. The notebook prints the
     # measured cost per turn
     test_turns: int | None = 90
     candidates: int | None = 10
