@@ -57,8 +57,8 @@ class DialogueSettings(Settings):
     # with all 20 candidates, both inputs: 2.06 s; scoring, the not-fine-tuned model once and 3
     # fine-tuned models per input: 1.02 s), and with 150 turns the notebook took 894 s; with 45
     # turns 414 s at 1.98 s a turn (why the 150-turn run paid more a turn is not measured: the
-    # memory its cached states held, or a slower hour of this machine). 90 turns: about 500 s; all 1,553 would take about 50-80 min. The notebook prints the
-    # measured cost per turn
+    # memory its cached states held, or a slower hour of this machine); with 90, 513 s at 2.16 s
+    # a turn. All 1,553 would take about 50-80 min. The notebook prints the measured cost per turn
     test_turns: int | None = 90
     candidates: int | None = 10
     max_history: int = 5
