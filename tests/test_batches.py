@@ -110,3 +110,41 @@ def test_eval_loader_visits_every_row_shortest_first():
     batches = list(eval_loader(rows, 4, pad_collate(0)))
     assert [b["input_ids"].shape for b in batches] == [(4, 5), (2, 9)]
     assert sorted(torch.cat([b["labels"] for b in batches]).tolist()) == sorted(r["labels"] for r in rows)
+
+
+def test_notebook_01s_self_check_reports_the_stub_passes_the_solution_and_fails_wrong_masking():
+    """Notebook 01's self-check, run as the learner would: the stub is reported, the solution passes
+    against ``mask_tokens`` on the same seeded draws, and three plausible mistakes fail: 10/80/10
+    instead of 80/10/10, labels kept at every position, special tokens masked too."""
+    from notebook_selfcheck import self_check
+
+    from tutorial_lib import selfcheck
+
+    cell, solution = self_check("01_pretraining")
+    ns = {"torch": torch, "mask_tokens": mask_tokens, "IGNORE_INDEX": IGNORE_INDEX}
+    exec(cell, ns)
+    seeded, cases = ns["seeded"], lambda: selfcheck.cases(ns["random_batch"])
+    ref = seeded(mask_tokens)
+    assert "not written yet" in selfcheck.check(seeded(ns["my_mask_tokens"]), ref, cases()).message
+    exec(solution, ns)
+    mine = ns["my_mask_tokens"]
+    assert selfcheck.check(seeded(mine), ref, cases())
+
+    def swapped(input_ids, *, mask_id, vocab_size, special_ids, probability, generator):  # 10/80/10
+        special = torch.isin(input_ids, torch.tensor(special_ids))
+        targets = torch.bernoulli(torch.full(input_ids.shape, probability).masked_fill(special, 0.0),
+                                  generator=generator).bool()
+        u = torch.rand(input_ids.shape, generator=generator)
+        random_ids = torch.randint(vocab_size, input_ids.shape, generator=generator)
+        inputs = torch.where(targets & (u < 0.1), mask_id, input_ids)
+        inputs = torch.where(targets & (u >= 0.1) & (u < 0.9), random_ids, inputs)
+        return inputs, torch.where(targets, input_ids, IGNORE_INDEX)
+
+    def labels_everywhere(input_ids, **kw):
+        return mine(input_ids, **kw)[0], input_ids.clone()
+
+    def specials_too(input_ids, *, special_ids, **kw):
+        return mine(input_ids, special_ids=[], **kw)
+
+    for wrong in (swapped, labels_everywhere, specials_too):
+        assert "largest difference" in selfcheck.check(seeded(wrong), ref, cases()).message, wrong.__name__

@@ -154,3 +154,36 @@ def test_stlr_schedule_hook_and_the_default_schedule_for_plots():
     attach = lambda tr, opt: attach_schedule(tr, opt, kind="linear", lr=1e-3, warmup=3, total=30)
     groups, history = _run(attach)
     _assert_ratios(groups, history, lambda t: warmup_linear(t, 30, 1e-3, 0.1))
+
+
+def test_notebook_05s_self_check_reports_the_stub_passes_the_solution_and_fails_eq3_as_printed():
+    """Notebook 05's self-check, run as the learner would: the stub is reported, the solution passes,
+    and Eq. 3 as printed (the decay too short), a schedule without the η/ratio floor and a rounded
+    cut fail."""
+    import math
+
+    from notebook_selfcheck import self_check
+
+    from tutorial_lib import selfcheck
+    from tutorial_lib.methods.adaptation import discriminative
+
+    cell, solution = self_check("05_discriminative_lr")
+    ns = {"discriminative": discriminative}
+    exec(cell, ns)
+    of, cases = ns["schedule_of"], lambda: selfcheck.cases(ns["random_run"])
+    ref = of(discriminative.stlr)
+    assert "not written yet" in selfcheck.check(of(ns["my_stlr"]), ref, cases()).message
+    exec(solution, ns)
+    assert selfcheck.check(of(ns["my_stlr"]), ref, cases())
+
+    def rounded_cut(t, total, lr, cut_frac, ratio):
+        cut = max(1, round(total * cut_frac))
+        p = t / cut if t < cut else 1 - (t - cut) / (total - cut)
+        return lr * (1 + p * (ratio - 1)) / ratio
+
+    def no_floor(t, total, lr, cut_frac, ratio):  # from 0 to η and back to 0: ratio → ∞
+        cut = max(1, math.floor(total * cut_frac))
+        return lr * (t / cut if t < cut else 1 - (t - cut) / (total - cut))
+
+    for wrong in (stlr_as_printed, rounded_cut, no_floor):
+        assert "largest difference" in selfcheck.check(of(wrong), ref, cases()).message, wrong.__name__

@@ -178,3 +178,43 @@ def test_extract_features_of_a_hugging_face_encoder_skip_its_special_tokens(tiny
                                output_hidden_states=True)
     np.testing.assert_allclose(feats.layers[-1][2:8], out.last_hidden_state[0, encoded[1].positions],
                                atol=1e-5, rtol=1e-4)
+
+
+def test_notebook_10s_self_check_reports_the_stub_passes_the_solution_and_fails_wrong_controls():
+    """Notebook 10's self-check, run as the learner would: the stub is reported, the solution passes
+    against ``probe_layers``, and three plausible mistakes fail: control labels drawn per token
+    instead of per word type, from a uniform distribution, and selectivity with its sign reversed."""
+    from notebook_selfcheck import self_check
+
+    from tutorial_lib import selfcheck
+
+    cell, solution = self_check("10_probing")
+    ns = {"probing": probing}
+    exec(cell, ns)
+    ref, cases = ns["selectivity_reference"], lambda: selfcheck.cases(ns["random_words"], n=3)
+    assert "not written yet" in selfcheck.check(ns["my_selectivity"], ref, cases()).message
+    exec(solution, ns)
+    mine = ns["my_selectivity"]
+    assert selfcheck.check(mine, ref, cases())
+    assert all(0 < acc < 1 and sel > 0 for acc, _, sel in map(lambda c: ref(*c), cases()))
+
+    def with_controls(draw):
+        def fn(X_tr, y_tr, w_tr, X_te, y_te, w_te, seed):
+            c_tr, c_te = draw(y_tr, w_tr, seed), draw(y_tr, w_te, seed)
+            acc = probing.probe_accuracy(X_tr, y_tr, X_te, y_te)
+            return acc, probing.probe_accuracy(X_tr, c_tr, X_te, c_te), None
+        return fn
+
+    def per_token(y_tr, words, seed):
+        dist = probing.label_distribution(y_tr, int(y_tr.max()) + 1)
+        return np.random.default_rng([seed, len(words)]).choice(len(dist), len(words), p=dist)
+
+    def uniform(y_tr, words, seed):
+        k = int(y_tr.max()) + 1
+        return probing.control_labels(words, np.full(k, 1 / k), seed)
+
+    for draw in (per_token, uniform):
+        out = selfcheck.check(with_controls(draw), ref, cases())
+        assert out.message.startswith("✗ case ") and "[1]: largest difference" in out.message, draw.__name__
+    reversed_sign = selfcheck.check(lambda *a: (lambda r: (r[0], r[1], r[1] - r[0]))(mine(*a)), ref, cases())
+    assert "[2]: largest difference" in reversed_sign.message
