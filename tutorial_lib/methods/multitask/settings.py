@@ -73,13 +73,16 @@ class MultitaskSettings(MultiTaskRuns):
     # do. The slides' hands-on #6 (3.4 %) ran 6 epochs against hands-on #2's 3 (3.6 %). None: no
     # such arm
     trec_long_epochs: int | None = 4
+    steps_per_task: int = 32  # S (40 in 07); see intermediate_steps
     clf_weight: float = 1.0
     lm_weight: float = 0.5
     sequential: TaskPairs = (("mnli", "rte"),)
     # 100 until 2026-11-28, when the run with section 4's equal-steps control took 607 s on the
     # 2-core Xeon (fp32); 70 and target_steps 64 pay for the overrun (the MNLI stage runs once,
-    # about 32 s at 100 steps; each of the six RTE runs about 36 s at 80 steps)
-    intermediate_steps: int = 70
+    # about 32 s at 100 steps; each of the six RTE runs about 36 s at 80 steps). That run took
+    # 622 s (section 4: 241 s, STILTs 269 s): 60, 56 and section 4's 32 steps a task (its
+    # runs cost 200 s at 40) are the second cut
+    intermediate_steps: int = 60
     # STILTs: the target's steps, alone and after the intermediate task (None: steps_per_task).
     # Single-task RTE sits at its majority rate after 40 steps and beats it after 120 with inputs
     # of 128 tokens (benchmarks/results/glue_budget.json: 52.9 ± 2.0 % vs 47.3 %, 3 seeds); with
@@ -88,10 +91,10 @@ class MultitaskSettings(MultiTaskRuns):
     # cores), then to 64 (see intermediate_steps; at 80 single-task RTE beat its floor by a
     # hair, p = 0.041, in the 2026-11-28 run): RTE stays at or near its floor, so MNLI → RTE is
     # void here or barely readable and shows the guard; exercise 5 gives RTE the steps it needs
-    target_steps: int | None = 64
+    target_steps: int | None = 56
     # the target's dev score every so many of its steps, in the STILTs runs and their
     # single-task baselines: where (if at all) the target starts to learn, from this very run
-    target_curve_every: int | None = 40
+    target_curve_every: int | None = 28
 
     scales: ClassVar[Overrides] = {
         "smoke": dict(
