@@ -27,12 +27,15 @@ class AdaptationSettings(Classification):
     notebook: ClassVar[str] = "02_adaptation"
     also_needs: ClassVar[AlsoNeeds] = AlsoNeeds(backbones=("scratch",))  # the from-scratch tier
 
-    budget: Budget = Budget(group_by_length=True)
+    # 3 epochs for scratch and ours, 4 for the few-label runs until 2026-11-28: on the 2-core Xeon
+    # (fp32) 02 would take about 12 minutes on a fresh machine (ours/scratch ≈ 53 s a run,
+    # MiniLM ≈ 78 s, a few-label run ≈ 25 s); 2 and 3 epochs bring it under 10
+    budget: Budget = Budget(epochs=2, group_by_length=True)
     hf_backbone: BackboneName = "minilm"
     hf_seeds: Seeds = (0, 1, 2)
     hf_budget: Budget = MINILM_RECIPE
     few_labels: int = 1500  # section 4: scratch vs ours with this many training questions
-    few_labels_budget: Budget = Budget(epochs=4, group_by_length=True)
+    few_labels_budget: Budget = Budget(epochs=3, group_by_length=True)
     few_labels_seeds: Seeds = (0, 1, 2)
 
     scales: ClassVar[Overrides] = {
