@@ -61,11 +61,12 @@ class PretrainingSettings(Settings):
     # The MLM learns from the 15 % masked tokens only, so it needs more steps than the causal LM;
     # its step is cheaper (the output layer runs on the targets only). None = ``steps``. 800
     # until 2026-11-28: 01 took 607 s on the 2-core EPYC (244 s for 800 MLM steps, 108 s for
-    # SmolLM2 on 200 lines); 600 steps (6.48 nats at step 600 in that run, the unigram floor
-    # 6.80) and 120 lines keep it under 10 minutes. Only 02's and 09's exercises and 10's
-    # probes use the masked LM; the causal LM, every notebook's "ours", is unchanged
-    mlm_steps: int | None = 600
-    compare_lines: int = 120  # validation lines a large pretrained LM (SmolLM2) is scored on in 01
+    # SmolLM2 on 200 lines), and the 2-core Xeon runs fp32 about 1.35 times slower than the EPYC
+    # ran bf16: 400 steps (6.62 nats at step 400 in that run, the unigram floor 6.80) and 100
+    # lines keep it under 10 minutes. Only 02's and 09's exercises and 10's probes use the
+    # masked LM; the causal LM, every notebook's "ours", is unchanged
+    mlm_steps: int | None = 400
+    compare_lines: int = 100  # validation lines a large pretrained LM (SmolLM2) is scored on in 01
 
     scales: ClassVar[Overrides] = {
         "smoke": dict(
