@@ -103,7 +103,9 @@ def test_the_grid_keeps_the_best_dev_run_and_tests_only_it(ours, monkeypatch):
 
     def spy(build, split, **kwargs):
         run = train(build, split, **kwargs)
-        run.dev_accuracy = {1e-3: 0.5, 1e-2: 1.0, 1e-4: 1.0}[kwargs["lr"]]  # a known dev ranking
+        accuracy = {1e-3: 0.5, 1e-2: 1.0, 1e-4: 1.0}[kwargs["lr"]]  # a known dev ranking
+        for h in run.history.evals:
+            h["score"] = fewshot.dev_score({"accuracy": accuracy, "loss": 0.5})
         runs.append((kwargs["lr"], kwargs["evaluate_test"], run.seconds))
         return run
 
@@ -149,7 +151,7 @@ def test_cls_method_builds_a_fresh_classifier_of_the_backbone(with_data):
     assert all(r["input_ids"][-1] == cls_id for r in rows)
     assert [r["labels"] for r in rows] == [r["label"] for r in split.train]
     run = fewshot.train_fewshot(build, split, steps=2, batch_size=2, lr=1e-3, eval_every=1)
-    assert [h["step"] for h in run.history] == [1, 2]
+    assert [h["step"] for h in run.history.evals] == [1, 2]
     assert run.test["confusion"].sum().item() == len(split.test)
 
 
