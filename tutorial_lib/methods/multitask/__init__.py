@@ -15,8 +15,8 @@ Modules
 
 The notebook calls
     06: ``multitask.Experiment`` (``equal_steps``: the "more updates" control), ``TaskSampler``,
-        ``lm_aux_loss``, ``collect``, ``compare_each``, ``curves``, ``task_floor``; ``Run.losses``; ``plots.plot_sampling``,
-        ``plot_learning_curves``, ``plot_task_losses``, ``plot_task_scores``.
+        ``lm_aux_loss``, ``collect``, ``compare_each``, ``curves``, ``task_floor``; a run's ``losses``;
+        ``plots.plot_sampling``, ``plot_learning_curves``, ``plot_task_losses``, ``plot_task_scores``.
     07: ``gradts.rank_auxiliaries``, ``task_correlation``; ``gradts_fg.task_importance``,
         ``gradts_settings`` (with the ``RANDOM_SUBSET`` control), ``floor_checks``;
         ``multitask.Experiment``, ``collect``, ``compare_each``; ``plots.plot_head_importance``,
