@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> dict:
                                                     steps=steps, batch_size=s.batch_size, lr=lr,
                                                     eval_every=s.eval_every)
                         rows.append({**key, "test_accuracy": run.test["accuracy"],
-                                     "dev_accuracy": run.dev_accuracy, "best_step": run.best_step,
+                                     "dev_accuracy": fewshot.chosen(run)["dev_accuracy"],
+                                     "best_step": run.best_step,
                                      "seconds": round(time.perf_counter() - t0, 1),
                                      "fit_seconds": round(run.seconds, 1),
                                      "majority": floors[split.seed], "zero_shot": zero})

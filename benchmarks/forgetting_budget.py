@@ -118,9 +118,10 @@ def main() -> None:
                     for seed in s.seeds:
                         student = distillation.truncated_backbone(backbones.load_backbone(
                             s.backbone, scale), layers)
-                        model, secs = distillation.train_student(
+                        run = distillation.train_student(
                             student, rows, source.num_labels, method=method, steps=s.student_steps,
                             lr=s.student_lr, budget=s.source_budget, seed=seed)
+                        model, secs = run.model, run.seconds
                         acc = distillation.accuracy(distillation.probabilities(model, ordered["test"]),
                                                     labels)
                         students.append({"layers": layers, "arm": arm, "seed": seed,

@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> dict:
                                             batch_size=s.batch_size, eval_every=s.eval_every)
                 runs.append({"split": split.seed, "steps": steps, "lr": lr,
                              "test_accuracy": run.test["accuracy"],
-                             "dev_accuracy": run.dev_accuracy, "dev_score": run.dev_score,
+                             "dev_accuracy": fewshot.chosen(run)["dev_accuracy"],
+                             "dev_score": fewshot.chosen(run)["score"],
                              "best_step": run.best_step,
                              "seconds": round(time.perf_counter() - t0, 1)})
                 print(runs[-1], flush=True)

@@ -4,7 +4,9 @@
 knows) with one seed under a fixed budget and returns its history and test metrics. Model
 selection never looks at the test split: we report the model at the end of the budget and show
 validation curves alongside. :func:`compare_methods` runs several methods × seeds at the same
-budget — the design of every method notebook — with hooks that make each method.
+budget — the design of every method notebook — with hooks that make each method. Every driver
+above ``fit`` reports a :class:`Run` (:func:`train_and_score` makes most of them; the multi-task
+runs of 06–07 and the few-shot runs of 09 make their own).
 """
 
 from __future__ import annotations
@@ -58,8 +60,13 @@ class Scored(NamedTuple):
 
 @dataclass
 class Run:
-    """One training run, as every driver of :func:`train_and_score` reports it — what ran, what
-    it scored on its test data, what it cost — with its one table row (:meth:`row`)."""
+    """One training run, as every driver reports it — what ran, what it scored, what it cost —
+    with its one table row (:meth:`row`). :func:`train_and_score` makes it; the drivers that
+    cannot be its thin callers make it too: a multi-task run (notebooks 06–07) names its setting
+    (``name``) and keeps every scored task's dev and test metrics (``scores``) and each task's
+    steps (``steps``); a few-shot run (09) keeps its rate (``lr``), the checkpoint it chose on dev
+    (``best_step``) and how to test it later (``score_rows``). The history holds every step's
+    loss (a multi-task step also its ``task``) and every evaluation during training."""
 
     backbone: str
     seed: int
@@ -71,6 +78,19 @@ class Run:
     model: nn.Module | None = None  # kept only when asked (``keep_model=True``)
     predictions: list = field(default_factory=list, repr=False)
     columns: dict = field(default_factory=dict)  # the test metrics as a row shows them
+    name: str = ""  # the method or setting, where the driver names it (multi-task: the setting)
+    scores: dict = field(default_factory=dict)  # task → split → metrics (a run scored on several)
+    steps: dict = field(default_factory=dict)  # task → its optimizer steps (multi-task: as drawn)
+    lr: float | None = None  # the learning rate, where the driver chose it (few-shot: on dev)
+    best_step: int | None = None  # the checkpoint kept (few-shot: best on dev); None: the last
+    score_rows: Callable[[Sequence[Mapping], int], dict] | None = field(default=None, repr=False)
+    # ^ (rows, batch size) → the kept model's metrics on them: a test deferred until chosen
+
+    @property
+    def losses(self) -> list[tuple[int, str, float]]:
+        """The training loss of every step, as (step, task, loss): the task a multi-task step
+        trained ("" in a one-task run)."""
+        return [(r["step"], r.get("task", ""), r["loss"]) for r in self.history.train]
 
     def row(self) -> dict:
         return {"backbone": self.backbone, "seed": self.seed, **self.columns,
@@ -83,12 +103,15 @@ def train_and_score(
     backbone_name: str | Backbone,
     seed: int,
     *,
-    scale: Scale,
+    scale: Scale | None = None,
     budget: Budget,
     build: Callable[[Backbone], nn.Module],
     rows: Callable[[Backbone], list[dict]],
-    score: Callable[[nn.Module, Backbone], Scored],
+    score: Callable[[nn.Module, Backbone], Scored] | None = None,
     method: Method = PLAIN,
+    steps: int | None = None,
+    lr: float | None = None,
+    collate: Callable[[int], Callable] = pad_collate,
     validate: Callable[[Backbone], Callable[[nn.Module], dict]] | None = None,
     evals_per_epoch: int = 2,
     progress: bool = False,
@@ -98,7 +121,11 @@ def train_and_score(
     """The one runner above :func:`~tutorial_lib.training.fit`: seed → backbone → model
     (``build``, then ``method.prepare``) → a resumable loader of ``rows(backbone)`` (padded,
     length-grouped if the budget says so) → :func:`~tutorial_lib.training.fit_with` the budget →
-    ``score(model, backbone)`` → a :class:`Run`. ``validate(backbone)``: a function of the model
+    ``score(model, backbone)`` → a :class:`Run` (no ``score``: nothing tested here, e.g. a model
+    the caller scores itself). ``steps``: exactly so many batches instead of the budget's epochs;
+    ``lr``: the rate instead of the method's or the budget's; ``collate``: ``pad_id`` → the
+    loader's batch maker (default right-padding; e.g. one that also stacks a teacher's logits).
+    ``scale``: where a backbone named here is loaded from. ``validate(backbone)``: a function of the model
     whose metrics go into the history ``evals_per_epoch`` times a pass. ``checkpoint_dir``:
     checkpoint at every validation; a killed run, re-run, ends with the weights of an
     uninterrupted one. ``backbone_name`` may be a :class:`~tutorial_lib.backbones.Backbone` itself
@@ -113,7 +140,7 @@ def train_and_score(
         method.prepare(model)
     model.to(device())
     loader = resumable_loader(rows(backbone), seed=seed, batch_size=budget.batch_size,
-                              collate_fn=pad_collate(backbone.pad_id),
+                              collate_fn=collate(backbone.pad_id),
                               group_by_length=budget.group_by_length)
     history, options = History(), {}
     if validate is not None:
@@ -124,10 +151,10 @@ def train_and_score(
             row["epoch"] = engine.state.iteration / len(loader)
 
         options = {"evaluate": log, "evaluate_every": max(1, len(loader) // evals_per_epoch)}
-    fitted = fit_with(model, loader, budget, method=method, history=history,
+    fitted = fit_with(model, loader, budget, method=method, steps=steps, lr=lr, history=history,
                       checkpoint_dir=checkpoint_dir,
                       progress=f"{backbone_name} seed {seed}" if progress else None, **options)
-    scored = score(model, backbone)
+    scored = score(model, backbone) if score is not None else Scored({}, {})
     return Run(backbone_name, seed, scored.test, history, fitted.seconds,
                count_parameters(model, trainable_only=True), count_parameters(model),
                model.cpu() if keep_model else None, list(scored.predictions), scored.columns)

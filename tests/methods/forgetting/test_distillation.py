@@ -1,5 +1,7 @@
 """Tests for tutorial_lib.methods.forgetting.distillation: the KD loss in its limits, ensembles, the
-teacher-labelled rows and the truncated student."""
+teacher-labelled rows, the truncated student and its training (a finetuning.Run)."""
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -10,9 +12,12 @@ from torch.utils.data import DataLoader
 from transformers import BertConfig, BertModel
 
 from tutorial_lib.backbones import Backbone
+from tutorial_lib.finetuning import Run
 from tutorial_lib.methods.forgetting import distillation
 from tutorial_lib.models import IGNORE_INDEX
-from tutorial_lib.training import fit, pad_collate, resumable_loader
+from tutorial_lib.runtime import seed_everything
+from tutorial_lib.settings import Budget
+from tutorial_lib.training import fit, fit_with, pad_collate, resumable_loader
 
 
 def _logits(seed: int, n: int = 6, c: int = 3) -> torch.Tensor:
@@ -96,6 +101,39 @@ def test_distillation_method_trains_through_the_one_recipe():
     run = fit(model, loader, lr=1e-2, epochs=1, method=distillation.distillation(2.0, 0.5),
               amp_dtype=None)
     assert run.trainer.state.iteration == 4
+
+
+def _tiny_teacher(layers: int = 3) -> Backbone:
+    torch.manual_seed(0)
+    encoder = BertModel(BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=layers,
+                                   num_attention_heads=2, intermediate_size=32,
+                                   max_position_embeddings=16))
+    return Backbone("tiny", "encoder", SimpleNamespace(pad_token_id=0), encoder, 16, encoder)
+
+
+def test_train_student_is_a_run_of_the_one_runner_with_the_numbers_of_its_own_loop():
+    """train_student through finetuning.train_and_score: a finetuning.Run (the model, the seconds,
+    one row), the student left as it was, and the weights of the loop it replaced, bit for bit."""
+    student = distillation.truncated_backbone(_tiny_teacher(), 2)
+    before = {k: v.clone() for k, v in student.encoder.state_dict().items()}
+    rows = distillation.teacher_rows(list(_loader().dataset) * 3, torch.softmax(_logits(8, 12), -1))
+    budget, method = Budget(batch_size=4, lr=1e-3), distillation.distillation(2.0, 0.5)
+    run = distillation.train_student(student, rows, 3, method=method, steps=5, lr=1e-2,
+                                     budget=budget, seed=7)
+    assert isinstance(run, Run) and run.backbone == "tiny[:2]" and run.seed == 7
+    assert list(run.row()) == ["backbone", "seed", "seconds", "trainable_params", "total_params",
+                               "trained_pct"]
+    assert run.seconds > 0 and 0 < run.trainable_params <= run.total_params
+    assert [r["step"] for r in run.history.train] == [1, 2, 3, 4, 5]  # exactly ``steps`` batches
+    assert all(torch.equal(v, before[k]) for k, v in student.encoder.state_dict().items())
+    # the loop train_student ran before it became a caller of train_and_score
+    seed_everything(7)
+    model = student.classifier(3)
+    loader = resumable_loader(list(rows), seed=7, batch_size=4,
+                              collate_fn=distillation.teacher_collate(0))
+    fit_with(model, loader, budget, lr=1e-2, steps=5, method=method)
+    mine, theirs = run.model.state_dict(), model.state_dict()
+    assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
 
 
 def test_truncated_student_keeps_the_first_layers():

@@ -414,14 +414,14 @@ def test_gradts_settings_end_to_end_on_real_glue_data(with_data, monkeypatch):
 
     by_setting = {}
     for r in out.runs:
-        by_setting.setdefault(r.setting, []).append(r.seed)
+        by_setting.setdefault(r.name, []).append(r.seed)
     assert by_setting == {"single-task": [0, 1], "all tasks": [0, 1], "GradTS-trial": [0, 1],
                           "GradTS-fg": [0, 1], gradts_fg.RANDOM_SUBSET: [0, 1]}
     assert out.runs[0].model is None and out.runs[0].scores == single["rte"].scores  # reused
     for r in out.runs:
         assert list(r.scores) == ["rte"]  # only the main task is scored
-        main_steps = 2 / s.main_share if r.setting != "single-task" else 2
-        assert sum(r.steps_per_task.values()) == round(main_steps)
+        main_steps = 2 / s.main_share if r.name != "single-task" else 2
+        assert sum(r.steps.values()) == round(main_steps)
     # GradTS-trial: the seed-0 trial run is reused, only the other seed is trained again
     assert [c[2] for c in calls if c[0] == "GradTS-trial"] == [1]
 
@@ -430,7 +430,7 @@ def test_gradts_settings_end_to_end_on_real_glue_data(with_data, monkeypatch):
     assert out.random_subsets == {seed: gradts.random_subset(["mrpc", "sst2"], len(out.chosen), seed)
                                   for seed in (0, 1)}
     trained = {c[2]: c[1] for c in calls if c[0] == gradts_fg.RANDOM_SUBSET}
-    runs = {(r.setting, r.seed): r for r in out.runs}
+    runs = {(r.name, r.seed): r for r in out.runs}
     for seed, subset in out.random_subsets.items():
         if set(subset) == set(out.chosen):
             assert seed not in trained
@@ -497,4 +497,4 @@ def test_floor_checks_and_the_pool(with_data, monkeypatch):
     single["mrpc"] = exp.single("mrpc", 0, keep_model=True)
     out = gradts_fg.gradts_settings(exp, "sst2", corr, importance, single, pool=["sst2", "rte"])
     assert out.ranked == ["rte"] and out.chosen == ("rte",)
-    assert {tuple(r.steps_per_task) for r in out.runs if r.setting == "all tasks"} == {("sst2", "rte")}
+    assert {tuple(r.steps) for r in out.runs if r.name == "all tasks"} == {("sst2", "rte")}

@@ -16,10 +16,12 @@ import torch.nn.functional as F
 from tiny import padded_batch, tiny_classifier
 
 from tutorial_lib import heads, tasks
+from tutorial_lib.finetuning import Run
 from tutorial_lib.methods.multitask import gradts, multitask
 from tutorial_lib.models import IGNORE_INDEX, Transformer, TransformerConfig
 
 SIZES = {"big": 3000, "mid": 1000, "small": 200}
+ROW_COLUMNS = ["backbone", "seed", "seconds", "trainable_params", "total_params", "trained_pct"]
 
 
 def empirical(sampler: multitask.TaskSampler, steps: int = 40_000) -> dict[str, float]:
@@ -193,28 +195,32 @@ def test_experiment_runs_every_setting_on_real_glue_data(with_data):
     exp = multitask.Experiment(scale, settings, ["rte", "sst2"])
     assert exp.split_table().loc["rte", "validation"] == 16  # the validation split is "dev"
     single = exp.single("rte", 0)
-    assert single.steps_per_task == {"rte": 2}
+    assert isinstance(single, Run) and single.steps == {"rte": 2} and single.name == multitask.SINGLE
+    assert list(single.row()) == ROW_COLUMNS and single.total_params > 0
+    assert single.trainable_params <= single.total_params
     assert set(single.scores["rte"]) == {"dev", "test"}
     mtl = exp.run("all", ["rte", "sst2"], 0, main="rte")
-    assert sum(mtl.steps_per_task.values()) == round(2 / settings.main_share)
+    assert sum(mtl.steps.values()) == round(2 / settings.main_share)
     assert list(mtl.scores) == ["rte"]  # a main task: only it is scored
     start = exp.intermediate("sst2", 3, seed=0)  # STILTs' stage 1, shared by every target seed
     assert start.task == "sst2" and start.steps == 3 and set(start.scores) == {"sst2"}
     before = {k: v.clone() for k, v in start.state.items()}
     seq = exp.sequential(start, "rte", 0)
-    assert seq.steps_per_task == {"sst2": 3, "rte": 2} and list(seq.scores) == ["rte", "sst2"]
-    assert seq.curve == [] and single.curve == []  # no learning curve unless asked
+    assert seq.steps == {"sst2": 3, "rte": 2} and list(seq.scores) == ["rte", "sst2"]
+    assert multitask.curves([seq, single]).empty  # no learning curve unless asked
     # the learning curve: the target's dev score every step and at the end, from the run itself
     seq_curve = exp.sequential(start, "rte", 0, curve_every=1)
-    assert [(step, t) for step, t, _ in seq_curve.curve] == [(1, "rte"), (2, "rte")]
-    assert seq_curve.curve[-1][2] == pytest.approx(seq_curve.scores["rte"]["dev"]["score"])
+    points = multitask.curves([seq_curve])
+    assert list(zip(points["step"], points["task"])) == [(1, "rte"), (2, "rte")]
+    assert points["dev_score"].iloc[-1] == pytest.approx(seq_curve.scores["rte"]["dev"]["score"])
     # the control for "more updates": alone, as many steps as the multi-task run would take
     assert exp.steps_for(["rte", "sst2"]) == 4 and exp.steps_for(["rte"]) == 2
     assert exp.steps_for(["rte", "sst2"], main="rte") == round(2 / settings.main_share)
     assert exp.steps_for(["rte", "sst2"], steps=5) == 10
     equal = exp.equal_steps("rte", 0, ["rte", "sst2", "mr"])
-    assert equal.setting == multitask.EQUAL_STEPS and equal.steps_per_task == {"rte": 6}
-    assert [step for step, _, _ in equal.losses] == [1, 2, 3, 4, 5, 6]  # all on rte
+    assert equal.name == multitask.EQUAL_STEPS and equal.steps == {"rte": 6}
+    assert [(step, t) for step, t, _ in equal.losses] == [(s, "rte") for s in range(1, 7)]
+    assert collections.Counter(t for _, t, _ in mtl.losses) == mtl.steps  # each step's task
     single_again = exp.single("rte", 0)
     after_plain = torch.rand(3)  # the global generator after a run without a curve …
     single_curve = exp.single("rte", 0, curve_every=1)
@@ -230,6 +236,9 @@ def test_experiment_runs_every_setting_on_real_glue_data(with_data):
     assert all(torch.equal(v, before[k]) for k, v in start.state.items())  # reusable as it was
     table = multitask.collect([single, mtl, seq])
     assert set(table["setting"]) == {"single-task", "all", "sequential (sst2 → rte)"}
+    assert list(table.columns[:8]) == ["setting", "task", "seed", "dev_score", "test_score", "steps",
+                                       "task_steps", "seconds"]
+    assert table.loc[table.setting == "all", "task_steps"].item() == mtl.steps["rte"]
     assert table["test_score"].between(0, 1).all()
     # each seed starts from its own random encoder (scratch: the seed is the init)
     a, b = exp.new_model(["rte"], 0), exp.new_model(["rte"], 1)

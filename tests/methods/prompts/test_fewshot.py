@@ -9,6 +9,7 @@ import torch
 
 from tutorial_lib import stats
 from tutorial_lib.backbones import Backbone
+from tutorial_lib.finetuning import Run
 from tutorial_lib.methods.prompts import fewshot, prompting
 from tutorial_lib.models import TransformerClassifier, TransformerConfig, TransformerLM
 from tutorial_lib.tasks import FewShotSplit
@@ -53,8 +54,14 @@ def test_train_fewshot_selects_on_dev_and_tests_once(ours):
     assert (row["task"], row["K"], row["split"], row["method"]) == ("sst2", 2, 13, "manual prompt")
     assert row["test_error"] == pytest.approx(1 - row["test_accuracy"])
     run = kept[("manual prompt", "sst2", 2, 13)]
-    assert [h["step"] for h in run.history] == [2, 4]
-    assert run.dev_accuracy == max(h["dev_accuracy"] for h in run.history)
+    assert isinstance(run, Run) and run.lr == row["lr"] and run.best_step == row["best_step"]
+    assert list(run.row()) == ["backbone", "seed", "test_accuracy", "test_error", "seconds",
+                               "trainable_params", "total_params", "trained_pct"]
+    assert run.backbone == "ours-mlm" and run.row()["test_accuracy"] == row["test_accuracy"]
+    assert [h["step"] for h in run.history.evals] == [2, 4]
+    assert {h["split"] for h in run.history.evals} == {"dev"}
+    assert fewshot.chosen(run)["dev_accuracy"] == row["dev_accuracy"]
+    assert row["dev_accuracy"] == max(h["dev_accuracy"] for h in run.history.evals)
     assert run.test["confusion"].sum().item() == len(split.test)
     # the original masked LM was copied, never trained in place
     assert run.model.backbone is not ours
@@ -96,7 +103,9 @@ def test_the_grid_keeps_the_best_dev_run_and_tests_only_it(ours, monkeypatch):
 
     def spy(build, split, **kwargs):
         run = train(build, split, **kwargs)
-        run.dev_accuracy = {1e-3: 0.5, 1e-2: 1.0, 1e-4: 1.0}[kwargs["lr"]]  # a known dev ranking
+        accuracy = {1e-3: 0.5, 1e-2: 1.0, 1e-4: 1.0}[kwargs["lr"]]  # a known dev ranking
+        for h in run.history.evals:
+            h["score"] = fewshot.dev_score({"accuracy": accuracy, "loss": 0.5})
         runs.append((kwargs["lr"], kwargs["evaluate_test"], run.seconds))
         return run
 
@@ -142,7 +151,7 @@ def test_cls_method_builds_a_fresh_classifier_of_the_backbone(with_data):
     assert all(r["input_ids"][-1] == cls_id for r in rows)
     assert [r["labels"] for r in rows] == [r["label"] for r in split.train]
     run = fewshot.train_fewshot(build, split, steps=2, batch_size=2, lr=1e-3, eval_every=1)
-    assert [h["step"] for h in run.history] == [1, 2]
+    assert [h["step"] for h in run.history.evals] == [1, 2]
     assert run.test["confusion"].sum().item() == len(split.test)
 
 
@@ -311,7 +320,7 @@ def test_choose_rates_picks_each_methods_rate_on_the_mean_dev_score_and_tests_no
         run = train(build, split, **kwargs)
         calls.append((split.seed, kwargs["lr"], kwargs.get("evaluate_test", True)))
         if (split.seed, kwargs["lr"]) in dev:  # a known dev ranking: 1e-2 and 1e-4 tie, 1e-3 loses
-            for h in run.history:
+            for h in run.history.evals:
                 h["score"] = fewshot.dev_score({"accuracy": dev[split.seed, kwargs["lr"]], "loss": 0.5})
         return run
 

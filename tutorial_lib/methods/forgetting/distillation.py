@@ -31,12 +31,13 @@ from torch.utils.data import DataLoader
 
 from ...anatomy import truncated
 from ...backbones import Backbone
+from ...finetuning import Run, train_and_score
 from ...models import IGNORE_INDEX, count_parameters
-from ...runtime import autocast, autocast_dtype, device, seed_everything
+from ...runtime import autocast, autocast_dtype, device
 from ...settings import Budget
 from ...stats import compare_items
 from ...tasks import Task
-from ...training import Batch, Method, eval_loader, fit_with, pad_collate, resumable_loader
+from ...training import Batch, Method, eval_loader, pad_collate
 
 # --- predictions and ensembles ------------------------------------------------------------
 
@@ -206,18 +207,16 @@ def truncated_backbone(backbone: Backbone, layers: int) -> Backbone:
 
 def train_student(student: Backbone, rows: Sequence[Mapping], num_labels: int, *, method: Method,
                   steps: int, lr: float, budget: Budget, seed: int,
-                  pool: str | None = None) -> tuple[nn.Module, float]:
+                  pool: str | None = None) -> Run:
     """A fresh classifier on ``student`` (its head seeded by ``seed``) trained for exactly
-    ``steps`` batches of ``rows`` (teacher-labelled: :func:`teacher_rows`) with ``method`` — the
-    one recipe, :func:`tutorial_lib.training.fit`. ``pool``: where its head reads (None: the
-    backbone's default). Returns (the model, training seconds)."""
-    seed_everything(seed)
-    model = student.classifier(num_labels, pool=pool)
-    loader = resumable_loader(list(rows), seed=seed, batch_size=budget.batch_size,
-                              collate_fn=teacher_collate(student.pad_id),
-                              group_by_length=budget.group_by_length)
-    run = fit_with(model, loader, budget, lr=lr, steps=steps, method=method)
-    return model, run.seconds
+    ``steps`` batches of ``rows`` (teacher-labelled: :func:`teacher_rows`) with ``method``: the
+    one runner, :func:`tutorial_lib.finetuning.train_and_score`, on a copy of ``student``.
+    ``pool``: where its head reads (None: the backbone's default). Returns its
+    :class:`~tutorial_lib.finetuning.Run` with the trained model (``run.model``; the notebook
+    tests it itself) and its training seconds."""
+    return train_and_score(student, seed, budget=budget, method=method, steps=steps, lr=lr,
+                           build=lambda b: b.classifier(num_labels, pool=pool),
+                           rows=lambda _: list(rows), collate=teacher_collate, keep_model=True)
 
 
 def student_name(layers: int) -> str:

@@ -2,7 +2,9 @@
 
 Read first
     ``multitask.py``: ``Experiment`` (one backbone, one head per task, a ``TaskSampler`` choosing
-    each step's task) and ``head_loss``; everything in 06 and 07 trains through it.
+    each step's task) and ``head_loss``; everything in 06 and 07 trains through it. Every run is a
+    ``finetuning.Run`` (setting in ``name``, per-task ``scores`` and ``steps``, losses and learning
+    curve in its ``history``); ``collect`` makes the table, one row per run and task (``task_rows``).
 
 Modules
     ``settings.py`` — ``MultiTaskRuns`` (the shared budget), ``MultitaskSettings``, ``GradTSSettings``.
@@ -13,8 +15,8 @@ Modules
 
 The notebook calls
     06: ``multitask.Experiment`` (``equal_steps``: the "more updates" control), ``TaskSampler``,
-        ``lm_aux_loss``, ``collect``, ``compare_each``, ``curves``, ``task_floor``; ``plots.plot_sampling``,
-        ``plot_learning_curves``, ``plot_task_losses``, ``plot_task_scores``.
+        ``lm_aux_loss``, ``collect``, ``compare_each``, ``curves``, ``task_floor``; a run's ``losses``;
+        ``plots.plot_sampling``, ``plot_learning_curves``, ``plot_task_losses``, ``plot_task_scores``.
     07: ``gradts.rank_auxiliaries``, ``task_correlation``; ``gradts_fg.task_importance``,
         ``gradts_settings`` (with the ``RANDOM_SUBSET`` control), ``floor_checks``;
         ``multitask.Experiment``, ``collect``, ``compare_each``; ``plots.plot_head_importance``,

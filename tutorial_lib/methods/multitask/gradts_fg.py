@@ -25,6 +25,7 @@ from ... import stats
 from ...anatomy import KeyValue
 from ...batches import eval_loader, pad_collate
 from ...evaluation import logits_step
+from ...finetuning import Run
 from ...runtime import autocast_dtype, device, device_of
 from ...tasks import compute_metrics, predictions_from_logits
 from ...training import to_device
@@ -41,7 +42,7 @@ from .gradts import (
     trial_candidates,
     unique_by_id,
 )
-from .multitask import Experiment, RunResult, head_loss
+from .multitask import Experiment, head_loss
 
 UPSTREAM_INSTANCE_THRESHOLD = 0.62  # GradTS-fg, bert-base-cased (12 x 12 = 144 heads)
 RANDOM_SUBSET = "random subset"  # the control: as many auxiliaries as GradTS-trial's, at random
@@ -155,7 +156,7 @@ def task_importance(model: nn.Module, batches: Iterable[Any], loss_fn: LossFn, *
     return normalize_importance(raw.mean(0))
 
 
-def floor_checks(exp: Experiment, single: Mapping[str, RunResult], *, resamples: int = 1000,
+def floor_checks(exp: Experiment, single: Mapping[str, Run], *, resamples: int = 1000,
                  seed: int = 0) -> pd.DataFrame:
     """Did each task's single-task model (``keep_model=True``) learn? Its test score against the
     task's floor (:func:`multitask.task_floor`: the majority-class score, MCC 0 for CoLA), with a
@@ -266,12 +267,12 @@ class GradTSOutcome:
     kept: dict[str, tuple[int, int]]  # GradTS-fg: aux task → (kept, scored) instances
     taus: dict[str, np.ndarray]  # GradTS-fg: aux task → τ of each instance with the main task
     cutoff: float  # the lowest τ that was kept
-    runs: list[RunResult]
+    runs: list[Run]
     random_subsets: dict[int, tuple[str, ...]] = field(default_factory=dict)  # seed → its draw
 
 
 def gradts_settings(exp: Experiment, main: str, corr: pd.DataFrame,
-                    importance: Mapping[str, torch.Tensor], single: Mapping[str, RunResult],
+                    importance: Mapping[str, torch.Tensor], single: Mapping[str, Run],
                     pool: Sequence[str] | None = None) -> GradTSOutcome:
     """Single-task, all-tasks MTL, GradTS-trial, GradTS-fg and (``settings.random_subsets``) the
     random-subset control for ``main`` at equal main-task budget.
@@ -293,7 +294,7 @@ def gradts_settings(exp: Experiment, main: str, corr: pd.DataFrame,
     runs += [exp.run("all tasks", [main, *others], seed, main=main) for seed in seeds]
 
     ranked = rank_auxiliaries(corr, main)
-    trial_runs: dict[tuple[str, ...], list[RunResult]] = {}
+    trial_runs: dict[tuple[str, ...], list[Run]] = {}
     for prefix in trial_candidates(ranked, s.max_k):
         key = tuple(prefix)
         trial_runs[key] = [exp.run(f"main + top-{len(key)}", [main, *key], seed, main=main)
@@ -302,7 +303,7 @@ def gradts_settings(exp: Experiment, main: str, corr: pd.DataFrame,
                  for k, rs in trial_runs.items()}
     chosen = select_best(trial_dev)
     done = {r.seed: r for r in trial_runs[chosen]}
-    runs += [replace(done[seed], setting="GradTS-trial") if seed in done else
+    runs += [replace(done[seed], name="GradTS-trial") if seed in done else
              exp.run("GradTS-trial", [main, *chosen], seed, main=main) for seed in seeds]
 
     rows, kept, taus, cutoffs = {}, {}, {}, []
@@ -320,8 +321,8 @@ def gradts_settings(exp: Experiment, main: str, corr: pd.DataFrame,
              for seed in seeds]
     cutoff = min(cutoffs) if cutoffs else float("nan")
     subsets = {seed: random_subset(others, len(chosen), seed) for seed in seeds} if s.random_subsets else {}
-    trial = {r.seed: r for r in runs if r.setting == "GradTS-trial"}
-    runs += [replace(trial[seed], setting=RANDOM_SUBSET) if set(subset) == set(chosen)
+    trial = {r.seed: r for r in runs if r.name == "GradTS-trial"}
+    runs += [replace(trial[seed], name=RANDOM_SUBSET) if set(subset) == set(chosen)
              else exp.run(RANDOM_SUBSET, [main, *subset], seed, main=main)
              for seed, subset in subsets.items()]
     return GradTSOutcome(main, ranked, trial_dev, chosen, kept, taus, cutoff, runs, subsets)

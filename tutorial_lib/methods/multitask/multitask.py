@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from ignite.engine import Engine, Events
+from ignite.engine import Engine
 from ignite.metrics import EpochMetric
 from torch import nn
 from torch.utils.data import DataLoader
@@ -42,11 +42,20 @@ from ...anatomy import anatomy
 from ...backbones import Backbone, load_backbone
 from ...config import Scale
 from ...evaluation import logits_step
+from ...finetuning import Run
 from ...heads import HeadConfig, MultiHeadModel, causal_lm_targets, merge_batches, multihead_loss
-from ...models import IGNORE_INDEX, last_token
+from ...models import IGNORE_INDEX, count_parameters, last_token
 from ...runtime import autocast_dtype, device, seed_everything
 from ...tasks import Task, compute_metrics, load_task, predictions_from_logits
-from ...training import Method, eval_loader, fit_with, pad_collate, resumable_loader
+from ...training import (
+    FitResult,
+    History,
+    Method,
+    eval_loader,
+    fit_with,
+    pad_collate,
+    resumable_loader,
+)
 from .settings import MultiTaskRuns
 
 STRATEGIES = ("proportional", "temperature", "round-robin")
@@ -181,27 +190,19 @@ def create_task_evaluator(model: MultiHeadModel, task: str, *, device: torch.dev
 # --- one training run ---------------------------------------------------------------------------
 
 
-@dataclass
-class RunResult:
-    setting: str
-    seed: int
-    scores: dict[str, dict[str, dict[str, float]]]  # task -> split -> metrics
-    steps_per_task: dict[str, int]
-    seconds: float
-    losses: list[tuple[int, str, float]] = field(default_factory=list)  # (step, task, loss)
-    model: MultiHeadModel | None = None  # kept only when asked (``keep_model=True``)
-    curve: list[tuple[int, str, float]] = field(default_factory=list)  # (step, task, dev score)
-
-    def rows(self) -> list[dict]:
-        out = []
-        for task, splits in self.scores.items():
-            row = {"setting": self.setting, "task": task, "seed": self.seed,
-                   "dev_score": splits["dev"]["score"], "test_score": splits["test"]["score"],
-                   "steps": sum(self.steps_per_task.values()),
-                   "task_steps": self.steps_per_task.get(task, 0), "seconds": self.seconds}
-            row.update({f"test_{k}": v for k, v in splits["test"].items() if k != "score"})
-            out.append(row)
-        return out
+def task_rows(run: Run) -> list[dict]:
+    """A multi-task :class:`~tutorial_lib.finetuning.Run` as table rows: one per task it scored
+    (its setting, the task's dev and test score, the run's steps and the task's, the seconds,
+    and the task's other test metrics)."""
+    out = []
+    for task, splits in run.scores.items():
+        row = {"setting": run.name, "task": task, "seed": run.seed,
+               "dev_score": splits["dev"]["score"], "test_score": splits["test"]["score"],
+               "steps": sum(run.steps.values()), "task_steps": run.steps.get(task, 0),
+               "seconds": run.seconds}
+        row.update({f"test_{k}": v for k, v in splits["test"].items() if k != "score"})
+        out.append(row)
+    return out
 
 
 @dataclass
@@ -217,7 +218,9 @@ class Intermediate:
 
 class Experiment:
     """GLUE tasks encoded once for one backbone; runs single-task, multi-task and sequential
-    fine-tuning with a seed each and returns :class:`RunResult`.
+    fine-tuning with a seed each; every run is a :class:`~tutorial_lib.finetuning.Run` (its
+    setting in ``name``, each task's dev and test metrics in ``scores``, each task's steps in
+    ``steps``; every step's loss and task, and the learning curve, in its ``history``).
     """
 
     def __init__(self, scale: Scale, settings: MultiTaskRuns, tasks: Sequence[str]):
@@ -256,13 +259,13 @@ class Experiment:
 
     def train(self, model: MultiHeadModel, sampler: TaskSampler, steps: int, seed: int,
               train_rows: Mapping[str, list[dict]] | None = None, progress: bool = False,
-              curve: list[tuple[int, str, float]] | None = None, curve_every: int | None = None
-              ) -> tuple[list[str], list[tuple[int, str, float]], float]:
+              curve_every: int | None = None) -> tuple[list[str], FitResult]:
         """``steps`` iterations of the one recipe (:func:`tutorial_lib.training.fit`), each on one
         batch of the sampled task; each task's batches come from its own resumable loader.
-        ``curve_every``: every so many steps (before the last) each trained task's dev score is
-        appended to ``curve`` as (step, task, score) — a learning curve from the run itself; the
-        caller adds the last step's from its own final evaluation."""
+        Returns the schedule and fit's result, whose history's training rows carry each step's
+        ``task``. ``curve_every``: every so many steps (before the last) each trained task's dev
+        score goes into the history's evaluations (split "dev", its ``task`` and ``score``) — a
+        learning curve from the run itself; the caller adds the last step's (:func:`log_dev`)."""
         model.to(device())
         b = self.budget
         rows = {t: (train_rows or {}).get(t, self.data[t].train) for t in sampler.sizes}
@@ -271,13 +274,7 @@ class Experiment:
                                        group_by_length=b.group_by_length)
                    for i, (t, r) in enumerate(rows.items())}
         schedule = sampler.schedule(steps)
-        losses: list[tuple[int, str, float]] = []
-
-        def log_losses(trainer: Engine, *_: object) -> None:
-            trainer.add_event_handler(
-                Events.ITERATION_COMPLETED,
-                lambda e: losses.append((e.state.iteration, schedule[e.state.iteration - 1],
-                                         float(e.state.output))))
+        history = History()
 
         def score_dev(trainer: Engine) -> None:
             if trainer.state.iteration >= steps:  # the final evaluation scores the last step
@@ -290,14 +287,15 @@ class Experiment:
                                                amp_dtype=autocast_dtype())
                     loader = eval_loader(self.data[t].dev, b.eval_batch_size,
                                          pad_collate(self.pad_id))
-                    score = ev.run(loader).metrics["glue"]["score"]
-                    curve.append((trainer.state.iteration, t, score))
+                    log_dev(history, trainer.state.iteration, t, ev.run(loader).metrics["glue"]["score"])
 
         run = fit_with(model, MultiTaskBatches(loaders, schedule), b, steps=steps,
-                       method=Method(loss_fn=multihead_loss, on_trainer=log_losses),
-                       evaluate=score_dev if curve_every and curve is not None else None,
+                       method=Method(loss_fn=multihead_loss), history=history,
+                       evaluate=score_dev if curve_every else None,
                        evaluate_every=curve_every, progress="multi-task" if progress else None)
-        return schedule, losses, run.seconds
+        for row in history.train:  # each step's task, beside its loss
+            row["task"] = schedule[row["step"] - 1]
+        return schedule, run
 
     def evaluate(self, model: MultiHeadModel, tasks: Sequence[str]) -> dict[str, dict]:
         """Each task's GLUE metrics on its dev split (the task's validation set) and test split."""
@@ -315,7 +313,7 @@ class Experiment:
             evaluate: Sequence[str] | None = None,
             train_rows: Mapping[str, list[dict]] | None = None,
             keep_model: bool = False, steps: int | None = None,
-            curve_every: int | None = None) -> RunResult:
+            curve_every: int | None = None) -> Run:
         """Train one model on ``tasks`` jointly. With ``main``: the main task's share is fixed at
         ``settings.main_share`` and the run has S/share steps; without: n·S steps. ``steps``: S
         for this run (default ``settings.steps_per_task``); ``curve_every``: see :meth:`train`."""
@@ -325,15 +323,23 @@ class Experiment:
         sampler = TaskSampler(sizes, s.strategy, s.temperature, fixed, seed)
         steps = self.steps_for(tasks, main=main, steps=steps)
         model = self.new_model(tasks, seed)
-        curve: list[tuple[int, str, float]] = []
-        schedule, losses, seconds = self.train(model, sampler, steps, seed, train_rows,
-                                               curve=curve, curve_every=curve_every)
-        counts = {t: schedule.count(t) for t in tasks}
+        schedule, fitted = self.train(model, sampler, steps, seed, train_rows,
+                                      curve_every=curve_every)
         scores = self.evaluate(model, evaluate or ([main] if main else tasks))
         if curve_every:
-            curve += [(steps, t, scores[t]["dev"]["score"]) for t in tasks if t in scores]
-        return RunResult(setting, seed, scores, counts, seconds, losses,
-                         model.cpu() if keep_model else None, curve)
+            for t in (t for t in tasks if t in scores):
+                log_dev(fitted.history, steps, t, scores[t]["dev"]["score"])
+        return self._run(setting, seed, model, fitted, scores, {t: schedule.count(t) for t in tasks},
+                         keep_model=keep_model)
+
+    def _run(self, setting: str, seed: int, model: MultiHeadModel, fitted: FitResult,
+             scores: dict, steps: dict[str, int], seconds: float = 0.0,
+             keep_model: bool = False) -> Run:
+        """The :class:`~tutorial_lib.finetuning.Run` of a trained model (``seconds``: added to
+        the training's, e.g. an earlier stage's)."""
+        return Run(self.backbone, seed, {}, fitted.history, seconds + fitted.seconds,
+                   count_parameters(model, trainable_only=True), count_parameters(model),
+                   model.cpu() if keep_model else None, name=setting, scores=scores, steps=steps)
 
     def steps_for(self, tasks: Sequence[str], *, main: str | None = None,
                   steps: int | None = None) -> int:
@@ -346,13 +352,13 @@ class Experiment:
 
     def single(self, task: str, seed: int, keep_model: bool = False,
                steps: int | None = None, curve_every: int | None = None,
-               setting: str = SINGLE) -> RunResult:
+               setting: str = SINGLE) -> Run:
         """``task`` alone for ``steps`` (default S = ``settings.steps_per_task``)."""
         return self.run(setting, [task], seed, keep_model=keep_model, steps=steps,
                         curve_every=curve_every)
 
     def equal_steps(self, task: str, seed: int, tasks: Sequence[str], *,
-                    main: str | None = None) -> RunResult:
+                    main: str | None = None) -> Run:
         """The control for "more updates": ``task`` alone, trained for as many optimizer steps as
         :meth:`run` gives a multi-task model on ``tasks`` (with ``main``, if given) — setting
         ``EQUAL_STEPS``. Against it, a multi-task gain is what sharing adds beyond the updates."""
@@ -374,27 +380,26 @@ class Experiment:
         """STILTs' first stage: a fresh encoder trained on ``task`` alone for ``steps`` (shared by
         the target's runs, as STILTs fine-tunes one intermediate model)."""
         model = self.new_model([task], seed)
-        _, _, seconds = self.train(model, TaskSampler({task: 1}, seed=seed), steps, seed)
+        _, fitted = self.train(model, TaskSampler({task: 1}, seed=seed), steps, seed)
         state = {k: v.detach().cpu().clone() for k, v in model.encoder.state_dict().items()}
-        return Intermediate(task, steps, state, self.evaluate(model, [task]), seconds)
+        return Intermediate(task, steps, state, self.evaluate(model, [task]), fitted.seconds)
 
     def sequential(self, start: Intermediate, target: str, seed: int,
-                   steps: int | None = None, curve_every: int | None = None) -> RunResult:
+                   steps: int | None = None, curve_every: int | None = None) -> Run:
         """STILTs' second stage: the encoder trained in ``start`` gets a fresh ``target`` head and
         ``steps`` (default S) on ``target`` with this ``seed``. Scores: the target, and the
         intermediate task as it stood after its stage. ``curve_every``: see :meth:`train`."""
         model = self.new_model([start.task, target], seed)
         model.encoder.load_state_dict(start.state)
         steps = steps or self.settings.steps_per_task
-        curve: list[tuple[int, str, float]] = []
-        _, losses, seconds = self.train(model, TaskSampler({target: 1}, seed=seed), steps, seed,
-                                        curve=curve, curve_every=curve_every)
+        _, fitted = self.train(model, TaskSampler({target: 1}, seed=seed), steps, seed,
+                               curve_every=curve_every)
         scores = self.evaluate(model, [target])
         if curve_every:
-            curve.append((steps, target, scores[target]["dev"]["score"]))
-        return RunResult(f"sequential ({start.task} → {target})", seed, {**scores, **start.scores},
-                         {start.task: start.steps, target: steps}, start.seconds + seconds,
-                         losses, curve=curve)
+            log_dev(fitted.history, steps, target, scores[target]["dev"]["score"])
+        return self._run(f"sequential ({start.task} → {target})", seed, model, fitted,
+                         {**scores, **start.scores}, {start.task: start.steps, target: steps},
+                         seconds=start.seconds)
 
 
 def head_loss(model: MultiHeadModel, task: str) -> Callable[[dict], torch.Tensor]:
@@ -402,16 +407,22 @@ def head_loss(model: MultiHeadModel, task: str) -> Callable[[dict], torch.Tensor
     return lambda b: model(b["input_ids"], b["attention_mask"], head=task, labels=b["labels"]).loss
 
 
-def collect(results: Sequence[RunResult]) -> pd.DataFrame:
-    """One row per (run, evaluated task)."""
-    return pd.DataFrame(list(itertools.chain.from_iterable(r.rows() for r in results)))
+def log_dev(history: History, step: int, task: str, score: float) -> None:
+    """One point of a learning curve: ``task``'s dev score at ``step``, in the history."""
+    history.log_eval(step, "dev", {"score": score})["task"] = task
 
 
-def curves(results: Sequence[RunResult]) -> pd.DataFrame:
-    """The runs' learning curves (``curve_every``): one row per (setting, seed, task, step) with
-    the dev score there."""
-    return pd.DataFrame([{"setting": r.setting, "seed": r.seed, "task": t, "step": step,
-                          "dev_score": score} for r in results for step, t, score in r.curve],
+def collect(results: Sequence[Run]) -> pd.DataFrame:
+    """One row per (run, evaluated task): :func:`task_rows`."""
+    return pd.DataFrame(list(itertools.chain.from_iterable(task_rows(r) for r in results)))
+
+
+def curves(results: Sequence[Run]) -> pd.DataFrame:
+    """The runs' learning curves (``curve_every``, in their histories): one row per (setting,
+    seed, task, step) with the dev score there."""
+    return pd.DataFrame([{"setting": r.name, "seed": r.seed, "task": e["task"], "step": e["step"],
+                          "dev_score": e["score"]} for r in results for e in r.history.evals
+                         if e.get("split") == "dev" and "task" in e],
                         columns=["setting", "seed", "task", "step", "dev_score"])
 
 

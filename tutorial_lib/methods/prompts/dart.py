@@ -458,7 +458,8 @@ def dart_method(
                                    train_labels=train_labels, fluency_rows=fluency_rows)
             return FewShotModel(model, lambda rows: model.encode(rows, max_len),
                                 prompt_collate(own.pad_id),
-                                Method(param_groups=model.param_groups(prompt_lr, prompt_scale)))
+                                Method(param_groups=model.param_groups(prompt_lr, prompt_scale)),
+                                own.name)
 
         return build
 

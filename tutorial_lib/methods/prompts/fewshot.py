@@ -6,8 +6,10 @@ prompts (:mod:`.dart`) — is a function from a :class:`~tutorial_lib.tasks.FewS
 that makes a fresh :class:`FewShotModel` (model, encoder of rows, collate, and the
 :class:`~tutorial_lib.training.Method` it trains with). :func:`train_fewshot` trains a fixed
 number of steps with the one recipe (:func:`tutorial_lib.training.fit`) and keeps the checkpoint
-with the best few-shot **dev** accuracy; :func:`select_and_test` is LM-BFF's per-split learning-rate grid
-(chosen on dev only); :func:`compare_fewshot` runs every method on every split.
+with the best few-shot **dev** accuracy (a :class:`~tutorial_lib.finetuning.Run`: its rate, the
+kept step, every dev evaluation in its history, :func:`chosen`); :func:`select_and_test` is
+LM-BFF's per-split learning-rate grid (chosen on dev only); :func:`compare_fewshot` runs every
+method on every split.
 :func:`choose_rates` is the cheaper protocol notebook 09 runs: each method's rate chosen once, on
 the dev sets of a few splits, then every split trained at it. :func:`logreg_probe` (from
 :mod:`.probe`) is the cheap strong baseline: scikit-learn's logistic regression on the frozen
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -35,10 +37,12 @@ from ...anatomy import layer_groups
 from ...backbones import Backbone, load_backbone
 from ...config import Scale
 from ...evaluation import evaluate
+from ...finetuning import Run
+from ...models import count_parameters
 from ...params import decay_groups, freeze, unfreeze
 from ...runtime import device, seed_everything
 from ...tasks import FewShotSplit
-from ...training import PLAIN, Method, eval_loader, fit, pad_collate, resumable_loader
+from ...training import PLAIN, History, Method, eval_loader, fit, pad_collate, resumable_loader
 from .probe import (  # noqa: F401 (part of this module's face)
     LOGREG,
     head_start,
@@ -59,26 +63,13 @@ class FewShotModel:
     encode: Callable[[Sequence[Mapping]], list[dict]]
     collate: Callable
     method: Method = PLAIN
+    backbone: str = ""  # the LM's name, for the run's record
 
 
-@dataclass
-class FewShotRun:
-    test: dict
-    dev_accuracy: float
-    best_step: int
-    lr: float
-    seconds: float
-    history: list[dict] = field(default_factory=list)
-    built: FewShotModel | None = None
-
-    @property
-    def model(self) -> nn.Module | None:
-        return self.built.model if self.built else None
-
-    @property
-    def dev_score(self) -> float:
-        """The chosen checkpoint's :func:`dev_score`: dev accuracy, lower dev loss breaking ties."""
-        return next(h["score"] for h in self.history if h["step"] == self.best_step)
+def chosen(run: Run) -> dict:
+    """The dev evaluation of a few-shot run's kept checkpoint (``run.best_step``): its
+    ``dev_accuracy``, ``dev_loss``, ``train_loss`` and :func:`dev_score` (``score``)."""
+    return next(h for h in run.history.evals if h["step"] == run.best_step)
 
 
 class InMemorySaver(BaseSaveHandler):
@@ -141,9 +132,12 @@ def train_fewshot(
     warmup_frac: float = 0.1,
     eval_batch_size: int = 128,
     evaluate_test: bool = True,
-) -> FewShotRun:
+) -> Run:
     """Train ``steps`` AdamW steps on ``split.train``; every ``eval_every`` steps score the few-shot
-    dev set and keep the best checkpoint (accuracy, then lower loss); test that checkpoint once."""
+    dev set and keep the best checkpoint (accuracy, then lower loss); test that checkpoint once
+    (``evaluate_test``; else later, :func:`test_once`). Returns a
+    :class:`~tutorial_lib.finetuning.Run`: its ``history`` holds every dev evaluation (split
+    "dev"), ``best_step`` the kept checkpoint's (:func:`chosen`), ``lr`` the rate."""
     split.require("train", "dev", *(("test",) if evaluate_test else ()))
     seed_everything(seed)
     built = build()
@@ -153,35 +147,39 @@ def train_fewshot(
     loader = resumable_loader(train_rows, batch_size=min(batch_size, len(train_rows)), seed=seed,
                               drop_last=True, collate_fn=built.collate)
     dev_loader = eval_loader(built.encode(split.dev), eval_batch_size, built.collate)
-    history: list[dict] = []
+    history = History()
     saver = InMemorySaver()
     weights = TrainedWeights(model)
     best = Checkpoint({"model": weights}, saver, n_saved=1,  # strictly better only: first best kept
-                      score_function=lambda _: history[-1]["score"],
+                      score_function=lambda _: history.evals[-1]["score"],
                       global_step_transform=lambda engine, _: engine.state.iteration)
 
     def score_dev(trainer: Engine) -> None:
         m = evaluate(model, dev_loader, num_labels=split.num_labels)
-        history.append({"step": trainer.state.iteration, "dev_accuracy": m["accuracy"],
-                        "dev_loss": m["loss"], "train_loss": trainer.state.output,
-                        "score": dev_score(m)})
+        history.log_eval(trainer.state.iteration, "dev",
+                         {"dev_accuracy": m["accuracy"], "dev_loss": m["loss"],
+                          "train_loss": trainer.state.output, "score": dev_score(m)})
         best(trainer)
 
-    run = fit(model, loader, lr=lr, weight_decay=weight_decay, steps=steps, method=built.method,
-              warmup=int(warmup_frac * steps), max_norm=max_norm, evaluate=score_dev,
-              evaluate_every=eval_every)
+    fitted = fit(model, loader, lr=lr, weight_decay=weight_decay, steps=steps, method=built.method,
+                 warmup=int(warmup_frac * steps), max_norm=max_norm, evaluate=score_dev,
+                 evaluate_every=eval_every, history=history)
     checkpoint, score = saver.best
     Checkpoint.load_objects({"model": weights}, checkpoint)
-    chosen = next(h for h in history if h["score"] == score)
-    test = {}
-    if evaluate_test:
-        test_loader = eval_loader(built.encode(split.test), eval_batch_size, built.collate)
-        test = evaluate(model, test_loader, num_labels=split.num_labels)
-    return FewShotRun(test, chosen["dev_accuracy"], chosen["step"], lr, run.seconds, history, built)
+
+    def score_rows(rows: Sequence[Mapping], batch_size: int) -> dict:
+        loader = eval_loader(built.encode(rows), batch_size, built.collate)
+        return evaluate(model, loader, num_labels=split.num_labels)
+
+    run = Run(built.backbone, seed, {}, history, fitted.seconds,
+              count_parameters(model, trainable_only=True), count_parameters(model), model, lr=lr,
+              best_step=next(h for h in history.evals if h["score"] == score)["step"],
+              score_rows=score_rows)
+    return test_once(run, split, eval_batch_size) if evaluate_test else run
 
 
 def select_and_test(build: Callable[[], FewShotModel], split: FewShotSplit, lrs: Sequence[float],
-                    **kwargs) -> FewShotRun:
+                    **kwargs) -> Run:
     """LM-BFF's per-split grid search, on the few-shot **dev** set only: train once per learning
     rate, keep the best dev accuracy (lower dev loss breaking ties: the rule that chose each run's
     checkpoint), and evaluate *only that* model on test."""
@@ -189,18 +187,17 @@ def select_and_test(build: Callable[[], FewShotModel], split: FewShotSplit, lrs:
     for lr in lrs:  # a run that loses on dev is dropped at once: one trained copy lives at a time
         run = train_fewshot(build, split, lr=lr, evaluate_test=False, **kwargs)
         seconds += run.seconds
-        if winner is None or run.dev_score > winner.dev_score:  # first best on exact ties
+        if winner is None or chosen(run)["score"] > chosen(winner)["score"]:  # first best on ties
             winner = run
     test_once(winner, split, kwargs.get("eval_batch_size", 128))
     winner.seconds = seconds
     return winner
 
 
-def test_once(run: FewShotRun, split: FewShotSplit, eval_batch_size: int = 128) -> FewShotRun:
+def test_once(run: Run, split: FewShotSplit, eval_batch_size: int = 128) -> Run:
     """Score the run's chosen checkpoint on the split's test set (the one time it is tested)."""
-    built = run.built
-    loader = eval_loader(built.encode(split.test), eval_batch_size, built.collate)
-    run.test = evaluate(built.model, loader, num_labels=split.num_labels)
+    run.test = run.score_rows(split.test, eval_batch_size)
+    run.columns = {"test_accuracy": run.test["accuracy"], "test_error": run.test["error"]}
     return run
 
 
@@ -248,7 +245,7 @@ def cls_method(backbone: str | Backbone, scale: Scale, trainable_layers: int | N
                 model.encoder = TopLayers(model.encoder, frozen)
             method = (PLAIN if head_lr is None and head_scale is None
                       else Method(param_groups=head_groups(model, head_lr, head_scale)))
-            return FewShotModel(model, b.encode_rows, pad_collate(b.pad_id), method)
+            return FewShotModel(model, b.encode_rows, pad_collate(b.pad_id), method, b.name)
 
         return build
 
@@ -307,7 +304,7 @@ def prompt_method(
             model = PromptClassifier(own, templates[split.task], ids,
                                      train_label_rows=train_label_rows)
             return FewShotModel(model, lambda rows: model.encode(rows, max_len),
-                                prompt_collate(own.pad_id))
+                                prompt_collate(own.pad_id), backbone=own.name)
 
         return build
 
@@ -358,13 +355,13 @@ def choose_rates(
             continue
         runs = {lr: [train_fewshot(method(s), s, lr=lr, evaluate_test=False, **train_kwargs)
                      for s in splits] for lr in grid}
-        mean = {lr: float(np.mean([r.dev_score for r in rs])) for lr, rs in runs.items()}
+        mean = {lr: float(np.mean([chosen(r)["score"] for r in rs])) for lr, rs in runs.items()}
         rates[name] = max(grid, key=lambda lr: mean[lr])  # first best on exact ties
         for lr, rs in runs.items():
             for split, run in zip(splits, rs):
-                h = next(h for h in run.history if h["step"] == run.best_step)
+                h = chosen(run)
                 rows.append({"method": name, "split": split.seed, "lr": lr,
-                             "dev_accuracy": run.dev_accuracy, "dev_loss": h["dev_loss"],
+                             "dev_accuracy": h["dev_accuracy"], "dev_loss": h["dev_loss"],
                              "best_step": run.best_step, "seconds": run.seconds,
                              "chosen": lr == rates[name]})
         reuse |= {(name, s.task, s.seed): r for s, r in zip(splits, runs[rates[name]])}
@@ -379,7 +376,7 @@ def compare_fewshot(
     keep: Callable[[str, FewShotSplit], bool] | None = None,
     progress: Callable[[str], None] | None = None,
     reuse: dict | None = None,
-    inspect: Callable[[str, FewShotSplit, FewShotRun], Mapping] | None = None,
+    inspect: Callable[[str, FewShotSplit, Run], Mapping] | None = None,
     **train_kwargs,
 ) -> tuple[pd.DataFrame, dict]:
     """Every method on every split (grid over ``lrs[method]`` chosen on dev); one row per run.
@@ -392,19 +389,18 @@ def compare_fewshot(
     DART's vectors moved)."""
     rows, kept = [], {}
     for split in splits:
-        chosen: dict[str, float] = {}
+        rates: dict[str, float] = {}
         for name, method in methods.items():
-            grid = _grid(name, lrs[name], chosen, list(methods))
+            grid = _grid(name, lrs[name], rates, list(methods))
             run = (reuse or {}).pop((name, split.task, split.seed), None)
             if run is not None and grid == (run.lr,):
                 test_once(run, split, train_kwargs.get("eval_batch_size", 128))
             else:
                 run = select_and_test(method(split), split, grid, **train_kwargs)
-            chosen[name] = run.lr
+            rates[name] = run.lr
             rows.append({"task": split.task, "K": split.k if split.k else "full",
-                         "split": split.seed, "method": name,
-                         "test_accuracy": run.test["accuracy"], "test_error": run.test["error"],
-                         "dev_accuracy": run.dev_accuracy, "best_step": run.best_step,
+                         "split": split.seed, "method": name, **run.columns,
+                         "dev_accuracy": chosen(run)["dev_accuracy"], "best_step": run.best_step,
                          "lr": run.lr, "seconds": run.seconds,
                          **(inspect(name, split, run) if inspect else {})})
             if keep and keep(name, split):
