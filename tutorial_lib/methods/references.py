@@ -144,11 +144,11 @@ _PEFT = PEFTSettings.notebook
 REFERENCES = (
     *REFERENCES,
     Reference(_PEFT, "LoRA vs full fine-tuning, RoBERTa-base, GLUE average", "87.2 vs 86.4", "",
-              "Hu et al. 2021 Table 2, recalled", False,
+              "Hu et al. 2021 Table 2 (checked by the teaching review of 2026-11-27)", True,
               "LoRA r = 8 on W_q and W_v: 0.3M trained parameters against 125M"),
     Reference(_PEFT, "Houlsby adapters vs full fine-tuning, BERT-large, GLUE",
-              "within 0.4 points with 3.6 % trained per task", "", "Houlsby et al. 2019, abstract, "
-              "recalled", False),
+              "within 0.4 points with 3.6 % trained per task", "", "Houlsby et al. 2019, abstract "
+              "(checked by the teaching review of 2026-11-27)", True),
     Reference(_PEFT, "BitFit vs full fine-tuning, BERT-large, GLUE", "comparable (about a point)",
               "", "Ben Zaken et al. 2022, recalled", False,
               "the bias terms are under 0.1 % of BERT-large's parameters"),
@@ -165,10 +165,13 @@ REFERENCES = (
 
 
 # 13 · forgetting, regularised fine-tuning, ensembles, distillation (none of these papers is in the
-# reference notes: every entry is recalled and unverified)
+# reference notes: the entries are recalled; Hinton et al.'s numbers and the slides' content were
+# checked by the project's teaching review of 2026-11-27, the rest stay unverified)
 _FORGETTING = ForgettingSettings.notebook
 _RECALLED = "recalled, not in the reference notes: check the paper"
-REFERENCES = (*REFERENCES, *(Reference(_FORGETTING, what, value, unit, source, False, note) for
+_REVIEWED = "checked against the paper by the project's teaching review of 2026-11-27"
+REFERENCES = (*REFERENCES, *(Reference(_FORGETTING, what, value, unit, source, note == _REVIEWED
+                                       or note.startswith("the slides' text"), note) for
                              what, value, unit, source, note in (
     ("L2-SP vs L2 (weight decay) fine-tuning, target accuracy", "better on every target task", "",
      "Li, Grandvalet & Davoine 2018 (ICML), image classification (ResNet, Inception)", _RECALLED),
@@ -177,12 +180,14 @@ REFERENCES = (*REFERENCES, *(Reference(_FORGETTING, what, value, unit, source, F
     ("LwF vs fine-tuning, old task", "less forgetting, new task as good or better", "",
      "Li & Hoiem 2016 (ECCV) / 2017 (TPAMI), image classification", _RECALLED),
     ("MNIST test errors: large net / small net (hard labels) / small net distilled", "67 / 146 / 74",
-     "errors of 10,000", "Hinton, Vinyals & Dean 2015, section 3", _RECALLED),
+     "errors of 10,000", "Hinton, Vinyals & Dean 2015, section 3", _REVIEWED),
     ("speech frame accuracy: baseline / 10-model ensemble / distilled single model",
-     "58.9 / 61.1 / 60.8", "% frame accuracy", "Hinton, Vinyals & Dean 2015, Table 1", _RECALLED),
+     "58.9 / 61.1 / 60.8", "% frame accuracy", "Hinton, Vinyals & Dean 2015, Table 1", _REVIEWED),
     ("2019 tutorial slides §4.2.B and §4.3.C", "regularise towards the pretrained weights; "
      "ensembles and distillation get more signal", "", "NAACL 2019 tutorial slides",
-     "qualitative; the slides could not be read here"),
+     "the slides' text (lines 3036-3089: Wiese et al.'s L2 towards the pretrained weights, EWC's "
+     "Ω and a prediction-level Ω; lines 3299-3339: ensembling and distillation): recipes, no "
+     "measured numbers"),
 )))
 
 
@@ -232,12 +237,13 @@ SOURCE_EFFECTS: tuple[SourceEffect, ...] = (
     SourceEffect(_TDT, "TDT", "fine-tuning", "sst2 dev (in-domain) error", -0.5,
                  "Zeng et al. 2022 (GLUE average +0.5 to +1.5 points; the low end), recalled", False),
     SourceEffect(PEFTSettings.notebook, "LoRA", "all but embeddings", "trec test error", 86.4 - 87.2,
-                 "Hu et al. 2021 Table 2 (RoBERTa-base GLUE average 87.2 vs 86.4), recalled", False,
+                 "Hu et al. 2021 Table 2 (RoBERTa-base GLUE average 87.2 vs 86.4), checked by the "
+                 "teaching review of 2026-11-27", True,
                  "LoRA better by 0.8 points: −0.8 points of error"),
     # any student size: the metric names its layers ("student (1 layers) …" at classroom)
     SourceEffect(ForgettingSettings.notebook, "KD", "hard labels", "student (",
-                 (146 - 74) / 100, "Hinton et al. 2015 §3 (MNIST: 146 → 74 errors of 10,000), recalled",
-                 False, "+0.72 points of accuracy"),
+                 (146 - 74) / 100, "Hinton et al. 2015 §3 (MNIST: 146 → 74 errors of 10,000), checked "
+                 "by the teaching review of 2026-11-27", True, "+0.72 points of accuracy"),
 )
 
 
