@@ -11,14 +11,15 @@ from pathlib import Path
 import nbformat
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+HEADING = re.compile(r"^## Self-check", re.M)
 SOLUTION = re.compile(r"<summary>Self-check</summary>\s*```python\n(.*?)```", re.S)
 
 
 def self_check(stem: str) -> tuple[str, str]:
     """(the self-check section's code cells joined, the solution's code) of notebook ``stem``."""
     cells = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4).cells
-    start = next(i for i, c in enumerate(cells)
-                 if c.cell_type == "markdown" and c.source.startswith("## Self-check"))
+    start = next(i for i, c in enumerate(cells)  # its own cell, or the end of "## Try this"'s
+                 if c.cell_type == "markdown" and HEADING.search(c.source))
     end = next(i for i, c in enumerate(cells)
                if i > start and c.cell_type == "markdown" and c.source.startswith("## "))
     code = "\n\n".join(c.source for c in cells[start:end] if c.cell_type == "code")

@@ -236,3 +236,32 @@ def test_curves_read_the_runs_histories():
     assert list(steps.columns) == ["method", "seed", "step", "cross_entropy", "penalty"]
     assert steps[steps.method == "EWC 1"].cross_entropy.tolist() == [2.0, 1.5]
     assert len(steps) == 4
+
+
+def test_notebook_13s_self_check_reports_the_stub_passes_the_solution_and_fails_wrong_penalties():
+    """Notebook 13's self-check, run as the learner would: the stub is reported, the solution passes,
+    and three plausible mistakes fail (the ½ left out; the importance left out, i.e. L2-SP; |w − w⁰|
+    instead of its square)."""
+    from notebook_selfcheck import self_check
+
+    from tutorial_lib import selfcheck
+
+    cell, solution = self_check("13_forgetting_and_distillation")
+    ns = {"np": np, "torch": torch, "forgetting": forgetting}
+    exec(cell, ns)  # as the learner first runs it: nothing raises
+    ref, cases = forgetting.anchored_penalty, lambda: selfcheck.cases(ns["random_weights"])
+    assert "not written yet" in selfcheck.check(ns["my_anchored_penalty"], ref, cases()).message
+    exec(solution, ns)
+    assert selfcheck.check(ns["my_anchored_penalty"], ref, cases())
+
+    def penalty(half=0.5, importance=True, power=2):
+        def fn(params, strength, anchor, F):
+            return half * strength * sum(((F[n] if importance else 1) * (w - anchor[n]).abs() ** power).sum()
+                                         for n, w in params.items())
+        return fn
+
+    assert selfcheck.check(penalty(), ref, cases())
+    wrong = {"no ½": penalty(half=1.0), "no importance": penalty(importance=False),
+             "|w − w⁰|": penalty(power=1)}
+    for name, fn in wrong.items():
+        assert "largest difference" in selfcheck.check(fn, ref, cases()).message, name

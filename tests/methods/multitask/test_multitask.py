@@ -348,19 +348,34 @@ def test_a_hugging_face_backbone_keeps_its_word_embeddings_frozen(with_data):
 
 # --- 06's and 07's self-checks, run as a learner would ------------------------------------------
 # the notebook's check cell with its stub (a "not written yet" line, no exception), with the
-# solution from the notebook's "## Solutions" (passes) and with a deliberately wrong answer (fails,
+# solution from the notebook's "## Solutions" (passes) and with each deliberately wrong answer (fails,
 # saying what differs)
 
 NOTEBOOKS = Path(__file__).resolve().parents[3] / "notebooks"
 SOLUTION = re.compile(r"<details><summary>Self-check</summary>.*?```python\n(.*?)```", re.S)
 
-WRONG = {  # a plausible mistake per notebook: the learner's function redefined
-    "06_multitask": "def my_probabilities(sizes, temperature):\n"
-                    "    total = sum(n ** temperature for n in sizes.values())  # T instead of 1/T\n"
-                    "    return {t: n ** temperature / total for t, n in sizes.items()}\n",
-    "07_gradts": "def my_normalize(m):\n"
-                 "    return (m - m.min()) / (m.max() - m.min())  # the layer normalisation left out\n",
+WRONG = {  # plausible mistakes per notebook: the learner's function redefined
+    "06_multitask": {
+        "T instead of 1/T": "def my_probabilities(sizes, temperature):\n"
+                            "    total = sum(n ** temperature for n in sizes.values())\n"
+                            "    return {t: n ** temperature / total for t, n in sizes.items()}\n",
+        "no temperature": "def my_probabilities(sizes, temperature):\n"
+                          "    return {t: n / sum(sizes.values()) for t, n in sizes.items()}\n",
+        "not normalised": "def my_probabilities(sizes, temperature):\n"
+                          "    return {t: n ** (1 / temperature) for t, n in sizes.items()}\n",
+    },
+    "07_gradts": {
+        "no layer normalisation": "def my_normalize(m):\n"
+                                  "    return (m - m.min()) / (m.max() - m.min())\n",
+        "columns, not layers": "def my_normalize(m):\n"
+                               "    m = m / m.sum(dim=0, keepdim=True)\n"
+                               "    return (m - m.min()) / (m.max() - m.min())\n",
+        "divided by the max only": "def my_normalize(m):\n"
+                                   "    m = m / m.sum(dim=1, keepdim=True)\n"
+                                   "    return m / m.max()\n",
+    },
 }
+CASES = [(stem, name) for stem in sorted(WRONG) for name in WRONG[stem]]
 
 
 def run_check(stem: str, answer: str | None):
@@ -383,10 +398,14 @@ def solution(stem: str) -> str:
 
 
 @pytest.mark.parametrize("stem", sorted(WRONG))
-def test_the_stub_reports_the_solution_passes_and_a_wrong_answer_fails(stem):
+def test_the_stub_reports_and_the_solution_passes(stem):
     stub = run_check(stem, None)
     assert not stub and "not written yet" in repr(stub)
     right = run_check(stem, solution(stem))
     assert right and right.cases == 5, repr(right)
-    wrong = run_check(stem, WRONG[stem])
-    assert not wrong and repr(wrong).startswith("✗ case 1: ") and "differ" in repr(wrong)
+
+
+@pytest.mark.parametrize(("stem", "mistake"), CASES)
+def test_a_wrong_answer_fails(stem, mistake):
+    wrong = run_check(stem, WRONG[stem][mistake])
+    assert not wrong and repr(wrong).startswith("✗ case ") and "differ" in repr(wrong), repr(wrong)

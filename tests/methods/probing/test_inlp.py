@@ -261,3 +261,25 @@ def test_re_injection_works_through_an_affine_eraser_too():
     np.testing.assert_allclose(overall, (X - eraser(X)).mean(0), atol=1e-10)
     np.testing.assert_allclose(inlp.reinject(X, eraser, by_class[y]), X, atol=5e-3)
     assert np.abs(inlp.reinject(X, eraser, by_class[rng.permutation(y)]) - X).max() > 1.0
+
+
+def test_notebook_11s_self_check_reports_the_stub_passes_the_solution_and_fails_wrong_projections():
+    """Notebook 11's self-check, run as the learner would: the stub is reported, the solution passes
+    on bases of 0, 1 and 2 directions, and three plausible mistakes fail (I + BBᵀ, the sign flipped;
+    BBᵀ, the projection onto the span instead of off it; I − BᵀB, the product the wrong way round)."""
+    from notebook_selfcheck import self_check
+
+    from tutorial_lib import selfcheck
+
+    cell, solution = self_check("11_amnesic_probing")
+    ns = {"np": np, "inlp": inlp}
+    exec(cell, ns)  # as the learner first runs it: nothing raises
+    ref, cases = inlp.projection_removing, lambda: selfcheck.cases(ns["random_basis"])
+    assert "not written yet" in selfcheck.check(ns["my_projection_removing"], ref, cases()).message
+    assert {B.shape[1] for B, _ in selfcheck.cases(ns["random_basis"], n=20)} == {0, 1, 2}
+    exec(solution, ns)
+    assert selfcheck.check(ns["my_projection_removing"], ref, cases())
+    wrong = {"plus": lambda B, d: np.eye(d) + B @ B.T, "onto the span": lambda B, d: B @ B.T,
+             "BᵀB": lambda B, d: np.eye(d) - B.T @ B}
+    for name, fn in wrong.items():
+        assert "largest difference" in selfcheck.check(fn, ref, cases()).message, name

@@ -354,3 +354,31 @@ def test_the_ablations_keep_their_fixed_part_at_its_words(tokenizer):
         assert set(dart.start_cosines(model, trained_only=False)) > set(cos)
     with pytest.raises(ValueError, match="not both"):
         model.param_groups(prompt_lr=1e-3, prompt_scale=10.0)
+
+
+def test_notebook_09s_self_check_reports_the_stub_passes_the_solution_and_fails_wrong_losses():
+    """Notebook 09's self-check, run as the learner would: the stub is reported, the solution passes,
+    and three plausible mistakes fail (the sum over tokens instead of the mean; log(1 − log p), the
+    log-probability taken for a probability; the sign of the BCE dropped)."""
+    from notebook_selfcheck import self_check
+
+    from tutorial_lib import selfcheck
+
+    cell, solution = self_check("09_dart")
+    ns = {"torch": torch, "dart": dart}
+    exec(cell, ns)  # as the learner first runs it: nothing raises
+    ref, cases = dart.fluency_bce, lambda: selfcheck.cases(ns["random_tokens"])
+    assert "not written yet" in selfcheck.check(ns["my_fluency_bce"], ref, cases()).message
+    exec(solution, ns)
+    assert selfcheck.check(ns["my_fluency_bce"], ref, cases())
+
+    def terms(log_p, sampled, labels, rows, log_q=None):
+        t = (sampled == labels).float()[rows]
+        return t * log_p + (1 - t) * (torch.log(1 - log_p.exp()) if log_q is None else log_q)
+
+    wrong = {"sum": lambda lp, s, y, r: -terms(lp, s, y, r).sum(),
+             "log(1 - log p)": lambda lp, s, y, r: -terms(lp, s, y, r, torch.log(1 - lp)).mean(),
+             "no minus": lambda lp, s, y, r: terms(lp, s, y, r).mean()}
+    assert selfcheck.check(lambda lp, s, y, r: -terms(lp, s, y, r).mean(), ref, cases())
+    for name, fn in wrong.items():
+        assert "largest difference" in selfcheck.check(fn, ref, cases()).message, name

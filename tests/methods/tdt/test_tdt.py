@@ -180,3 +180,37 @@ def test_the_collapse_penalty_is_zero_at_its_target_and_enters_the_loss_only_whe
     penalty = weighted.tdt.history[-1]["collapse penalty"]
     assert penalty > 0.1  # mean m ≈ 0.5 at the start, the target 0.9
     assert b.item() == pytest.approx(a.item() + 10.0 * penalty, rel=1e-5)
+
+
+def test_notebook_08s_self_check_reports_the_stub_passes_the_solution_and_fails_wrong_views():
+    """Notebook 08's self-check, run as the learner would: the stub is reported, the solution passes,
+    and three plausible mistakes fail (ē averaged over every token, [CLS] and padding included; the
+    confidence weights swapped between e and ē; the negative view keeping m·e instead of (1 − m)·e)."""
+    from notebook_selfcheck import self_check
+
+    from tutorial_lib import selfcheck
+
+    cell, solution = self_check("08_tdt")
+    ns = {"torch": torch, "tdt": tdt}
+    exec(cell, ns)  # as the learner first runs it: nothing raises
+    ref, cases = tdt.make_views, lambda: selfcheck.cases(ns["random_batch"])
+    assert "not written yet" in selfcheck.check(ns["my_make_views"], ref, cases()).message
+    exec(solution, ns)
+    assert selfcheck.check(ns["my_make_views"], ref, cases())
+
+    def views(e_bar, w_e, w_bar, w_neg):
+        def make(e, m, content):
+            keep, w = content[..., None], m[..., None]
+            mean = e_bar(e, keep)
+            distilled = torch.where(keep, w_e(w) * e + w_bar(w) * mean, e)
+            return distilled, torch.where(keep, w_neg(w) * e, e)
+        return make
+
+    content_mean = lambda e, keep: (e * keep).sum(1, keepdim=True) / keep.sum(1, keepdim=True)  # noqa: E731
+    m, one_minus = (lambda w: w), (lambda w: 1 - w)
+    wrong = {"ē over all tokens": views(lambda e, keep: e.mean(1, keepdim=True), m, one_minus, one_minus),
+             "weights swapped": views(content_mean, one_minus, m, one_minus),
+             "negative keeps m·e": views(content_mean, m, one_minus, m)}
+    assert selfcheck.check(views(content_mean, m, one_minus, one_minus), ref, cases())  # the frame is right
+    for name, fn in wrong.items():
+        assert "largest difference" in selfcheck.check(fn, ref, cases()).message, name
