@@ -17,8 +17,6 @@ export TUTORIAL_RESULTS_DIR
 trap 'rm -rf "$TUTORIAL_RESULTS_DIR"' EXIT
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export MPLBACKEND=Agg
-# The notebooks come first: they are the longest files, and --dist loadfile hands files out in
-# order, so a long notebook last would leave one worker running alone at the end.
 # One torch thread per worker: the 2-core machine runs two tests at once instead of one test on
 # two threads (most tests are too small for two threads to help).
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -28,7 +26,7 @@ TUTORIAL_NOTEBOOKS_RAN_SINCE=$(date +%s)
 "$PY" -m pytest -q -W ignore::DeprecationWarning -n "$workers" --dist loadfile \
   -m "not after_notebooks" $(junit tests-and-notebooks) \
   --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
-  notebooks tests "$@"
+  tests notebooks "$@"
 if [ $# -eq 0 ]; then  # every notebook ran: check that each saved its results, build the report
   TUTORIAL_NOTEBOOKS_RAN_SINCE=$TUTORIAL_NOTEBOOKS_RAN_SINCE "$PY" -m pytest -q \
     -W ignore::DeprecationWarning -m after_notebooks $(junit after-notebooks) tests/test_results.py

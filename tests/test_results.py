@@ -360,11 +360,15 @@ def test_a_source_effect_is_called_below_our_mde_or_not_seen_and_gets_its_runs(t
     assert a["source_delta"] == pytest.approx(1.6) and a["source_vs_run"] == reports.SOURCE_NOT_SEEN
     assert b["runs_for_source"] > 3 and a["runs_for_source"] <= 3
     assert b["source_verified"] and a["source_verified"]  # the slides' own numbers
+    tdt = reports.with_power([_effect("08_tdt", "TDT", "fine-tuning", "sst2 dev (in-domain) error",
+                                      -1.0, "[-4, +2]", stats.WITHIN_NOISE)])[0]
+    assert tdt["source_verified"] is False  # recalled: the report marks it unverified
+    assert "-0.50 (**unverified**)" in reports.power_markdown([tdt])
     kd = reports.with_power([_effect("13_forgetting_and_distillation", "KD", "hard labels",
                                      "student (2 layers) test accuracy", 2.0, "[-8, +12]",
                                      stats.WITHIN_NOISE)])[0]
-    assert kd["source_verified"] is False  # recalled: the report marks it unverified
-    assert "+0.72 (**unverified**)" in reports.power_markdown([kd])
+    assert kd["source_verified"] is True  # checked by the teaching review of 2026-11-27
+    assert "+0.72 |" in reports.power_markdown([kd])
     unrelated = reports.with_power([_effect("02_adaptation", "x", "y", "err", 1.0, "[-1, +3]",
                                             stats.WITHIN_NOISE)])[0]
     assert "source_delta" not in unrelated
