@@ -10,6 +10,13 @@ says how many steps a method needs and which rates learn; 09's settings were rea
 
     python -m benchmarks.dart_design --splits 2013 2021 2042 --steps 32 --every 8
 
+The label vectors' own rate (09's ``dart_label_scale``) was read from a second sweep at 09's
+steps and fluency rows (``results/dart_design_labels.json``)::
+
+    python -m benchmarks.dart_design --steps 16 --fluency-rows 2 \
+        --out benchmarks/results/dart_design_labels.json --configs "DART 1e-4 x100" \
+        "DART 1e-4 x100 labels x1" "DART 1e-4 x100 labels x10" "DART 1e-4 x100 labels fixed"
+
 The default configurations are those of the committed result. One process, the machine's threads.
 """
 
@@ -27,11 +34,14 @@ from tutorial_lib.methods.prompts.settings import DARTSettings
 from tutorial_lib.tasks import FewShotSplit
 
 RESULTS = Path(__file__).resolve().parent / "results" / "dart_design.json"
-# name: (method, run's rate, multiple of the run's rate for the head or DART's vectors)
+# name: (method, run's rate, multiple of the run's rate for the head or DART's vectors[, the label
+# vectors' own multiple: 0 keeps them their words])
 CONFIGS = {"head A": ("head", 1e-4, 100), "head B": ("head", 3e-4, 100), "head C": ("head", 1e-4, 30),
            "manual 1e-4": ("manual", 1e-4, None), "manual 3e-4": ("manual", 3e-4, None),
            "manual 1e-3": ("manual", 1e-3, None), "DART 1e-4 x30": ("dart", 1e-4, 30),
-           "DART 3e-4 x30": ("dart", 3e-4, 30), "DART 1e-4 x100": ("dart", 1e-4, 100)}
+           "DART 3e-4 x30": ("dart", 3e-4, 30), "DART 1e-4 x100": ("dart", 1e-4, 100),
+           "DART 1e-4 x100 labels x1": ("dart", 1e-4, 100, 1), "DART 1e-4 x100 labels x10": (
+               "dart", 1e-4, 100, 10), "DART 1e-4 x100 labels fixed": ("dart", 1e-4, 100, 0)}
 
 
 def design_split(task, seed: int, k: int, size: int = 300) -> FewShotSplit:
@@ -71,11 +81,11 @@ def main(argv: list[str] | None = None) -> dict:
         "manual": lambda x: fewshot.prompt_method(lm, template, words, s.max_len, trainable_layers=k,
                                                   train_label_rows=s.prompt_label_rows,
                                                   frozen_states=True),
-        "dart": lambda x: dart.dart_method(lm, template, words, prompt_scale=x,
-                                           fluency_weight=s.fluency_weight,
-                                           fluency_rows=args.fluency_rows, max_len=s.max_len,
-                                           trainable_layers=k, prefix_words=True,
-                                           frozen_states=shared)}
+        "dart": lambda x, labels=None: dart.dart_method(
+            lm, template, words, prompt_scale=x, label_scale=labels or None,
+            train_labels=labels != 0, fluency_weight=s.fluency_weight,
+            fluency_rows=args.fluency_rows, max_len=s.max_len, trainable_layers=k,
+            prefix_words=True, frozen_states=shared)}
     task = tasks.load_task("sst2")
     rows, reference = [], {}
     for seed in args.splits:
@@ -84,13 +94,14 @@ def main(argv: list[str] | None = None) -> dict:
         reference[seed] = {"majority": max(positives, 1 - positives), "zero_shot": fewshot.zero_shot(
             lm, split, template["sst2"], words["sst2"])["accuracy"]}
         for name in args.configs:
-            method, lr, x = CONFIGS[name]
+            method, lr, x, *labels = CONFIGS[name]
             t0 = time.perf_counter()
-            run = fewshot.train_fewshot(build[method](x)(split), split, steps=args.steps,
+            run = fewshot.train_fewshot(build[method](x, *labels)(split), split, steps=args.steps,
                                         batch_size=s.batch_size, lr=lr, eval_every=args.every,
                                         evaluate_test=False)
             cos = dart.start_cosines(run.model) if method == "dart" else {}
             rows.append({"split": seed, "config": name, "method": method, "lr": lr, "scale": x,
+                         "label_scale": labels[0] if labels else None,
                          "steps": [h["step"] for h in run.history],
                          "design_dev_accuracy": [round(h["dev_accuracy"], 4) for h in run.history],
                          "vector_cos": round(sum(cos.values()) / len(cos), 5) if cos else None,

@@ -6,7 +6,8 @@
 #   2. with no extra arguments (every notebook ran): the check that each saved its results and the
 #      report built from them (tests/test_results.py, marked after_notebooks).
 # PY: the interpreter (default .venv/bin/python). JUNIT_DIR: also write each call's JUnit XML there
-# (per-test times: scripts/gpu_runs.sh sums them per notebook). Extra arguments go to pytest.
+# (per-test times: scripts/gpu_runs.sh sums them per notebook). SKIP_NETWORK=1: leave out the tests
+# marked network (scripts/test.sh runs them in a process of their own). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -24,7 +25,7 @@ workers=${TEST_WORKERS:-2}
 junit() { [ -n "${JUNIT_DIR:-}" ] && echo "--junitxml=$JUNIT_DIR/$1.xml"; true; }
 TUTORIAL_NOTEBOOKS_RAN_SINCE=$(date +%s)
 "$PY" -m pytest -q -W ignore::DeprecationWarning -n "$workers" --dist loadfile \
-  -m "not after_notebooks" $(junit tests-and-notebooks) \
+  -m "not after_notebooks${SKIP_NETWORK:+ and not network}" $(junit tests-and-notebooks) \
   --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
   tests notebooks "$@"
 if [ $# -eq 0 ]; then  # every notebook ran: check that each saved its results, build the report

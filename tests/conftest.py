@@ -77,6 +77,9 @@ def tiny_bert(minilm_tokenizer):
 def pytest_configure(config):
     config.addinivalue_line("markers", "after_notebooks: runs after every other test and notebook "
                                        "of the session (it reads what the notebooks saved)")
+    config.addinivalue_line("markers", "network: asks the package index (pip resolutions): "
+                                       "scripts/test.sh runs these beside the main leg, not on "
+                                       "its workers (they mostly wait on the network)")
 
 
 def pytest_collection_modifyitems(config, items):

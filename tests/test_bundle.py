@@ -254,6 +254,7 @@ def test_a_rebuild_replaces_an_earlier_bundle_but_never_other_files(tmp_path):
     assert (out / "notes.txt").read_text() == "mine"
 
 
+@pytest.mark.network
 def test_the_projects_own_requirements_resolve_for_a_node(tmp_path):
     """Against the package index (skipped offline): the wheels a real bundle needs resolve for the
     node's CPython 3.12, seqeval (an sdist only, pinned) built here, torch and what only torch

@@ -236,6 +236,7 @@ def test_the_fake_colab_is_what_pip_sees(tmp_path):
     assert out == ["True", "2.11.0+cu128", "2.1.3", "None"]  # nothing of this interpreter's
 
 
+@pytest.mark.network
 def test_installing_the_package_on_colab_replaces_no_compiled_package(colab_plan):
     preinstalled = colab_packages()
     plan = ", ".join(f"{n}=={i['version']}" for n, i in sorted(colab_plan.items()))
@@ -247,6 +248,7 @@ def test_installing_the_package_on_colab_replaces_no_compiled_package(colab_plan
           f"replaces (pure Python): {pure or 'none'}")
 
 
+@pytest.mark.network
 def test_the_pyproject_of_886c792_replaced_colabs_pyarrow(tmp_path):
     """The test can fail: the ranges before this change (datasets>=5.0, peft>=0.21) pulled
     pyarrow 26 over Colab's 18.1, the compiled package that forces a runtime restart."""

@@ -144,19 +144,12 @@ def test_notebook_02s_self_check_reports_the_stub_passes_the_solution_and_fails_
     """Notebook 02's self-check, run as the learner would: the stub is reported, the solution passes
     against ``pool_hidden`` on cases of both pools, and two plausible mistakes fail: the last
     position of the padded row, and the mean over every position."""
-    from notebook_selfcheck import self_check
+    from notebook_selfcheck import LearnerRun
 
-    from tutorial_lib import models, selfcheck
+    from tutorial_lib import models
 
-    cell, solution = self_check("02_adaptation")
-    ns = {"models": models}
-    exec(cell, ns)
-    cases = lambda: selfcheck.cases(ns["random_batch"], n=8)  # noqa: E731
-    assert "not written yet" in selfcheck.check(ns["my_pool"], models.pool_hidden, cases()).message
-    assert {pool for _, _, pool in cases()} == {"first", "last"}
-    assert any((mask == 0).any() for _, mask, pool in cases() if pool == "last")  # padded rows
-    exec(solution, ns)
-    assert selfcheck.check(ns["my_pool"], models.pool_hidden, cases())
-    for wrong in (lambda h, m, p: h[:, 0] if p == "first" else h[:, -1],
-                  lambda h, m, p: h[:, 0] if p == "first" else h.mean(1)):
-        assert "largest difference" in selfcheck.check(wrong, models.pool_hidden, cases()).message
+    run = LearnerRun("02_adaptation", {"models": models}, "my_pool", "random_batch", models.pool_hidden, n=8)
+    assert {pool for _, _, pool in run.cases()} == {"first", "last"}
+    assert any((mask == 0).any() for _, mask, pool in run.cases() if pool == "last")  # padded rows
+    run.fails({"the padded row's last position": lambda h, m, p: h[:, 0] if p == "first" else h[:, -1],
+               "the mean over every position": lambda h, m, p: h[:, 0] if p == "first" else h.mean(1)})

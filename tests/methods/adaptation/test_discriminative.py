@@ -162,19 +162,12 @@ def test_notebook_05s_self_check_reports_the_stub_passes_the_solution_and_fails_
     cut fail."""
     import math
 
-    from notebook_selfcheck import self_check
+    from notebook_selfcheck import LearnerRun
 
-    from tutorial_lib import selfcheck
     from tutorial_lib.methods.adaptation import discriminative
 
-    cell, solution = self_check("05_discriminative_lr")
-    ns = {"discriminative": discriminative}
-    exec(cell, ns)
-    of, cases = ns["schedule_of"], lambda: selfcheck.cases(ns["random_run"])
-    ref = of(discriminative.stlr)
-    assert "not written yet" in selfcheck.check(of(ns["my_stlr"]), ref, cases()).message
-    exec(solution, ns)
-    assert selfcheck.check(of(ns["my_stlr"]), ref, cases())
+    run = LearnerRun("05_discriminative_lr", {"discriminative": discriminative}, "my_stlr", "random_run",
+                     discriminative.stlr, wrap="schedule_of")
 
     def rounded_cut(t, total, lr, cut_frac, ratio):
         cut = max(1, round(total * cut_frac))
@@ -185,5 +178,4 @@ def test_notebook_05s_self_check_reports_the_stub_passes_the_solution_and_fails_
         cut = max(1, math.floor(total * cut_frac))
         return lr * (t / cut if t < cut else 1 - (t - cut) / (total - cut))
 
-    for wrong in (stlr_as_printed, rounded_cut, no_floor):
-        assert "largest difference" in selfcheck.check(of(wrong), ref, cases()).message, wrong.__name__
+    run.fails((stlr_as_printed, rounded_cut, no_floor))

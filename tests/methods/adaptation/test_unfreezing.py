@@ -119,21 +119,15 @@ def test_notebook_04s_self_check_reports_the_stub_passes_the_solution_and_fails_
     """Notebook 04's self-check, run as the learner would: the stub is reported, the solution passes
     on cases of both modes, and two plausible mistakes fail (chain-thaw from the top down; gradual
     unfreezing from the bottom up)."""
-    from notebook_selfcheck import self_check
+    from notebook_selfcheck import LearnerRun
 
-    from tutorial_lib import selfcheck
     from tutorial_lib.methods.adaptation import unfreezing
 
-    cell, solution = self_check("04_gradual_unfreezing")
-    ns = {"unfreezing": unfreezing}
-    exec(cell, ns)
-    ref, cases = ns["stages_reference"], lambda: selfcheck.cases(ns["random_network"], n=8)
-    assert "not written yet" in selfcheck.check(ns["my_stages"], ref, cases()).message
-    assert {mode for _, mode in cases()} == set(unfreezing.MODES)
-    assert ref(3, "chain-thaw") == [[0], [2], [1], [0, 1, 2]]
-    exec(solution, ns)
-    mine = ns["my_stages"]
-    assert selfcheck.check(mine, ref, cases())
+    run = LearnerRun("04_gradual_unfreezing", {"unfreezing": unfreezing}, "my_stages", "random_network",
+                     "stages_reference", n=8)
+    assert {mode for _, mode in run.cases()} == set(unfreezing.MODES)
+    assert run.reference(3, "chain-thaw") == [[0], [2], [1], [0, 1, 2]]
+    mine = run.mine
 
     def top_down(n, mode):
         return mine(n, mode) if mode == "gradual" else [[0], *([k] for k in range(1, n)), list(range(n))]
@@ -141,5 +135,4 @@ def test_notebook_04s_self_check_reports_the_stub_passes_the_solution_and_fails_
     def bottom_up(n, mode):
         return [list(range(n - 1 - i, n)) for i in range(n)] if mode == "gradual" else mine(n, mode)
 
-    assert not selfcheck.check(top_down, ref, cases())
-    assert not selfcheck.check(bottom_up, ref, cases())
+    run.fails((top_down, bottom_up))

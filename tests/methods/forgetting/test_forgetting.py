@@ -242,17 +242,10 @@ def test_notebook_13s_self_check_reports_the_stub_passes_the_solution_and_fails_
     """Notebook 13's self-check, run as the learner would: the stub is reported, the solution passes,
     and three plausible mistakes fail (the ½ left out; the importance left out, i.e. L2-SP; |w − w⁰|
     instead of its square)."""
-    from notebook_selfcheck import self_check
+    from notebook_selfcheck import LearnerRun
 
-    from tutorial_lib import selfcheck
-
-    cell, solution = self_check("13_forgetting_and_distillation")
-    ns = {"np": np, "torch": torch, "forgetting": forgetting}
-    exec(cell, ns)  # as the learner first runs it: nothing raises
-    ref, cases = forgetting.anchored_penalty, lambda: selfcheck.cases(ns["random_weights"])
-    assert "not written yet" in selfcheck.check(ns["my_anchored_penalty"], ref, cases()).message
-    exec(solution, ns)
-    assert selfcheck.check(ns["my_anchored_penalty"], ref, cases())
+    run = LearnerRun("13_forgetting_and_distillation", {"np": np, "torch": torch, "forgetting": forgetting},
+                     "my_anchored_penalty", "random_weights", forgetting.anchored_penalty)
 
     def penalty(half=0.5, importance=True, power=2):
         def fn(params, strength, anchor, F):
@@ -260,8 +253,6 @@ def test_notebook_13s_self_check_reports_the_stub_passes_the_solution_and_fails_
                                          for n, w in params.items())
         return fn
 
-    assert selfcheck.check(penalty(), ref, cases())
-    wrong = {"no ½": penalty(half=1.0), "no importance": penalty(importance=False),
-             "|w − w⁰|": penalty(power=1)}
-    for name, fn in wrong.items():
-        assert "largest difference" in selfcheck.check(fn, ref, cases()).message, name
+    assert run.check(penalty())  # the frame is right
+    run.fails({"no ½": penalty(half=1.0), "no importance": penalty(importance=False),
+               "|w − w⁰|": penalty(power=1)})

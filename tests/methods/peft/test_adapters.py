@@ -104,25 +104,20 @@ def test_notebook_03s_self_check_reports_the_stub_passes_the_solution_and_fails_
     and three plausible mistakes fail (no skip connection, ReLU, the tanh approximation of GELU).
     The reference is the library's Adapter with the case's weights."""
     import torch.nn.functional as F
-    from notebook_selfcheck import self_check
+    from notebook_selfcheck import LearnerRun
 
-    from tutorial_lib import selfcheck
     from tutorial_lib.methods.peft import adapters
 
-    cell, solution = self_check("03_adapters_and_freezing")
-    ns = {"torch": torch, "adapters": adapters}
-    exec(cell, ns)  # as the learner first runs it: nothing raises
-    ref, cases = ns["adapter_reference"], lambda: selfcheck.cases(ns["random_adapter"])
-    assert "not written yet" in selfcheck.check(ns["my_adapter"], ref, cases()).message
-    for h, W_down, b_down, W_up, b_up in cases():  # the reference is Adapter with the case's weights
+    run = LearnerRun("03_adapters_and_freezing", {"torch": torch, "adapters": adapters}, "my_adapter",
+                     "random_adapter", "adapter_reference")
+    ref = run.reference
+    for h, W_down, b_down, W_up, b_up in run.cases():  # the reference is Adapter with the case's weights
         a = Adapter(W_down.shape[1], W_down.shape[0])
         a.load_state_dict({"down.weight": W_down, "down.bias": b_down, "up.weight": W_up, "up.bias": b_up})
         with torch.no_grad():
             assert torch.equal(a(h), ref(h, W_down, b_down, W_up, b_up))
-    exec(solution, ns)
-    assert selfcheck.check(ns["my_adapter"], ref, cases())
-    wrong = {"no skip": lambda h, Wd, bd, Wu, bu: F.gelu(h @ Wd.T + bd) @ Wu.T + bu,
-             "ReLU": lambda h, Wd, bd, Wu, bu: h + F.relu(h @ Wd.T + bd) @ Wu.T + bu,
-             "tanh GELU": lambda h, Wd, bd, Wu, bu: h + F.gelu(h @ Wd.T + bd, approximate="tanh") @ Wu.T + bu}
-    for name, fn in wrong.items():
-        assert "largest difference" in selfcheck.check(fn, ref, cases()).message, name
+    def adapter(act):
+        return lambda h, Wd, bd, Wu, bu: h + act(h @ Wd.T + bd) @ Wu.T + bu
+
+    run.fails({"no skip": lambda h, Wd, bd, Wu, bu: F.gelu(h @ Wd.T + bd) @ Wu.T + bu,
+               "ReLU": adapter(F.relu), "tanh GELU": adapter(lambda x: F.gelu(x, approximate="tanh"))})

@@ -267,19 +267,12 @@ def test_notebook_11s_self_check_reports_the_stub_passes_the_solution_and_fails_
     """Notebook 11's self-check, run as the learner would: the stub is reported, the solution passes
     on bases of 0, 1 and 2 directions, and three plausible mistakes fail (I + BBᵀ, the sign flipped;
     BBᵀ, the projection onto the span instead of off it; I − BᵀB, the product the wrong way round)."""
-    from notebook_selfcheck import self_check
+    from notebook_selfcheck import LearnerRun
 
     from tutorial_lib import selfcheck
 
-    cell, solution = self_check("11_amnesic_probing")
-    ns = {"np": np, "inlp": inlp}
-    exec(cell, ns)  # as the learner first runs it: nothing raises
-    ref, cases = inlp.projection_removing, lambda: selfcheck.cases(ns["random_basis"])
-    assert "not written yet" in selfcheck.check(ns["my_projection_removing"], ref, cases()).message
-    assert {B.shape[1] for B, _ in selfcheck.cases(ns["random_basis"], n=20)} == {0, 1, 2}
-    exec(solution, ns)
-    assert selfcheck.check(ns["my_projection_removing"], ref, cases())
-    wrong = {"plus": lambda B, d: np.eye(d) + B @ B.T, "onto the span": lambda B, d: B @ B.T,
-             "BᵀB": lambda B, d: np.eye(d) - B.T @ B}
-    for name, fn in wrong.items():
-        assert "largest difference" in selfcheck.check(fn, ref, cases()).message, name
+    run = LearnerRun("11_amnesic_probing", {"np": np, "inlp": inlp}, "my_projection_removing",
+                     "random_basis", inlp.projection_removing)
+    assert {B.shape[1] for B, _ in selfcheck.cases(run.ns["random_basis"], n=20)} == {0, 1, 2}
+    run.fails({"plus": lambda B, d: np.eye(d) + B @ B.T, "onto the span": lambda B, d: B @ B.T,
+               "BᵀB": lambda B, d: np.eye(d) - B.T @ B})

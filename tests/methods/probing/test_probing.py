@@ -184,18 +184,11 @@ def test_notebook_10s_self_check_reports_the_stub_passes_the_solution_and_fails_
     """Notebook 10's self-check, run as the learner would: the stub is reported, the solution passes
     against ``probe_layers``, and three plausible mistakes fail: control labels drawn per token
     instead of per word type, from a uniform distribution, and selectivity with its sign reversed."""
-    from notebook_selfcheck import self_check
+    from notebook_selfcheck import LearnerRun
 
-    from tutorial_lib import selfcheck
-
-    cell, solution = self_check("10_probing")
-    ns = {"probing": probing}
-    exec(cell, ns)
-    ref, cases = ns["selectivity_reference"], lambda: selfcheck.cases(ns["random_words"], n=3)
-    assert "not written yet" in selfcheck.check(ns["my_selectivity"], ref, cases()).message
-    exec(solution, ns)
-    mine = ns["my_selectivity"]
-    assert selfcheck.check(mine, ref, cases())
+    run = LearnerRun("10_probing", {"probing": probing}, "my_selectivity", "random_words",
+                     "selectivity_reference", n=3)
+    ref, cases, mine = run.reference, run.cases, run.mine
     assert all(0 < acc < 1 and sel > 0 for acc, _, sel in map(lambda c: ref(*c), cases()))
 
     def with_controls(draw):
@@ -214,7 +207,7 @@ def test_notebook_10s_self_check_reports_the_stub_passes_the_solution_and_fails_
         return probing.control_labels(words, np.full(k, 1 / k), seed)
 
     for draw in (per_token, uniform):
-        out = selfcheck.check(with_controls(draw), ref, cases())
+        out = run.check(with_controls(draw))
         assert out.message.startswith("✗ case ") and "[1]: largest difference" in out.message, draw.__name__
-    reversed_sign = selfcheck.check(lambda *a: (lambda r: (r[0], r[1], r[1] - r[0]))(mine(*a)), ref, cases())
+    reversed_sign = run.check(lambda *a: (lambda r: (r[0], r[1], r[1] - r[0]))(mine(*a)))
     assert "[2]: largest difference" in reversed_sign.message

@@ -161,6 +161,19 @@ def test_prompt_vectors_train_at_the_runs_rate_by_default(mlm):
     assert scales == {1.0}
 
 
+def test_label_vectors_take_their_own_multiple_of_the_runs_rate(mlm):
+    """``label_scale``: the label vectors (and their biases) in a group of their own; the template
+    keeps ``prompt_scale``; without it both share one group, as before."""
+    model = make(mlm)
+    groups = model.param_groups(prompt_scale=100.0, label_scale=1.0)(model, 1e-3, 0.01)
+    scale_of = {id(p): g.get("lr_scale", 1.0) for g in groups for p in g["params"]}
+    assert scale_of[id(model.embedding.template)] == 100.0
+    assert scale_of[id(model.embedding.labels)] == 1.0
+    assert sum(id(p) in scale_of for p in model.parameters()) == len(scale_of)  # each once
+    together = model.param_groups(prompt_scale=100.0)(model, 1e-3, 0.01)
+    assert [g for g in together if g.get("lr_scale") == 100.0][0]["params"][1] is model.embedding.labels
+
+
 def test_paper_table_puts_each_method_on_one_row():
     out = dart.paper_table(["sst2", "trec"], rename={"DART": "DART-style"})
     assert list(out.index) == ["head fine-tuning", "manual prompt", "P-tuning", "DART-style"]
@@ -360,17 +373,10 @@ def test_notebook_09s_self_check_reports_the_stub_passes_the_solution_and_fails_
     """Notebook 09's self-check, run as the learner would: the stub is reported, the solution passes,
     and three plausible mistakes fail (the sum over tokens instead of the mean; log(1 − log p), the
     log-probability taken for a probability; the sign of the BCE dropped)."""
-    from notebook_selfcheck import self_check
+    from notebook_selfcheck import LearnerRun
 
-    from tutorial_lib import selfcheck
-
-    cell, solution = self_check("09_dart")
-    ns = {"torch": torch, "dart": dart}
-    exec(cell, ns)  # as the learner first runs it: nothing raises
-    ref, cases = dart.fluency_bce, lambda: selfcheck.cases(ns["random_tokens"])
-    assert "not written yet" in selfcheck.check(ns["my_fluency_bce"], ref, cases()).message
-    exec(solution, ns)
-    assert selfcheck.check(ns["my_fluency_bce"], ref, cases())
+    run = LearnerRun("09_dart", {"torch": torch, "dart": dart}, "my_fluency_bce", "random_tokens",
+                     dart.fluency_bce)
 
     def terms(log_p, sampled, labels, rows, log_q=None):
         t = (sampled == labels).float()[rows]
@@ -379,6 +385,5 @@ def test_notebook_09s_self_check_reports_the_stub_passes_the_solution_and_fails_
     wrong = {"sum": lambda lp, s, y, r: -terms(lp, s, y, r).sum(),
              "log(1 - log p)": lambda lp, s, y, r: -terms(lp, s, y, r, torch.log(1 - lp)).mean(),
              "no minus": lambda lp, s, y, r: terms(lp, s, y, r).mean()}
-    assert selfcheck.check(lambda lp, s, y, r: -terms(lp, s, y, r).mean(), ref, cases())
-    for name, fn in wrong.items():
-        assert "largest difference" in selfcheck.check(fn, ref, cases()).message, name
+    assert run.check(lambda lp, s, y, r: -terms(lp, s, y, r).mean())  # the frame is right
+    run.fails(wrong)

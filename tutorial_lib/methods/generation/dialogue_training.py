@@ -377,9 +377,10 @@ def cache(model: DoubleHeads, tokenizer: Any, turns_: Sequence[Turn],
 
 PAPER = (
     {"model": "TransferTransfo (GPT, fine-tuned)", "split": "ConvAI2 validation", "Hits@1 (%)": 82.1,
-     "perplexity": 17.51, "source": "Wolf et al. 2019, Table 1 (recalled, unverified)"},
+     "perplexity": 17.51, "source": "Wolf et al. 2019, Table 1 (checked 2026-11-27)"},
     {"model": "TransferTransfo (GPT, fine-tuned)", "split": "ConvAI2 hidden test", "Hits@1 (%)": 80.7,
      "perplexity": 16.28, "source": "Wolf et al. 2019, Table 1 (recalled, unverified)"},
 )
 """The paper's numbers (20 candidates; word-level perplexity of GPT's BPE, not comparable with a
-sub-word perplexity of another tokenizer) — recalled, not checked against the paper."""
+sub-word perplexity of another tokenizer). The validation row was checked against the paper by the
+project's teaching review of 2026-11-27; the hidden-test row is recalled, not checked."""

@@ -334,22 +334,29 @@ class DARTClassifier(PromptClassifier):
 
     # --- optimisation and inspection ----------------------------------------------------------
 
-    def param_groups(self, prompt_lr: float | None = None,
-                     prompt_scale: float | None = None) -> ParamGroups:
+    def param_groups(self, prompt_lr: float | None = None, prompt_scale: float | None = None,
+                     label_scale: float | None = None) -> ParamGroups:
         """A Method's AdamW groups: the backbone at the run's rate (decay as in pretraining), the
         trainable prompt parameters without weight decay at the run's rate too (both None: equal
         rates), at ``prompt_scale`` × the run's rate (DART's code gives its vectors their own,
         larger rate; a grid over the run's rate then moves both together) or at the fixed
-        ``prompt_lr`` (an ``lr_scale`` on the schedule)."""
+        ``prompt_lr`` (an ``lr_scale`` on the schedule). ``label_scale``: the label vectors (and
+        biases) at their own multiple of the run's rate (None: the template's)."""
         if prompt_lr is not None and prompt_scale is not None:
             raise ValueError("give the prompt vectors a rate (prompt_lr) or a multiple of the run's "
                              "rate (prompt_scale), not both")
+        labels = {id(self.embedding.labels), id(self.label_bias)}
 
         def groups(_: nn.Module, lr: float, weight_decay: float) -> list[dict]:
             prompt = [p for p in self.prompt_parameters() if p.requires_grad]
             out = decay_groups(self, weight_decay, exclude=self.prompt_parameters())
             scale = prompt_scale or (1.0 if prompt_lr is None else prompt_lr / lr)
-            return out + ([{"params": prompt, "weight_decay": 0.0, "lr_scale": scale}] if prompt else [])
+            if label_scale is None:
+                split = [(prompt, scale)]
+            else:  # the template's vectors, then the labels' at their own multiple
+                split = [([p for p in prompt if id(p) not in labels], scale),
+                         ([p for p in prompt if id(p) in labels], label_scale)]
+            return out + [{"params": ps, "weight_decay": 0.0, "lr_scale": x} for ps, x in split if ps]
 
         return groups
 
@@ -416,6 +423,7 @@ def dart_method(
     *,
     prompt_lr: float | None = None,
     prompt_scale: float | None = None,
+    label_scale: float | None = None,
     fluency_weight: float = 1.0,
     mask_rate: float = 0.1,
     init: str = "words",
@@ -432,7 +440,8 @@ def dart_method(
     """DART (see the module docstring) for ``fewshot.compare_fewshot``; each run starts from a
     fresh copy of ``lm`` whose frozen weights it shares (``trainable_layers``: a causal LM trains
     only its top layers, see ``prompting.freeze_below``); the prompt vectors' rate: see
-    :meth:`DARTClassifier.param_groups`; ``prefix_words``, ``causal_fluency`` and the ablations
+    :meth:`DARTClassifier.param_groups` (``label_scale``: the label vectors' own multiple);
+    ``prefix_words``, ``causal_fluency`` and the ablations
     ``train_template``/``train_labels`` (False: those stay their words): see
     :class:`DARTClassifier` (``fluency_weight=0``: the third ablation); ``frozen_states``: a causal
     LM runs only the template's vectors through its frozen layers, on the text's cached keys and
@@ -458,7 +467,8 @@ def dart_method(
                                    train_labels=train_labels, fluency_rows=fluency_rows)
             return FewShotModel(model, lambda rows: model.encode(rows, max_len),
                                 prompt_collate(own.pad_id),
-                                Method(param_groups=model.param_groups(prompt_lr, prompt_scale)),
+                                Method(param_groups=model.param_groups(prompt_lr, prompt_scale,
+                                                                           label_scale)),
                                 own.name)
 
         return build

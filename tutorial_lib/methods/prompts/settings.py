@@ -26,7 +26,8 @@ class DARTSettings(Settings):
     split); ``head_init``: the head's start, the logistic-regression probe's weights ("probe",
     LP-FT) or random; ``head_lr``/``head_scale``: the head's own rate, or a multiple of the run's (a
     random head needs far more than the pretrained layers); ``dart_prompt_scale``: DART's template
-    and label vectors at this multiple of the run's rate; the ablations train at the rate DART
+    and label vectors at this multiple of the run's rate (``dart_label_scale``: the label vectors at
+    their own multiple); the ablations train at the rate DART
     chose. ``causal_fluency``: DART's label-conditioned fluency term on a causal LM ("label") or
     the LM-loss stand-in 09 ran before ("lm"), weight ``fluency_weight`` λ, on the first
     ``fluency_rows`` rows of each batch; ``mask_rate``: the masked LMs' share of masked tokens;
@@ -89,6 +90,11 @@ class DARTSettings(Settings):
     # design sweep 30× moved them to cosines of about 0.995 in 32 steps, too close to the guard's
     # 0.999 for 16 steps; 100× to 0.96-0.99
     dart_prompt_scale: float = 100.0
+    # the label vectors' own multiple of the run's rate (None: the template's). At 100× they cost
+    # accuracy: in 09's committed run of 2026-11-28 DART with its label words *fixed* was the best
+    # arm on both split sets (79.9 % against DART's 76.4 %); the value below is read from the
+    # design sweep of benchmarks/dart_design.py (results/dart_design_labels.json)
+    dart_label_scale: float | None = None
     causal_fluency: str = "label"
     # λ: the BCE of a row with its true label is the text's LM loss, a few nats a token; at DART's
     # λ = 1 it would outweigh the classification loss (DART's masked term scores a tenth of the
