@@ -102,8 +102,8 @@ def main(argv: list[str] | None = None) -> dict:
             cos = dart.start_cosines(run.model) if method == "dart" else {}
             rows.append({"split": seed, "config": name, "method": method, "lr": lr, "scale": x,
                          "label_scale": labels[0] if labels else None,
-                         "steps": [h["step"] for h in run.history],
-                         "design_dev_accuracy": [round(h["dev_accuracy"], 4) for h in run.history],
+                         "steps": [h["step"] for h in run.history.evals],
+                         "design_dev_accuracy": [round(h["dev_accuracy"], 4) for h in run.history.evals],
                          "vector_cos": round(sum(cos.values()) / len(cos), 5) if cos else None,
                          "seconds": round(time.perf_counter() - t0, 1)})
             print(rows[-1], flush=True)
