@@ -21,23 +21,11 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 # the floors leg's venv (the package on the oldest versions it declares, Colab's) is built in the
 # background while the main leg runs: the build is mostly downloading
 floors_log=$(mktemp)
-# and the tests that ask the package index (marked network: pip resolutions for Colab and for a
-# bundle node, about 80 s spent mostly waiting on the index) run beside the main leg in a process
-# of their own instead of holding one of its two workers
-network_log=$(mktemp)
-if [ $# -eq 0 ]; then
-  bash scripts/test_floors.sh --build-only > "$floors_log" 2>&1 & floors=$!
-  TUTORIAL_SCALE=smoke OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q -p no:cacheprovider \
-    -W ignore::DeprecationWarning -m network tests/test_colab_resolution.py tests/test_bundle.py \
-    > "$network_log" 2>&1 & network=$!
-  export SKIP_NETWORK=1
-fi
+if [ $# -eq 0 ]; then bash scripts/test_floors.sh --build-only > "$floors_log" 2>&1 & floors=$!; fi
 .venv/bin/ruff check .
 .venv/bin/actionlint
 bash scripts/pytest_all.sh "$@"
 if [ $# -eq 0 ]; then  # the floors leg: about a minute once its venv is there
-  wait "$network" || { cat "$network_log"; echo "the network tests failed (above)" >&2; exit 1; }
-  tail -n 1 "$network_log"
   wait "$floors" || { cat "$floors_log"; echo "building .venv-floors failed (above)" >&2; exit 1; }
   bash scripts/test_floors.sh
 fi

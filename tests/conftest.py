@@ -77,9 +77,9 @@ def tiny_bert(minilm_tokenizer):
 def pytest_configure(config):
     config.addinivalue_line("markers", "after_notebooks: runs after every other test and notebook "
                                        "of the session (it reads what the notebooks saved)")
-    config.addinivalue_line("markers", "network: asks the package index (pip resolutions): "
-                                       "scripts/test.sh runs these beside the main leg, not on "
-                                       "its workers (they mostly wait on the network)")
+    config.addinivalue_line("markers", "network: asks the package index (pip resolutions); "
+                                       "skipped offline, left out with SKIP_NETWORK=1 "
+                                       "(scripts/pytest_all.sh)")
 
 
 def pytest_collection_modifyitems(config, items):
