@@ -93,32 +93,12 @@ def _bf16_speedup(repeats: int) -> float:
     return median(None) / median(torch.bfloat16)
 
 
-def measured_bf16_speedup() -> float:
-    """:func:`bf16_speedup`, measured once per CPU model, torch version and thread count and kept
-    in the cache directory (``runtime/bf16_speedup.json``): every notebook kernel and test process
-    would otherwise spend about a second measuring the same thing again."""
-    from .config import cache_dir  # the cache root is read at call time ($TUTORIAL_CACHE_DIR)
-
-    path = cache_dir("runtime") / "bf16_speedup.json"
-    key = f"{_cpu_name()} | torch {torch.__version__} | {torch.get_num_threads()} threads"
-    try:
-        known = json.loads(path.read_text())
-    except (OSError, ValueError):
-        known = {}
-    if key not in known:
-        known[key] = bf16_speedup()
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")  # parallel kernels: write, then rename
-        tmp.write_text(json.dumps(known, indent=1))
-        tmp.replace(path)
-    return float(known[key])
-
-
 @functools.cache
 def cpu_has_fast_bf16() -> bool:
     """True when bf16 autocast pays on this CPU: it has bf16 instructions *and* a training step runs
-    at least :data:`BF16_MIN_SPEEDUP` times faster under it (:func:`measured_bf16_speedup`: about a
-    second, once per CPU model, torch version and thread count)."""
-    return cpu_has_bf16_instructions() and measured_bf16_speedup() >= BF16_MIN_SPEEDUP
+    at least :data:`BF16_MIN_SPEEDUP` times faster under it (:func:`bf16_speedup`, measured once
+    per process, about a second)."""
+    return cpu_has_bf16_instructions() and bf16_speedup() >= BF16_MIN_SPEEDUP
 
 
 def choose_precision(
