@@ -18,7 +18,7 @@ taught to answer, not to write instructions. :func:`show_mask` shows which token
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,11 +169,12 @@ def heldout_items(name: str, n: int | None, *, template: int = 0, tokenizer: Any
 # --- the chat template and the loss mask ----------------------------------------------------------
 
 
-def chat_text(tokenizer: Any, prompt: str, response: str | None = None) -> str:
+def chat_text(tokenizer: Any, prompt: str | Sequence[Mapping[str, str]], response: str | None = None) -> str:
     """The prompt (and the response) in the tokenizer's chat template; ``response=None``: the
-    prompt ending with the assistant's marker, where the model's answer starts. A tokenizer
-    without a template gets :data:`CHATML`."""
-    messages = [{"role": "user", "content": prompt}]
+    prompt ending with the assistant's marker, where the model's answer starts. ``prompt``: the
+    user's message, or a conversation (``{"role", "content"}`` messages: a system prompt, turns).
+    A tokenizer without a template gets :data:`CHATML`."""
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
     if response is not None:
         messages.append({"role": "assistant", "content": response})
     template = None if getattr(tokenizer, "chat_template", None) else CHATML
@@ -181,7 +182,8 @@ def chat_text(tokenizer: Any, prompt: str, response: str | None = None) -> str:
                                          add_generation_prompt=response is None)
 
 
-def render(tokenizer: Any, prompt: str, response: str, max_len: int | None = None) -> dict[str, list[int]]:
+def render(tokenizer: Any, prompt: str | Sequence[Mapping[str, str]], response: str,
+           max_len: int | None = None) -> dict[str, list[int]]:
     """One example for supervised fine-tuning: ``input_ids`` = the chat-templated prompt and
     response, ``labels`` = the same ids on the response (the answer and the template's end of
     turn) and -100 on every prompt token, so the loss is on the response only. The prompt and the
