@@ -9,7 +9,7 @@ from data_helpers import needs_data
 from tiny import word_tokenizer
 from transformers import AutoTokenizer
 
-from tutorial_lib import backbones, tasks
+from tutorial_lib import backbones, config, tasks
 from tutorial_lib.methods.instruction import instructions
 from tutorial_lib.methods.instruction.settings import InstructSettings
 from tutorial_lib.models import IGNORE_INDEX
@@ -118,3 +118,22 @@ def test_heldout_items_carry_the_options_the_label_and_the_majority_floor():
     labels = tasks.load_task("rte", test_examples=20).test["label"]
     assert [i.label for i in items] == list(labels)
     assert 0 < floor.mean < 1 and "majority" in floor.what
+
+
+@needs_data
+def test_balanced_questions_hold_as_many_of_each_label_and_their_floor_is_a_half():
+    items, floor = instructions.heldout_items("mrpc", 40, balance=True)
+    labels = [i.label for i in items]
+    assert len(items) == 40 and labels.count(0) == labels.count(1) == 20
+    assert floor.mean == 0.5
+    assert instructions.heldout_items("mrpc", 40, balance=True)[0] == items  # a fixed draw
+
+
+@pytest.mark.parametrize("scale", list(config.SCALES))
+def test_heldout_tasks_are_never_trained_on_at_any_scale(scale):
+    s = InstructSettings.at(scale)
+    assert not set(s.heldout_tasks) & set(s.train_tasks)
+    assert s.single_task in s.train_tasks
+    for name in (*s.train_tasks, *s.heldout_tasks):
+        tasks.spec(name)  # raises for an unknown task
+    assert s.candidates is None or s.candidates >= 2

@@ -80,6 +80,7 @@ def test_a_run_records_each_heldout_tasks_accuracy(tok):
     rows = [instructions.render(tok, p, r) for p, r in ROWS]
     items = {"t": [Item("t", "is it good ?", ("yes", "no"), 0), Item("t", "dull film", ("yes", "no"), 1)]}
     run = sft.run(tiny_lm(tok), tok, rows, items, {"t": Floor(0.5)}, seed=0,
-                  budget=Budget(epochs=1, batch_size=2, lr=1e-2), lora={"r": 2, "alpha": 4.0})
+                  budget=Budget(epochs=1, batch_size=2, lr=1e-2), lora={"r": 2, "alpha": 4.0},
+                  keep_model=True)
     assert set(run.columns) == {"t"} and run.scores["t"]["floor"] == 0.5
     assert 0 < run.trainable_params < run.total_params and run.model is not None

@@ -85,9 +85,11 @@ def test_candidates_on_the_prompts_cache_score_as_each_whole_sequence(tok, model
         assert count[i].item() == len(c)
 
 
+@pytest.mark.parametrize("options", [("yes", "no", "not really"), ("yes", "no", "maybe")],
+                         ids=["a two-token option: on the cache", "one-token options: batched"])
 @pytest.mark.parametrize("length_norm", [False, True])
-def test_the_ranking_and_the_accuracy_equal_the_hand_computation(tok, model, length_norm):
-    items = [Item("t", p, ("yes", "no", "not really"), label)
+def test_the_ranking_and_the_accuracy_equal_the_hand_computation(tok, model, length_norm, options):
+    items = [Item("t", p, options, label)
              for p, label in [("is it good ?", 0), ("the plot was dull", 2), ("film great", 1),
                               ("is the film dull ?", 0)]]
     hand = []
@@ -96,7 +98,14 @@ def test_the_ranking_and_the_accuracy_equal_the_hand_computation(tok, model, len
         scores = [by_hand(model, prompt, ids(tok, o)) / (len(ids(tok, o)) if length_norm else 1)
                   for o in item.options]
         hand.append(max(range(len(scores)), key=scores.__getitem__))
-    out = zeroshot.evaluate(model, tok, {"t": items}, {"t": Floor(0.5)}, length_norm=length_norm)["t"]
+    scores = zeroshot.option_scores(model, tok, items, batch_size=3)  # a padded batch, and one alone
+    for item, (total, count) in zip(items, scores):
+        prompt = zeroshot.prompt_ids(tok, item.prompt)
+        assert total.tolist() == pytest.approx([by_hand(model, prompt, ids(tok, o)) for o in item.options],
+                                               abs=1e-4)
+        assert count.tolist() == [len(ids(tok, o)) for o in item.options]
+    out = zeroshot.evaluate(model, tok, {"t": items}, {"t": Floor(0.5)}, length_norm=length_norm,
+                            batch_size=3)["t"]
     assert out["correct"] == [h == item.label for h, item in zip(hand, items)]
     assert out["accuracy"] == pytest.approx(sum(out["correct"]) / len(items))
     assert out["floor"] == 0.5

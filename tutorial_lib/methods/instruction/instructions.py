@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ... import tasks
@@ -153,16 +154,29 @@ def mixture(task_names: Sequence[str], per_task: int | None, *, seed: int = 0, t
     return out
 
 
+def balanced(split: Any, n: int | None, num_labels: int) -> Any:
+    """``n // num_labels`` rows of every label of ``split`` (a fixed random draw, the tasks' split
+    seed; None: as many of each as the rarest label has), in the split's order."""
+    labels = np.asarray(split["label"])
+    per = min(int((labels == c).sum()) for c in range(num_labels))
+    per = per if n is None else min(per, n // num_labels)
+    rng = np.random.default_rng(tasks.SPLIT_SEED)
+    keep = np.concatenate([rng.permutation(np.flatnonzero(labels == c))[:per] for c in range(num_labels)])
+    return split.select(sorted(int(i) for i in keep))
+
+
 def heldout_items(name: str, n: int | None, *, template: int = 0, tokenizer: Any = None,
-                  max_tokens: int = 96) -> tuple[list[Item], Floor]:
+                  max_tokens: int = 96, balance: bool = False) -> tuple[list[Item], Floor]:
     """``n`` questions of task ``name``'s test split (a fixed random subset; None: all) written
     with its ``template``-th template, and the task's majority floor on them (the accuracy of
-    always answering the training split's most frequent label)."""
-    task = tasks.load_task(name, test_examples=n)
+    always answering the training split's most frequent label). ``balance``: as many questions
+    of every label (:func:`balanced`), so the majority floor is chance."""
+    task = tasks.load_task(name)
+    test = balanced(task.test, n, task.num_labels) if balance else tasks.subsample(task.test, n)
     t = TEMPLATES[name][template]
     items = [Item(name, t.prompt(clip(x, tokenizer, max_tokens) if tokenizer is not None else x),
-                  t.answers, int(y)) for x, y in zip(task.test["text"], task.test["label"])]
-    floor = majority_floor(task.train["label"], task.test["label"], what=f"{name} majority class")
+                  t.answers, int(y)) for x, y in zip(test["text"], test["label"])]
+    floor = majority_floor(task.train["label"], test["label"], what=f"{name} majority class")
     return items, floor
 
 

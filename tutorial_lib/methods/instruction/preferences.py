@@ -141,3 +141,14 @@ def hits_at_1(scored: Sequence[Scored], how: str = "logp", reference: Sequence[S
     tokens = sum(float(s.tokens[s.gold]) for s in scored)
     return {"hits_at_1": sum(correct) / len(correct), "reply_ppl": float(torch.tensor(nll / tokens).exp()),
             "correct": correct, "turns": len(scored), "candidates": len(scored[0].total)}
+
+
+@torch.inference_mode()
+def reply(model: nn.Module, tokenizer: Any, turn: Turn, *, max_history: int = 3,
+          max_new_tokens: int = 30) -> str:
+    """The model's own reply to ``turn`` (greedy: the same text every run), the end of turn off."""
+    ids = tokenizer(chat_text(tokenizer, messages(turn, max_history)), add_special_tokens=False)["input_ids"]
+    prompt = torch.tensor([ids], device=next(model.parameters()).device)
+    out = model.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
+                         max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id)
+    return tokenizer.decode(out[0, prompt.shape[1]:], skip_special_tokens=True).strip()

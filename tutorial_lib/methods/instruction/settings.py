@@ -28,8 +28,9 @@ class InstructSettings(Settings):
     ``lora_layers`` layers; None: all) for ``budget``, per seed. The same number of examples of
     ``single_task`` alone is the single-task baseline.
     Zero-shot accuracy on ``heldout_tasks`` (task *types* never trained on), ``eval_examples`` of
-    each test split, every answer option ranked by its log-probability given the prompt (summed,
-    or per token with ``length_norm``), against each task's majority floor.
+    each test split (``balance_eval``: as many of every label), every answer option ranked by its
+    log-probability given the prompt (summed, or per token with ``length_norm``), against each
+    task's majority floor.
     (2) preference optimisation on ConvAI2 (the local validation dialogues, split by dialogue):
     ``pref_train_turns`` training pairs (gold reply = chosen, a random distractor = rejected),
     ``max_history`` utterances of history; DPO with β = ``dpo_beta`` (LoRA again, the reference =
@@ -49,20 +50,30 @@ class InstructSettings(Settings):
     train_tasks: TaskNames = ("trec", "sst2", "mr", "mnli")
     single_task: TaskName = "mnli"
     heldout_tasks: TaskNames = ("rte", "mrpc", "cola")
-    train_per_task: int = 48
-    eval_examples: int = 60
+    # classroom sizes from probes on 2 cores (fp32, 2026-11-28, SmolLM2 with LoRA in the top 10
+    # layers, not yet a whole classroom run): an SFT step of 8 examples (600-1,000 tokens) 1.0-1.6 s,
+    # a DPO step of 8 pairs (2,224 tokens, policy and reference) 6.1 s, a held-out question
+    # 0.11 s (batched prompts: "yes" / "no" are one token each), a ConvAI2 test turn of 10
+    # candidates 0.47 s, a fresh copy of the model 0.1 s. Estimated ≈ 540 s in all: SFT 6 runs ×
+    # 20 steps ≈ 126 s, zero-shot 7 models × 150 questions ≈ 112 s, DPO 3 × 6 steps ≈ 101 s, SFT
+    # on the gold replies ≈ 31 s, Hits@1 7 models × 40 turns ≈ 132 s, replies, loading ≈ 35 s
+    train_per_task: int = 40
+    eval_examples: int | None = 50
+    # as many questions of each label (the majority floor is then chance): MRPC's and CoLA's test
+    # sets are about two-thirds one label, a floor a small model's zero-shot ranking rarely beats
+    balance_eval: bool = True
     length_norm: bool = False
     lora_r: int = 8
     lora_alpha: float = 16.0
     lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
     # LoRA in the top layers only (None: all 30): backpropagation stops at the lowest adapted
-    # layer. A probe on 2 cores (2026-12, fp32, 8 x 96 tokens): a training step with LoRA in all
+    # layer. A probe on 2 cores (2026-11-28, fp32, 8 x 96 tokens): a training step with LoRA in all
     # layers 2.2 s, a forward pass 0.7 s
-    lora_layers: int | None = 10
+    lora_layers: int | None = 8
     budget: Budget = Budget(epochs=1, batch_size=8, lr=1e-3, eval_batch_size=8, max_len=192)
     # (2) preference optimisation
-    pref_train_turns: int | None = 64
-    pref_test_turns: int | None = 60
+    pref_train_turns: int | None = 48
+    pref_test_turns: int | None = 40
     candidates: int | None = 10
     max_history: int = 3
     dpo_beta: float = 0.1

@@ -63,14 +63,17 @@ def finetune(model: nn.Module, rows: Sequence[Mapping], *, seed: int, budget: Bu
 
 def run(lm: nn.Module, tokenizer: Any, rows: Sequence[Mapping], items: Mapping[str, Sequence[Item]],
         floors: Mapping[str, Floor], *, seed: int, budget: Budget, lora: Mapping[str, Any],
-        length_norm: bool = False, name: str = "SFT", backbone: str = "smollm2") -> Run:
+        length_norm: bool = False, name: str = "SFT", backbone: str = "smollm2",
+        keep_model: bool = False) -> Run:
     """One seed: LoRA (``lora``: :func:`with_lora`'s options) on ``lm``, SFT on ``rows``, then
     zero-shot accuracy on every held-out task (:func:`~.zeroshot.evaluate`). The run's ``scores``
-    hold each task's result, its ``columns`` each task's accuracy; the model is kept (``model``)."""
+    hold each task's result, its ``columns`` each task's accuracy; ``keep_model``: the trained
+    model stays on the run (``model``; else None, so that runs do not hold 540 MB each)."""
     model = with_lora(lm, seed=seed, **lora)
     fitted = finetune(model, rows, seed=seed, budget=budget, pad_id=tokenizer.pad_token_id)
-    scores = evaluate(model, tokenizer, items, floors, length_norm=length_norm, max_len=budget.max_len)
+    scores = evaluate(model, tokenizer, items, floors, length_norm=length_norm, max_len=budget.max_len,
+                      batch_size=budget.eval_batch_size)
     columns = {task: s["accuracy"] for task, s in scores.items()}
     return Run(backbone, seed, {"accuracy": sum(columns.values()) / len(columns)}, fitted.history,
                fitted.seconds, count_parameters(model, trainable_only=True), count_parameters(model),
-               model=model, columns=columns, name=name, scores=scores)
+               model=model if keep_model else None, columns=columns, name=name, scores=scores)

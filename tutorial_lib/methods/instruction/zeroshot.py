@@ -30,6 +30,7 @@ from torch import nn
 from ...floors import Floor
 from ...models import IGNORE_INDEX
 from ...runtime import device_of
+from ...training import pad_ids
 from .instructions import Item, chat_text
 
 
@@ -90,15 +91,40 @@ def prompt_ids(tokenizer: Any, prompt: str, max_len: int | None = None, room: in
     return ids if max_len is None else ids[-(max_len - room):]
 
 
-def option_scores(model: nn.Module, tokenizer: Any, items: Sequence[Item], max_len: int | None = None
-                  ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(summed log-probability, tokens) of every option of every item (:func:`candidate_logps`);
-    an option is scored as the text the answer would start with (no end-of-turn marker)."""
+@torch.inference_mode()
+def next_token_logps(model: nn.Module, prompts: Sequence[Sequence[int]], batch_size: int = 8
+                     ) -> list[torch.Tensor]:
+    """The next-token log-probabilities ``[V]`` after each prompt, the prompts in right-padded
+    batches (shortest first): a one-token answer's score is one entry of it."""
+    decoder, head = model.get_decoder(), model.get_output_embeddings()
+    dev = device_of(model)
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    out: list[torch.Tensor | None] = [None] * len(prompts)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start: start + batch_size]
+        ids, mask = pad_ids([prompts[i] for i in chunk], 0)
+        hidden = decoder(input_ids=ids.to(dev), attention_mask=mask.to(dev)).last_hidden_state
+        last = hidden[torch.arange(len(chunk), device=dev), mask.sum(-1).to(dev) - 1]
+        for i, row in zip(chunk, head(last).float().log_softmax(-1).cpu()):
+            out[i] = row
+    return out
+
+
+def option_scores(model: nn.Module, tokenizer: Any, items: Sequence[Item], max_len: int | None = None,
+                  batch_size: int = 8) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(summed log-probability, tokens) of every option of every item; an option is scored as the
+    text the answer would start with (no end-of-turn marker). Items whose options are one token
+    each are read off one batched forward of their prompts (:func:`next_token_logps`: "yes" and
+    "no" are one token in SmolLM2's vocabulary), the others by :func:`candidate_logps`."""
     model.eval()
-    out = []
-    for item in items:
-        options = [tokenizer(o, add_special_tokens=False)["input_ids"] for o in item.options]
-        out.append(candidate_logps(model, prompt_ids(tokenizer, item.prompt, max_len), options))
+    options = [[tokenizer(o, add_special_tokens=False)["input_ids"] for o in item.options] for item in items]
+    prompts = [prompt_ids(tokenizer, item.prompt, max_len) for item in items]
+    short = [i for i, opts in enumerate(options) if all(len(o) == 1 for o in opts)]
+    out: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(items)
+    for i, logp in zip(short, next_token_logps(model, [prompts[i] for i in short], batch_size)):
+        out[i] = logp[[o[0] for o in options[i]]], torch.ones(len(options[i]), dtype=torch.long)
+    for i in sorted(set(range(len(items))) - set(short)):
+        out[i] = candidate_logps(model, prompts[i], options[i])
     return out
 
 
@@ -109,13 +135,13 @@ def choose(total: torch.Tensor, count: torch.Tensor, length_norm: bool = False) 
 
 
 def evaluate(model: nn.Module, tokenizer: Any, items: Mapping[str, Sequence[Item]],
-             floors: Mapping[str, Floor], *, length_norm: bool = False, max_len: int | None = None
-             ) -> dict[str, dict[str, Any]]:
+             floors: Mapping[str, Floor], *, length_norm: bool = False, max_len: int | None = None,
+             batch_size: int = 8) -> dict[str, dict[str, Any]]:
     """Every held-out task's zero-shot accuracy by ranking its options, beside its majority
     floor: ``{task: {"accuracy", "floor", "correct" (per item)}}``."""
     out = {}
     for name, task_items in items.items():
-        scores = option_scores(model, tokenizer, task_items, max_len)
+        scores = option_scores(model, tokenizer, task_items, max_len, batch_size)
         correct = [choose(t, c, length_norm) == item.label for (t, c), item in zip(scores, task_items)]
         out[name] = {"accuracy": float(np.mean(correct)), "floor": floors[name].mean, "correct": correct}
     return out
