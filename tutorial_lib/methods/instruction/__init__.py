@@ -18,7 +18,9 @@ Modules
     = rejected), Hits@1 by a model's own score and the gold reply's perplexity.
 
 The notebook calls
-    ``instructions.mixture``, ``render``, ``show_mask``, ``heldout_items``; ``zeroshot.evaluate``,
-    ``floors``; ``sft.with_lora``, ``finetune``; ``dpo.dpo_loss``, ``sequence_logps``,
-    ``implicit_reward``, ``finetune``; ``preferences.turns``, ``pairs``, ``hits_at_1``.
+    ``instructions.TEMPLATES``, ``mixture``, ``render``, ``render_all``, ``chat_text``,
+    ``show_mask``, ``heldout_items``; ``zeroshot.sequence_logps``, ``evaluate``;
+    ``sft.run``, ``with_lora``, ``finetune``; ``dpo.dpo_loss``, ``batch_loss``, ``finetune``;
+    ``preferences.turns``, ``sample``, ``pairs``, ``gold_rows``, ``messages``, ``score``,
+    ``hits_at_1``, ``reply``.
 """
