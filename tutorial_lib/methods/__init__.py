@@ -12,6 +12,7 @@ forgetting      12          sequential transfer's forgetting, its regularisers, 
 peft            13          adapters (also 03's), LoRA, (IA)³, prompt/prefix tuning, BitFit
 token_tasks     14          named entities (token labels) and extractive QA (spans)
 generation      15          decoding and the dialogue model
+instruction     17          instruction tuning (SFT) and preference optimisation (DPO)
 ==============  ==========  ==============================================================
 
 A chapter holds its method modules, ``settings.py`` (its notebooks' settings classes) and
@@ -28,6 +29,7 @@ from .. import settings
 from .adaptation import settings as _adaptation  # noqa: F401 (registers the classes)
 from .forgetting import settings as _forgetting  # noqa: F401
 from .generation import settings as _generation  # noqa: F401
+from .instruction import settings as _instruction  # noqa: F401
 from .multitask import settings as _multitask  # noqa: F401
 from .peft import settings as _peft  # noqa: F401
 from .probing import settings as _probing  # noqa: F401

@@ -1,0 +1,26 @@
+"""Chapter *instruction*: notebook 17, instruction tuning (SFT) and preference optimisation (DPO).
+
+Read first
+    ``instructions.py``: the labelled tasks written as instructions (FLAN/T0 style, several
+    templates each), rendered with the model's chat template, the loss mask on the response only.
+
+Modules
+    ``settings.py`` — ``InstructSettings``.
+    ``instructions.py`` — templates, the instruction mixture, ``render`` (prompt + response, the
+    labels -100 on the prompt) and the held-out tasks' answer options.
+    ``zeroshot.py`` — ranking each answer option by its log-probability given the prompt;
+    accuracy against each task's majority floor.
+    ``sft.py`` — LoRA (``peft``) on the causal LM and supervised fine-tuning through the one
+    training recipe (``training.fit_with``).
+    ``dpo.py`` — the DPO loss beside its equation, the implicit reward, the frozen reference (the
+    same model with its adapter disabled), DPO through the one recipe.
+    ``preferences.py`` — ConvAI2 turns as prompts, preference pairs (gold = chosen, a distractor
+    = rejected), Hits@1 by a model's own score and the gold reply's perplexity.
+
+The notebook calls
+    ``instructions.TEMPLATES``, ``mixture``, ``render``, ``render_all``, ``chat_text``,
+    ``show_mask``, ``heldout_items``; ``zeroshot.sequence_logps``, ``evaluate``;
+    ``sft.run``, ``with_lora``, ``finetune``; ``dpo.dpo_loss``, ``batch_loss``, ``finetune``;
+    ``preferences.turns``, ``sample``, ``pairs``, ``gold_rows``, ``messages``, ``score``,
+    ``hits_at_1``, ``reply``.
+"""

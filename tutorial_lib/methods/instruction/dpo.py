@@ -1,0 +1,128 @@
+"""Direct Preference Optimization (DPO; Rafailov et al. 2023), in our own code beside its equation.
+
+Data: a prompt :math:`x` with a preferred reply :math:`y_w` (chosen) and a worse one :math:`y_l`
+(rejected). RLHF would fit a reward model to such pairs and then maximise it with RL, kept near
+the starting model by a KL penalty of weight :math:`\\beta`. DPO's observation: the optimum of
+that problem is :math:`\\pi^*(y|x) \\propto \\pi_{ref}(y|x)\\, e^{r(x,y)/\\beta}`, so the reward
+is a function of the policy itself — the **implicit reward**
+
+.. math:: \\hat r_\\theta(x, y) = \\beta \\left(\\log \\pi_\\theta(y \\mid x)
+          - \\log \\pi_{ref}(y \\mid x)\\right)
+
+— and the Bradley-Terry likelihood of the preferences becomes a loss on the policy directly:
+
+.. math:: \\mathcal{L}_{DPO} = -\\log \\sigma\\Big(\\beta \\big[(\\log \\pi_\\theta(y_w|x) -
+          \\log \\pi_{ref}(y_w|x)) - (\\log \\pi_\\theta(y_l|x) - \\log \\pi_{ref}(y_l|x))\\big]\\Big)
+
+averaged over pairs. :math:`\\log \\pi(y|x)` is the reply's log-probability **summed over its
+tokens only** (:func:`~tutorial_lib.methods.instruction.zeroshot.sequence_logps`, the prompt's
+labels -100). :math:`\\pi_{ref}` is **frozen**: the model before DPO. With LoRA it costs no copy:
+it is the same network with its adapter disabled (``model.disable_adapter()``), run without
+gradient — the gradient flows through the policy only. At the start the policy *is* the
+reference, every reward is 0 and the loss is :math:`\\log 2`.
+
+``tests/methods/instruction/test_dpo.py`` checks :func:`dpo_loss` against a hand computation
+and, where ``trl`` is installed, the whole loss against ``trl``'s ``DPOTrainer`` on one batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ...runtime import seed_everything
+from ...settings import Budget
+from ...training import FitResult, Method, fit_with, pad_ids, resumable_loader
+from .instructions import render
+from .zeroshot import sequence_logps
+
+
+def dpo_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_chosen: torch.Tensor,
+             ref_rejected: torch.Tensor, beta: float = 0.1
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The DPO loss of a batch of pairs from the four summed log-probabilities ``[B]`` each:
+    ``-log σ(β[(log πθ(y_w|x) - log π_ref(y_w|x)) - (log πθ(y_l|x) - log π_ref(y_l|x))])``,
+    averaged; with the chosen and rejected replies' implicit rewards (detached, ``[B]``)."""
+    chosen_reward = implicit_reward(policy_chosen, ref_chosen, beta)
+    rejected_reward = implicit_reward(policy_rejected, ref_rejected, beta)
+    loss = -F.logsigmoid(chosen_reward - rejected_reward).mean()
+    return loss, chosen_reward.detach(), rejected_reward.detach()
+
+
+def implicit_reward(policy_logps: torch.Tensor, ref_logps: torch.Tensor, beta: float = 0.1) -> torch.Tensor:
+    """DPO's implicit reward ``β (log πθ(y|x) - log π_ref(y|x))``: what the policy's ranking of
+    replies is, once trained (the reference's own preferences taken out)."""
+    return beta * (policy_logps - ref_logps)
+
+
+@contextlib.contextmanager
+def reference(model: nn.Module) -> Iterator[nn.Module]:
+    """The frozen reference: a ``peft`` model with its adapter disabled, without gradient."""
+    with torch.no_grad(), model.disable_adapter():
+        yield model
+
+
+def pair_row(tokenizer: Any, prompt: str, chosen: str, rejected: str, max_len: int | None = None
+             ) -> dict[str, list[int]]:
+    """One preference pair as two rendered rows (:func:`~.instructions.render`: the labels -100
+    on the prompt): ``chosen_input_ids``, ``chosen_labels``, ``rejected_input_ids``, ``rejected_labels``."""
+    c, r = render(tokenizer, prompt, chosen, max_len), render(tokenizer, prompt, rejected, max_len)
+    return {"chosen_input_ids": c["input_ids"], "chosen_labels": c["labels"],
+            "rejected_input_ids": r["input_ids"], "rejected_labels": r["labels"]}
+
+
+def collate_pairs(pad_id: int) -> Callable[[list[dict]], dict[str, torch.Tensor]]:
+    """Pairs as one right-padded batch of ``2B`` rows, the ``B`` chosen first, then the ``B``
+    rejected (``trl``'s layout): ``input_ids``, ``attention_mask``, ``labels``."""
+    def collate(rows: list[dict]) -> dict[str, torch.Tensor]:
+        seqs = [r["chosen_input_ids"] for r in rows] + [r["rejected_input_ids"] for r in rows]
+        labels = [r["chosen_labels"] for r in rows] + [r["rejected_labels"] for r in rows]
+        ids, mask = pad_ids(seqs, pad_id)
+        width = ids.shape[1]
+        return {"input_ids": ids, "attention_mask": mask,
+                "labels": torch.tensor([y + [-100] * (width - len(y)) for y in labels])}
+    return collate
+
+
+def batch_loss(model: nn.Module, batch: Mapping[str, torch.Tensor], beta: float = 0.1,
+               ref_model: nn.Module | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """:func:`dpo_loss` of a :func:`collate_pairs` batch: the policy's summed log-probabilities
+    with gradient, the reference's without (``ref_model``, else ``model`` with its adapter
+    disabled); and the batch's mean rewards and reward accuracy (chosen above rejected)."""
+    args = batch["input_ids"], batch["attention_mask"], batch["labels"]
+    policy, _ = sequence_logps(model, *args)
+    if ref_model is None:
+        with reference(model):
+            ref, _ = sequence_logps(model, *args)
+    else:
+        with torch.no_grad():
+            ref, _ = sequence_logps(ref_model, *args)
+    loss, chosen, rejected = dpo_loss(*policy.chunk(2), *ref.chunk(2), beta)
+    return loss, {"chosen reward": float(chosen.mean()), "rejected reward": float(rejected.mean()),
+                  "reward accuracy": float((chosen > rejected).float().mean())}
+
+
+def finetune(model: nn.Module, pairs: Sequence[Mapping], *, seed: int, budget: Budget, pad_id: int,
+             beta: float = 0.1, progress: str | None = None) -> FitResult:
+    """DPO of a ``peft`` model on ``pairs`` (:func:`pair_row`'s) through the one training recipe
+    (:func:`tutorial_lib.training.fit_with` under ``budget``), the reference = the same model with
+    its adapter disabled. The history's rows carry each step's mean rewards and reward accuracy."""
+    seed_everything(seed)
+    loader = resumable_loader(list(pairs), batch_size=budget.batch_size, seed=seed,
+                              collate_fn=collate_pairs(pad_id))
+    parts: list[dict[str, float]] = []
+
+    def loss(m: nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        value, part = batch_loss(m, batch, beta)
+        parts.append(part)
+        return value
+
+    fitted = fit_with(model, loader, budget, method=Method(loss_fn=loss), progress=progress)
+    for row, part in zip(fitted.history.train, parts):
+        row.update(part)
+    return fitted
