@@ -4,8 +4,10 @@ package (no edits to the library's source). A solution's code must parse, and ev
 ``settings.replace(...)`` in an exercise or a solution must name settings that exist — the mistakes
 an untested solution would otherwise ship.
 
-The solutions are markdown (``<details>`` blocks), not executed cells: running them all at smoke
-would not fit CI's time. Notebooks written before this test are listed in
+The solutions are markdown (``<details>`` blocks), not cells a learner runs by accident; at the
+smoke scale ``notebooks/conftest.py`` runs each one's code after its notebook's own cells, in the
+same kernel, so CI fails on a solution that no longer runs. The parsing is
+``tutorial_lib.ops.solutions``. Notebooks written before this test are listed in
 :data:`WITHOUT_SOLUTIONS_TODAY` (strict xfail: a notebook that gains its solutions fails until it
 leaves the list)."""
 
@@ -16,10 +18,11 @@ import dataclasses
 import re
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from tutorial_lib import methods  # noqa: F401  (registers every notebook's settings class)
+from tutorial_lib.ops.solutions import CODE, exercises, solutions
+from tutorial_lib.ops.solutions import markdown as _markdown
 from tutorial_lib.settings import Budget, registered
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,35 +31,8 @@ SETTINGS = {cls.notebook: cls for cls in registered()}
 
 WITHOUT_SOLUTIONS_TODAY: set[str] = set()
 
-ITEM = re.compile(r"^(\d+)\. (.*?)(?=^\d+\. |\Z)", re.M | re.S)
-SUMMARY = re.compile(r"<details><summary>(.*?)</summary>(.*?)</details>", re.S)
-CODE = re.compile(r"```python\n(.*?)```", re.S)
 REPLACE = re.compile(r"\bsettings\.replace\(([^()]*(?:\([^()]*\)[^()]*)*)\)")
 LIBRARY_EDIT = re.compile(r"\b(?:edit|change|modify)\b[^.]*\btutorial_lib/", re.I)
-
-
-def _markdown(path: Path) -> str:
-    cells = nbformat.read(path, as_version=4).cells
-    return "\n\n".join(c.source for c in cells if c.cell_type == "markdown")
-
-
-def _section(text: str, title: str) -> str:
-    start = text.find(f"## {title}")
-    if start < 0:
-        return ""
-    rest = text[start + len(title) + 3:]
-    nxt = re.search(r"^## ", rest, re.M)
-    return rest[: nxt.start()] if nxt else rest
-
-
-def exercises(path: Path) -> dict[int, str]:
-    """``{number: text}`` of the items under ``## Try this``."""
-    return {int(n): body for n, body in ITEM.findall(_section(_markdown(path), "Try this"))}
-
-
-def solutions(path: Path) -> dict[str, str]:
-    """``{summary label: body}`` of the ``<details>`` blocks under ``## Solutions``."""
-    return {label.strip(): body for label, body in SUMMARY.findall(_section(_markdown(path), "Solutions"))}
 
 
 def solved_numbers(labels: list[str]) -> set[int]:

@@ -104,6 +104,26 @@ def test_with_lora_the_reference_is_the_disabled_adapter_and_a_constant(tok):
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(grads, expected))
 
 
+def test_reference_logps_computed_once_give_the_same_loss_and_gradient(tok):
+    """The reference's log-probabilities computed once (with_reference_logps, one pair a batch:
+    other padding) give batch_loss the same loss and gradient as the adapter disabled in the
+    batch; collate carries them only when every row has them."""
+    model = moved_lora(tok)
+    rows = [dpo.pair_row(tok, *p) for p in PAIRS]
+    with model.disable_adapter():
+        cached = dpo.with_reference_logps(model, rows, tok.pad_token_id, batch_size=1)
+    batch, plain = dpo.collate_pairs(tok.pad_token_id)(cached), batch_of(tok)
+    assert "ref_logps" in batch and "ref_logps" not in plain
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    loss, parts = dpo.batch_loss(model, batch, beta=0.1)
+    expected, expected_parts = dpo.batch_loss(model, plain, beta=0.1)
+    assert loss.item() == pytest.approx(expected.item(), abs=1e-6)
+    assert loss.item() != pytest.approx(math.log(2))  # a policy away from its reference
+    assert parts == pytest.approx(expected_parts, abs=1e-6)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in
+               zip(torch.autograd.grad(loss, trainable), torch.autograd.grad(expected, trainable)))
+
+
 def test_a_few_dpo_steps_put_the_chosen_replies_above_the_rejected(tok):
     model = sft.with_lora(tiny_lm(tok), r=4, alpha=8.0, targets=("q_proj", "v_proj", "o_proj"))
     pairs = [dpo.pair_row(tok, *p) for p in PAIRS]

@@ -137,3 +137,14 @@ def test_heldout_tasks_are_never_trained_on_at_any_scale(scale):
     for name in (*s.train_tasks, *s.heldout_tasks):
         tasks.spec(name)  # raises for an unknown task
     assert s.candidates is None or s.candidates >= 2
+
+
+def test_question_sets_draw_other_questions_per_seed_each_with_its_floor():
+    items, floors = instructions.question_sets(["mrpc", "cola"], 20, seed=0, balance=True)
+    again, _ = instructions.question_sets(["mrpc", "cola"], 20, seed=0, balance=True)
+    other, other_floors = instructions.question_sets(["mrpc", "cola"], 20, seed=1, balance=True)
+    assert set(items) == {"mrpc", "cola"} and items == again  # a seed's draw is fixed
+    assert [i.prompt for i in items["mrpc"]] != [i.prompt for i in other["mrpc"]]
+    for name in items:
+        assert len(items[name]) == 20 and sum(i.label for i in items[name]) == 10  # balanced
+        assert floors[name].mean == other_floors[name].mean == 0.5  # the floor of a balanced draw

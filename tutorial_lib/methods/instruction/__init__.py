@@ -16,11 +16,12 @@ Modules
     same model with its adapter disabled), DPO through the one recipe.
     ``preferences.py`` — ConvAI2 turns as prompts, preference pairs (gold = chosen, a distractor
     = rejected), Hits@1 by a model's own score and the gold reply's perplexity.
+    ``plots.py`` — 17's figures.
 
 The notebook calls
     ``instructions.TEMPLATES``, ``mixture``, ``render``, ``render_all``, ``chat_text``,
     ``show_mask``, ``heldout_items``; ``zeroshot.sequence_logps``, ``evaluate``;
     ``sft.run``, ``with_lora``, ``finetune``; ``dpo.dpo_loss``, ``batch_loss``, ``finetune``;
     ``preferences.turns``, ``sample``, ``pairs``, ``gold_rows``, ``messages``, ``score``,
-    ``hits_at_1``, ``reply``.
+    ``hits_at_1``, ``reply``; ``plots.plot_instruction``, ``plot_preferences``.
 """

@@ -78,25 +78,50 @@ def pair_row(tokenizer: Any, prompt: str, chosen: str, rejected: str, max_len: i
 
 def collate_pairs(pad_id: int) -> Callable[[list[dict]], dict[str, torch.Tensor]]:
     """Pairs as one right-padded batch of ``2B`` rows, the ``B`` chosen first, then the ``B``
-    rejected (``trl``'s layout): ``input_ids``, ``attention_mask``, ``labels``."""
+    rejected (``trl``'s layout): ``input_ids``, ``attention_mask``, ``labels``; and
+    ``ref_logps`` ``[2B]`` where the rows carry the reference's (:func:`with_reference_logps`)."""
     def collate(rows: list[dict]) -> dict[str, torch.Tensor]:
         seqs = [r["chosen_input_ids"] for r in rows] + [r["rejected_input_ids"] for r in rows]
         labels = [r["chosen_labels"] for r in rows] + [r["rejected_labels"] for r in rows]
         ids, mask = pad_ids(seqs, pad_id)
         width = ids.shape[1]
-        return {"input_ids": ids, "attention_mask": mask,
-                "labels": torch.tensor([y + [-100] * (width - len(y)) for y in labels])}
+        batch = {"input_ids": ids, "attention_mask": mask,
+                 "labels": torch.tensor([y + [-100] * (width - len(y)) for y in labels])}
+        if all("ref_chosen" in r for r in rows):
+            ref = [r["ref_chosen"] for r in rows] + [r["ref_rejected"] for r in rows]
+            batch["ref_logps"] = torch.tensor(ref)
+        return batch
     return collate
+
+
+@torch.no_grad()
+def with_reference_logps(ref_model: nn.Module, pairs: Sequence[Mapping], pad_id: int,
+                         batch_size: int = 8) -> list[dict]:
+    """``pairs`` with the reference's summed log-probabilities of both replies (``ref_chosen``,
+    ``ref_rejected``), computed once: the reference is frozen, so every step and every seed of
+    DPO can read them instead of running it again (``trl``'s ``precompute_ref_log_probs``).
+    ``ref_model``: the model before DPO (for LoRA, the base model itself)."""
+    collate, out = collate_pairs(pad_id), []
+    for start in range(0, len(pairs), batch_size):
+        rows = [dict(r) for r in pairs[start:start + batch_size]]
+        batch = collate(rows)
+        logps, _ = sequence_logps(ref_model, batch["input_ids"], batch["attention_mask"], batch["labels"])
+        for r, chosen, rejected in zip(rows, *logps.float().chunk(2)):
+            out.append({**r, "ref_chosen": float(chosen), "ref_rejected": float(rejected)})
+    return out
 
 
 def batch_loss(model: nn.Module, batch: Mapping[str, torch.Tensor], beta: float = 0.1,
                ref_model: nn.Module | None = None) -> tuple[torch.Tensor, dict[str, float]]:
     """:func:`dpo_loss` of a :func:`collate_pairs` batch: the policy's summed log-probabilities
-    with gradient, the reference's without (``ref_model``, else ``model`` with its adapter
-    disabled); and the batch's mean rewards and reward accuracy (chosen above rejected)."""
+    with gradient, the reference's without (the batch's ``ref_logps`` where computed once, else
+    ``ref_model``, else ``model`` with its adapter disabled); and the batch's mean rewards and
+    reward accuracy (chosen above rejected)."""
     args = batch["input_ids"], batch["attention_mask"], batch["labels"]
     policy, _ = sequence_logps(model, *args)
-    if ref_model is None:
+    if "ref_logps" in batch:  # computed once, before training (with_reference_logps)
+        ref = batch["ref_logps"].to(policy)
+    elif ref_model is None:
         with reference(model):
             ref, _ = sequence_logps(model, *args)
     else:

@@ -154,30 +154,48 @@ def mixture(task_names: Sequence[str], per_task: int | None, *, seed: int = 0, t
     return out
 
 
-def balanced(split: Any, n: int | None, num_labels: int) -> Any:
-    """``n // num_labels`` rows of every label of ``split`` (a fixed random draw, the tasks' split
-    seed; None: as many of each as the rarest label has), in the split's order."""
+def balanced(split: Any, n: int | None, num_labels: int, seed: int | None = None) -> Any:
+    """``n // num_labels`` rows of every label of ``split`` (a random draw with ``seed``; None:
+    the tasks' split seed; ``n`` None: as many of each as the rarest label has), in the split's
+    order."""
     labels = np.asarray(split["label"])
     per = min(int((labels == c).sum()) for c in range(num_labels))
     per = per if n is None else min(per, n // num_labels)
-    rng = np.random.default_rng(tasks.SPLIT_SEED)
+    rng = np.random.default_rng(tasks.SPLIT_SEED if seed is None else seed)
     keep = np.concatenate([rng.permutation(np.flatnonzero(labels == c))[:per] for c in range(num_labels)])
     return split.select(sorted(int(i) for i in keep))
 
 
 def heldout_items(name: str, n: int | None, *, template: int = 0, tokenizer: Any = None,
-                  max_tokens: int = 96, balance: bool = False) -> tuple[list[Item], Floor]:
-    """``n`` questions of task ``name``'s test split (a fixed random subset; None: all) written
-    with its ``template``-th template, and the task's majority floor on them (the accuracy of
-    always answering the training split's most frequent label). ``balance``: as many questions
-    of every label (:func:`balanced`), so the majority floor is chance."""
+                  max_tokens: int = 96, balance: bool = False, seed: int | None = None
+                  ) -> tuple[list[Item], Floor]:
+    """``n`` questions of task ``name``'s test split (a random subset drawn with ``seed``; None:
+    the tasks' fixed subset; ``n`` None: all) written with its ``template``-th template, and the
+    task's majority floor on them (the accuracy of always answering the training split's most
+    frequent label). ``balance``: as many questions of every label (:func:`balanced`), so the
+    majority floor is chance."""
     task = tasks.load_task(name)
-    test = balanced(task.test, n, task.num_labels) if balance else tasks.subsample(task.test, n)
+    if balance:
+        test = balanced(task.test, n, task.num_labels, seed)
+    elif seed is None or n is None or n >= len(task.test):
+        test = tasks.subsample(task.test, n)
+    else:
+        test = task.test.shuffle(seed=seed).select(range(n))
     t = TEMPLATES[name][template]
     items = [Item(name, t.prompt(clip(x, tokenizer, max_tokens) if tokenizer is not None else x),
                   t.answers, int(y)) for x, y in zip(test["text"], test["label"])]
     floor = majority_floor(task.train["label"], test["label"], what=f"{name} majority class")
     return items, floor
+
+
+def question_sets(names: Sequence[str], n: int | None, *, seed: int, tokenizer: Any = None,
+                  balance: bool = False) -> tuple[dict[str, list[Item]], dict[str, Floor]]:
+    """:func:`heldout_items` of every task in ``names``, drawn with ``seed``: ``({task: items},
+    {task: its majority floor})``. One draw per seed puts the questions' sampling noise into the
+    seeds' spread, so that a model scored once per seed (the not-fine-tuned one) is tested
+    against its floor over question samples, not over identical numbers."""
+    drawn = {name: heldout_items(name, n, tokenizer=tokenizer, balance=balance, seed=seed) for name in names}
+    return {name: d[0] for name, d in drawn.items()}, {name: d[1] for name, d in drawn.items()}
 
 
 # --- the chat template and the loss mask ----------------------------------------------------------

@@ -4,13 +4,12 @@ optimisation's losses, rewards and Hits@1."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import textwrap
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-
-from ...stats import Floor
 
 COLORS = ("tab:gray", "tab:blue", "tab:orange", "tab:green", "tab:purple")
 
@@ -34,28 +33,30 @@ def _dots(ax: plt.Axes, runs: pd.DataFrame, column: str, methods: list[str],
         ax.bar(i, values.mean(), color=colors[method], alpha=0.35, width=0.7)
         ax.scatter(i + rng.uniform(-0.15, 0.15, len(values)), values, color=colors[method], s=18,
                    zorder=3)
-    ax.set_xticks(range(len(methods)), [m.replace(" (", "\n(") for m in methods], fontsize=8)
+    ax.set_xticks(range(len(methods)), [textwrap.fill(m, 14) for m in methods], fontsize=8)
 
 
-def plot_instruction(runs: pd.DataFrame, curves: pd.DataFrame, floors: Mapping[str, Floor]) -> plt.Figure:
+def plot_instruction(runs: pd.DataFrame, curves: pd.DataFrame, floors: Mapping[str, float],
+                     seen: Sequence[str] = ()) -> plt.Figure:
     """Left: each SFT run's loss on the response tokens per step (``curves``: ``arm``, ``seed``,
-    ``step``, ``loss``). Right, one panel per held-out task: zero-shot accuracy per method
-    (``runs``: ``method``, ``seed``, ``task``, ``accuracy``), the majority floor dashed."""
+    ``step``, ``loss``). Right, one panel per task: zero-shot accuracy per method (``runs``:
+    ``method``, ``seed``, ``task``, ``accuracy``), the majority floor (``floors``: task → mean
+    floor) dashed; the tasks in ``seen`` (trained on) are marked."""
     tasks = list(runs["task"].unique())
     methods = list(runs["method"].unique())
     colors = dict(zip(methods, COLORS))
-    fig, axes = plt.subplots(1, 1 + len(tasks), figsize=(4 + 3 * len(tasks), 3.8),
+    fig, axes = plt.subplots(1, 1 + len(tasks), figsize=(4 + 2.8 * len(tasks), 3.8),
                              gridspec_kw={"width_ratios": [1.4] + [1] * len(tasks)})
     _curves(axes[0], curves, "loss", colors)
     axes[0].set_ylabel("loss on the response (nats per token)")
     axes[0].legend(fontsize=8)
     for ax, task in zip(axes[1:], tasks):
         _dots(ax, runs[runs["task"] == task], "accuracy", methods, colors)
-        ax.axhline(floors[task].mean, color="k", ls="--", lw=1)
-        ax.set_title(f"{task} (dashed: majority floor)", fontsize=9)
+        ax.axhline(floors[task], color="k", ls="--", lw=1)
+        ax.set_title(f"{task} ({'seen type' if task in seen else 'held out'}; dashed: floor)", fontsize=9)
         ax.set_ylim(0, 1)
     axes[1].set_ylabel("zero-shot accuracy")
-    fig.suptitle("Instruction tuning: the SFT losses, and zero-shot accuracy on unseen task types "
+    fig.suptitle("Instruction tuning: the SFT losses, and zero-shot accuracy per task "
                  "(bar: mean; dots: seeds)")
     fig.tight_layout()
     return fig
