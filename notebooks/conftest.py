@@ -1,6 +1,7 @@
 """pytest's hook for the notebooks (you need not read this to learn from them).
 
-Under nbval at the smoke scale (``scripts/pytest_all.sh``: CI), each notebook's worked solutions
+Under nbval at the smoke scale with ``TUTORIAL_SOLUTIONS=1`` (``scripts/pytest_all.sh``: CI),
+each notebook's worked solutions
 run after its own cells, in the same kernel, one test each, named ``Solution: <label>``: the code
 of every ``<details>`` block under ``## Solutions`` (``tutorial_lib.ops.solutions``). A solution
 that no longer runs with the notebook fails the run. At other scales the notebook's cells alone
@@ -23,7 +24,7 @@ _collect_cells = IPyNbFile.collect
 def _collect_cells_then_solutions(self: IPyNbFile):
     cells = list(_collect_cells(self))
     yield from cells
-    if os.environ.get("TUTORIAL_SCALE") != "smoke":
+    if os.environ.get("TUTORIAL_SCALE") != "smoke" or os.environ.get("TUTORIAL_SOLUTIONS") != "1":
         return
     for n, (label, code) in enumerate(solution_code(Path(self.fspath)).items(), start=len(cells)):
         yield IPyNbCell.from_parent(self, name=f"Solution: {label}", cell_num=n,
