@@ -57,9 +57,11 @@ class InstructSettings(Settings):
     # step), a question 0.11 s (batched prompts: "yes" / "no" are one token each), a ConvAI2 test
     # turn of 10 candidates 0.47 s. The first classroom run (40 test turns, 50 questions a task
     # drawn once, DPO 6 steps at 5e-4) took 524 s, and its DPO loss ended at 0.692 (ln 2 = 0.693):
-    # DPO had not trained
-    train_per_task: int = 40
-    eval_examples: int | None = 40
+    # DPO had not trained. The second (each seed its own 40 questions a task and 32 test turns
+    # scored once, 160 SFT examples, SST-2 added, DPO as below) took 605 s; so 32 questions, 24
+    # test turns a seed (now scored once per seed) and 128 SFT examples
+    train_per_task: int = 32
+    eval_examples: int | None = 32
     # as many questions of each label (the majority floor is then chance): MRPC's and CoLA's test
     # sets are about two-thirds one label, a floor a small model's zero-shot ranking rarely beats
     balance_eval: bool = True
@@ -74,7 +76,7 @@ class InstructSettings(Settings):
     budget: Budget = Budget(epochs=1, batch_size=8, lr=1e-3, eval_batch_size=8, max_len=192)
     # (2) preference optimisation
     pref_train_turns: int | None = 48
-    pref_test_turns: int | None = 32
+    pref_test_turns: int | None = 24
     candidates: int | None = 10
     max_history: int = 3
     dpo_beta: float = 0.1
