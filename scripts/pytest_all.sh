@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The test command's pytest part, shared by scripts/test.sh (CI, after set-up and lint) and
 # scripts/gpu_runs.sh (the same tests on a GPU machine, from a device kit):
-#   1. the unit tests and every notebook at smoke scale under nbval, on pytest-xdist workers
-#      (TEST_WORKERS, default 2; --dist loadfile keeps a notebook's cells in one kernel, in order);
+#   1. every notebook at smoke scale under nbval, its worked solutions after its cells
+#      (notebooks/conftest.py; TUTORIAL_SOLUTIONS=0 leaves them out), and the unit tests, on
+#      pytest-xdist workers (TEST_WORKERS, default 2; --dist loadfile keeps a notebook's cells in
+#      one kernel, in order; the notebooks, the longest files, first: the unit tests fill the end);
 #   2. with no extra arguments (every notebook ran): the check that each saved its results and the
 #      report built from them (tests/test_results.py, marked after_notebooks).
 # PY: the interpreter (default .venv/bin/python). JUNIT_DIR: also write each call's JUnit XML there
@@ -12,6 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 export TUTORIAL_SCALE=smoke
+# every notebook's worked solutions run after its cells, at smoke (notebooks/conftest.py)
+export TUTORIAL_SOLUTIONS=${TUTORIAL_SOLUTIONS:-1}
 export TUTORIAL_CACHE_DIR=${TUTORIAL_CACHE_DIR:-$(mktemp -d)}
 TUTORIAL_RESULTS_DIR=$(mktemp -d)  # this run's results only: none left over from another
 export TUTORIAL_RESULTS_DIR
@@ -27,7 +31,7 @@ TUTORIAL_NOTEBOOKS_RAN_SINCE=$(date +%s)
 "$PY" -m pytest -q -W ignore::DeprecationWarning -n "$workers" --dist loadfile \
   -m "not after_notebooks${SKIP_NETWORK:+ and not network}" $(junit tests-and-notebooks) \
   --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
-  tests notebooks "$@"
+  notebooks tests "$@"
 if [ $# -eq 0 ]; then  # every notebook ran: check that each saved its results, build the report
   TUTORIAL_NOTEBOOKS_RAN_SINCE=$TUTORIAL_NOTEBOOKS_RAN_SINCE "$PY" -m pytest -q \
     -W ignore::DeprecationWarning -m after_notebooks $(junit after-notebooks) tests/test_results.py

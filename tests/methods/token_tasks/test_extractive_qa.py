@@ -101,6 +101,21 @@ def test_windows_cover_a_long_context(tokenizer):
     assert again["example"] == [7] * n + [8] and again["start_positions"][:n] == w["start_positions"]
 
 
+def test_a_question_too_long_for_the_stride_keeps_its_first_tokens(tokenizer):
+    """A question that leaves the context no more than the stride made the fast tokenizer panic
+    (found by running 15's solutions at smoke: max_length 64, stride 16, a long SQuAD question);
+    it now keeps its first tokens, and a short question is untouched."""
+    long_q = "Which of the many numbered sentences below " * 8 + "talks about topic 3?"
+    context = " ".join(f"Sentence number {k} talks about topic {k}." for k in range(20))
+    w = qa.windows(tokenizer, [long_q, "Which topic?"], [context, context], max_length=48, stride=16)
+    assert set(w["example"]) == {0, 1} and all(len(ids) <= 48 for ids in w["input_ids"])
+    assert all(sum(o is not None for o in offsets) > 16 for offsets in w["offsets"])  # room beyond the stride
+    short = qa.windows(tokenizer, ["Which topic?"], [context], max_length=48, stride=16)
+    assert short["input_ids"] == [ids for ids, e in zip(w["input_ids"], w["example"]) if e == 1]
+    with pytest.raises(ValueError, match="lower the stride"):
+        qa.windows(tokenizer, ["Which topic?"], [context], max_length=16, stride=16)
+
+
 @needs_data
 @pytest.mark.parametrize(("split", "exact", "mid_word"), [("train", 3785, 22), ("validation", 34526, 200)])
 def test_every_answer_maps_to_tokens_and_back(split, exact, mid_word, tokenizer):

@@ -80,7 +80,16 @@ def windows(
     """
     if not getattr(tokenizer, "is_fast", False):
         raise TypeError("offset mappings need a fast tokenizer; load it with use_fast=True")
-    enc = tokenizer([q.lstrip() for q in questions], list(contexts), truncation="only_second",
+    # a question so long that the context's share of a window is not above the stride cannot be
+    # windowed (the tokenizer panics): it keeps its first tokens, as many as leave room for it
+    room = max_length - stride - tokenizer.num_special_tokens_to_add(pair=True) - 1
+    if room < 1:
+        raise ValueError(f"max_length {max_length} leaves no room for the context beside a stride of "
+                         f"{stride}: lower the stride or raise max_length")
+    questions = [q.lstrip() for q in questions]
+    spans = tokenizer(questions, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    questions = [q[: span[room - 1][1]] if len(span) > room else q for q, span in zip(questions, spans)]
+    enc = tokenizer(questions, list(contexts), truncation="only_second",
                     max_length=max_length, stride=stride, return_overflowing_tokens=True,
                     return_offsets_mapping=True)
     out: dict[str, list[Any]] = {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")
