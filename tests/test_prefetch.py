@@ -50,8 +50,9 @@ def test_classroom_and_paper_needs():
     # in the order of first use: 01 scores validation text with SmolLM2 (no settings field names it)
     assert classroom.offline_model_names == ["smollm2", "minilm"]
     smollm2 = classroom.offline_models[0]
-    assert smollm2.used_by == ("01", "09", "10", "11", "14", "16") and smollm2.kinds == ("causal", "masked")
-    assert smollm2.kinds_used_by == ("09", "11", "16")  # DART's answer, amnesic's LM, 16's text: LM head
+    assert smollm2.used_by == ("01", "09", "10", "11", "14", "16", "17")
+    assert smollm2.kinds == ("causal", "masked")
+    assert smollm2.kinds_used_by == ("09", "11", "16", "17")  # DART, amnesic's LM, 16's text, 17: LM head
     assert classroom.hub_model_names == []  # classroom runs offline
     assert "scratch" in classroom.our_names
     paper = prefetch.needs(config.get_scale("paper"))
@@ -75,7 +76,8 @@ def test_a_backbone_named_in_a_setting_is_needed_with_its_kind(monkeypatch):
     assert [(m.name, m.kinds, m.kinds_used_by, m.used_by) for m in n.hub_models] == [
         ("org/some-mlm", ("causal", "masked"), ("11",), ("10", "11"))]
     smollm2 = next(m for m in n.offline_models if m.name == "smollm2")
-    assert smollm2.kinds == ("causal", "masked") and smollm2.used_by == ("01", "09", "14", "16")  # 14 counts
+    assert smollm2.kinds == ("causal", "masked")
+    assert smollm2.used_by == ("01", "09", "14", "16", "17")  # 14 counts
 
     # a field whose type accepts only masked LMs narrows the kinds …
     @dataclasses.dataclass(frozen=True)
@@ -86,7 +88,7 @@ def test_a_backbone_named_in_a_setting_is_needed_with_its_kind(monkeypatch):
     classes = tuple(MaskedOnly if c is AmnesicSettings else c for c in NOTEBOOK_SETTINGS)
     monkeypatch.setattr(prefetch, "NOTEBOOK_SETTINGS", classes)
     smollm2 = next(m for m in prefetch.needs("smoke").offline_models if m.name == "smollm2")
-    assert smollm2.kinds == ("masked",) and smollm2.kinds_used_by == ("09", "11", "16")
+    assert smollm2.kinds == ("masked",) and smollm2.kinds_used_by == ("09", "11", "16", "17")
 
     @dataclasses.dataclass(frozen=True)
     class EncodersOnly(ProbingSettings):
