@@ -337,3 +337,35 @@ def test_held_out_takes_what_subsample_left_in_its_order():
     assert test + dev == list(tasks.subsample(ds, 30)["i"])  # the next rows of the same fixed order
     assert len(tasks.held_out(ds, 20, None)) == 30 and len(tasks.held_out(ds, 45, 10)) == 5
     assert len(tasks.held_out(ds, None, 10)) == 0 and len(tasks.held_out(ds, 50, 10)) == 0  # all taken
+
+
+def test_split_indices_are_datasets_own_and_read_back_from_the_cache(tmp_path, monkeypatch):
+    """tasks._split keeps train_test_split's row indices in the cache: the same rows in the same
+    order as datasets' own split (stratified or not), a later call reads them without splitting,
+    and a damaged entry is computed again."""
+    from tutorial_lib import config
+
+    monkeypatch.setenv(config.CACHE_ENV_VAR, str(tmp_path))
+    rng = np.random.default_rng(0)
+    ds = Dataset.from_dict({"text": [f"row {i}" for i in range(300)],
+                            "label": rng.integers(0, 3, 300).tolist()},
+                           features=Features({"text": Value("string"), "label": ClassLabel(num_classes=3)}))
+    for stratify in (True, False):
+        kwargs = {"stratify_by_column": "label"} if stratify else {}
+        theirs = ds.train_test_split(test_size=0.2, seed=tasks.SPLIT_SEED, **kwargs)
+        train, test = tasks._split(ds, 0.2, stratify)
+        assert train["text"] == theirs["train"]["text"] and test["text"] == theirs["test"]["text"]
+    entries = sorted((tmp_path / "splits").glob("*.npz"))
+    assert len(entries) == 2
+    expected = ds.train_test_split(test_size=0.2, seed=tasks.SPLIT_SEED, stratify_by_column="label")
+
+    def no_split(*args, **kwargs):
+        raise AssertionError("split again instead of reading the cache")
+
+    monkeypatch.setattr(Dataset, "train_test_split", no_split)
+    assert tasks._split(ds, 0.2, True)[1]["text"] == expected["test"]["text"]
+    monkeypatch.undo()
+    monkeypatch.setenv(config.CACHE_ENV_VAR, str(tmp_path))
+    for entry in entries:
+        entry.write_bytes(b"damaged")
+    assert tasks._split(ds, 0.2, False)[1]["text"] == theirs["test"]["text"]

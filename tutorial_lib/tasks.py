@@ -34,8 +34,11 @@ Spearman correlation for STS-B, accuracy otherwise; a task's **score** is their 
 
 from __future__ import annotations
 
+import hashlib
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -43,7 +46,8 @@ from datasets import Dataset
 from scipy import stats
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from . import data
+from . import config, data
+from .runtime import atomic_write
 
 SPLIT_SEED = 0
 SEP = " [SEP] "
@@ -142,9 +146,31 @@ class Task:
 
 
 def _split(ds: Dataset, fraction: float, stratify: bool) -> tuple[Dataset, Dataset]:
+    """``datasets``' ``train_test_split`` (stratified by label when ``stratify``). Its row indices
+    depend only on the number of rows, the labels (when stratified), ``fraction`` and the seed, so
+    they are kept in the cache under a digest of those and read back by every later process: a
+    stratified split of MNLI's 393k rows takes seconds, and each notebook kernel and test process
+    would pay it again. A missing or unreadable entry is computed as before."""
+    labels = np.asarray(ds["label"]) if stratify else np.zeros(0)
+    key = hashlib.sha256(b"|".join([str((len(ds), fraction, stratify, SPLIT_SEED)).encode(),
+                                    labels.tobytes(), str(labels.dtype).encode()])).hexdigest()[:24]
+    path = config.cache_dir("splits") / f"{key}.npz"
+    try:
+        with np.load(path) as saved:
+            return ds.select(saved["train"]), ds.select(saved["test"])
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        pass
     kwargs = {"stratify_by_column": "label"} if stratify else {}
-    parts = ds.train_test_split(test_size=fraction, seed=SPLIT_SEED, **kwargs)
-    return parts["train"], parts["test"]
+    rows = ds.add_column("__row", np.arange(len(ds)))
+    parts = rows.train_test_split(test_size=fraction, seed=SPLIT_SEED, **kwargs)
+    train, test = (np.asarray(parts[k]["__row"], dtype=np.int64) for k in ("train", "test"))
+
+    def save(tmp: Path) -> None:
+        with tmp.open("wb") as f:
+            np.savez(f, train=train, test=test)
+
+    atomic_write(path, save)
+    return ds.select(train), ds.select(test)
 
 
 def subsample(ds: Dataset, n: int | None) -> Dataset:
