@@ -64,6 +64,20 @@ def test_a_pair_prefers_the_gold_reply_to_a_distractor(tok):
     assert row == {"input_ids": pair["chosen_input_ids"], "labels": pair["chosen_labels"]}
 
 
+def test_pair_turns_are_the_pairs_dpo_trains_on(tok):
+    turns = [TURN, Turn(TURN.persona, TURN.history[:1], TURN.candidates, 3)] * 3
+    for seed in (0, 1):
+        paired = preferences.pair_turns(turns, seed=seed)
+        assert [t.candidates[0] for t in paired] == [t.candidates[t.gold] for t in turns]
+        assert all(t.gold == 0 and t.candidates[1] in turns[i].candidates
+                   and t.candidates[1] != t.candidates[0] for i, t in enumerate(paired))
+        for t, pair in zip(paired, preferences.pairs(tok, turns, seed=seed), strict=True):
+            rejected = instructions.render(tok, preferences.messages(t), t.candidates[1])
+            assert pair["rejected_input_ids"] == rejected["input_ids"]
+    draws = {preferences.pair_turns(turns, seed=s)[0].candidates[1] for s in range(20)}
+    assert len(draws) > 1  # the rejected reply is drawn, not always the same distractor
+
+
 def by_hand(model, tok, turn):
     """Each candidate's summed log-probability from the full model on prompt + reply."""
     out = []

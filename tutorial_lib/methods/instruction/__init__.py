@@ -22,6 +22,8 @@ The notebook calls
     ``instructions.TEMPLATES``, ``mixture``, ``render``, ``render_all``, ``chat_text``,
     ``show_mask``, ``heldout_items``; ``zeroshot.sequence_logps``, ``evaluate``;
     ``sft.run``, ``with_lora``, ``finetune``; ``dpo.dpo_loss``, ``batch_loss``, ``finetune``;
-    ``preferences.turns``, ``sample``, ``pairs``, ``gold_rows``, ``messages``, ``score``,
-    ``hits_at_1``, ``reply``; ``plots.plot_instruction``, ``plot_preferences``.
+    ``preferences.turns``, ``sample``, ``pairs``, ``pair_turns``, ``gold_rows``, ``messages``,
+    ``score``, ``hits_at_1``, ``reply``; ``plots.plot_instruction``, ``plot_preferences``; and,
+    for the fourth ConvAI2 arm, 16's chapter (*generation*): ``dialogue.Turn``, ``DoubleHeads``;
+    ``dialogue_training.cache``, ``run``.
 """

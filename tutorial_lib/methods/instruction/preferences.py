@@ -77,16 +77,24 @@ def messages(turn: Turn, max_history: int = 3) -> list[dict[str, str]]:
             *({"role": r, "content": u} for r, u in zip(roles, history))]
 
 
-def pairs(tokenizer: Any, turns_: Sequence[Turn], *, seed: int = 0, max_history: int = 3,
-          max_len: int | None = None) -> list[dict[str, list[int]]]:
-    """One DPO pair per turn (:func:`~.dpo.pair_row`): chosen = the gold reply, rejected = one of
-    the turn's distractors drawn at random (seeded)."""
+def pair_turns(turns_: Sequence[Turn], *, seed: int = 0) -> list[Turn]:
+    """Each turn with two candidates, ``(chosen, rejected)``: the gold reply first, then one of
+    its distractors drawn at random (seeded) — the pairs :func:`pairs` trains DPO on, as turns
+    that another model (16's double heads) can train on too."""
     rng = random.Random(seed)
     out = []
     for t in turns_:
         rejected = rng.choice([c for i, c in enumerate(t.candidates) if i != t.gold])
-        out.append(pair_row(tokenizer, messages(t, max_history), t.candidates[t.gold], rejected, max_len))
+        out.append(Turn(t.persona, t.history, (t.candidates[t.gold], rejected), 0))
     return out
+
+
+def pairs(tokenizer: Any, turns_: Sequence[Turn], *, seed: int = 0, max_history: int = 3,
+          max_len: int | None = None) -> list[dict[str, list[int]]]:
+    """One DPO pair per turn (:func:`~.dpo.pair_row`): chosen = the gold reply, rejected = one of
+    the turn's distractors drawn at random (seeded; :func:`pair_turns`)."""
+    return [pair_row(tokenizer, messages(t, max_history), *t.candidates, max_len)
+            for t in pair_turns(turns_, seed=seed)]
 
 
 def gold_rows(tokenizer: Any, turns_: Sequence[Turn], *, max_history: int = 3,

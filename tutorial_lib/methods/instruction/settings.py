@@ -37,7 +37,11 @@ class InstructSettings(Settings):
     the model before DPO, its log-probabilities computed once) for ``dpo_budget``; SFT on the
     same turns' gold replies is the other arm. Hits@1 over ``candidates`` candidates (None: all
     20; chance 1/N) on ``pref_test_turns`` test turns, each model ranking by its own score;
-    ``sample_turns`` replies of ``reply_tokens`` tokens generated side by side."""
+    ``sample_turns`` replies of ``reply_tokens`` tokens generated side by side. The fourth arm,
+    16's double heads (TransferTransfo), trains as 16 trains it — the top ``double_heads_layers``
+    layers (None: all) with speaker embeddings and a classification head at
+    ``double_heads_head_lr`` (None: the budget's) — on DPO's pairs as two-candidate turns, for
+    ``double_heads_budget``, and ranks by its head."""
 
     notebook: ClassVar[str] = "17_instruction_tuning_and_preferences"
     also_needs: ClassVar[AlsoNeeds] = AlsoNeeds(datasets=("convai2",))
@@ -89,6 +93,11 @@ class InstructSettings(Settings):
     dpo_budget: Budget = Budget(epochs=2, batch_size=8, lr=2e-3, eval_batch_size=8, max_len=192)
     sample_turns: int = 3
     reply_tokens: int = 24
+    # 16's classroom recipe (DialogueSettings: the top layer, its budget and head rate), for as many
+    # steps as DPO: the same pairs, 2 epochs of 8
+    double_heads_layers: int | None = 1
+    double_heads_budget: Budget = Budget(epochs=2, batch_size=8, lr=3e-4, eval_batch_size=4)
+    double_heads_head_lr: float | None = 1e-3
 
     def lora_options(self) -> dict[str, object]:
         """The LoRA of these settings as ``sft.with_lora``'s options."""
@@ -99,7 +108,8 @@ class InstructSettings(Settings):
         "smoke": dict(seeds=(0, 1), train_per_task=8, eval_examples=12, pref_train_turns=8,
                       pref_test_turns=8, candidates=4, sample_turns=1, reply_tokens=6,
                       budget=Budget(epochs=1, batch_size=4, lr=1e-3, eval_batch_size=8, max_len=128),
-                      dpo_budget=Budget(epochs=1, batch_size=4, lr=5e-4, eval_batch_size=8, max_len=128)),
+                      dpo_budget=Budget(epochs=1, batch_size=4, lr=5e-4, eval_batch_size=8, max_len=128),
+                      double_heads_budget=Budget(epochs=1, batch_size=4, lr=3e-4, eval_batch_size=4)),
         # not yet timed on a GPU
         "gpu": dict(seeds=(0, 1, 2, 3, 4),
                     train_per_task=2000, eval_examples=None, pref_train_turns=5000,
@@ -109,7 +119,10 @@ class InstructSettings(Settings):
                                   "down_proj"),
                     budget=Budget(epochs=2, batch_size=16, lr=2e-4, eval_batch_size=32, max_len=384),
                     dpo_budget=Budget(epochs=1, batch_size=16, lr=5e-5, eval_batch_size=32,
-                                      max_len=384)),
+                                      max_len=384),
+                    # 16's gpu recipe (the top 8 layers, one rate), DPO's epochs and batch
+                    double_heads_layers=8, double_heads_head_lr=None,
+                    double_heads_budget=Budget(epochs=1, batch_size=16, lr=1e-4, eval_batch_size=8)),
         # FLAN's and DPO's recipes as far as they carry to a 135M model: every linear layer,
         # many examples per task, β = 0.1 (Rafailov et al. 2023's default), lr 5e-7 for a full
         # DPO fine-tune becomes a LoRA rate here (recalled, unverified)
@@ -121,5 +134,8 @@ class InstructSettings(Settings):
                                     "down_proj"),
                       budget=Budget(epochs=3, batch_size=32, lr=2e-4, eval_batch_size=32, max_len=512),
                       dpo_budget=Budget(epochs=1, batch_size=32, lr=5e-5, eval_batch_size=32,
-                                        max_len=512)),
+                                        max_len=512),
+                      # TransferTransfo's: every layer at 6.25e-5
+                      double_heads_layers=None, double_heads_head_lr=None,
+                      double_heads_budget=Budget(epochs=1, batch_size=32, lr=6.25e-5, eval_batch_size=8)),
     }
