@@ -98,6 +98,19 @@ def test_draw_keeps_the_gold_reply_at_a_uniform_position(tok) -> None:
     assert len(dialogue_training.draw(states, None, rng).replies) == 4
 
 
+def test_select_keeps_the_chosen_candidates_in_their_order(tok) -> None:
+    model = make_model(tok, 1)
+    states = dialogue_training.turn_states(model, tok, TURNS[0], amp_dtype=None)
+    others = [i for i in range(4) if i != states.gold]
+    chosen = [others[1], states.gold, others[0]]
+    s = dialogue_training.select(states, chosen)
+    assert s.order == tuple(chosen) and s.gold == 1
+    assert s.reply_ids == [states.reply_ids[i] for i in chosen]
+    assert dialogue_training.select(s, [2, 1]).order == (others[0], states.gold)  # points home
+    with pytest.raises(ValueError, match="gold"):
+        dialogue_training.select(states, others)
+
+
 def test_finetune_trains_only_the_top_and_lowers_the_loss(tok) -> None:
     model = make_model(tok, 2)
     with torch.no_grad():

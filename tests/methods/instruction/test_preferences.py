@@ -78,6 +78,20 @@ def test_pair_turns_are_the_pairs_dpo_trains_on(tok):
     assert len(draws) > 1  # the rejected reply is drawn, not always the same distractor
 
 
+def test_scoring_every_candidate_once_serves_each_draw(tok):
+    model = tiny_lm(tok, 0)
+    full = Turn(TURN.persona, TURN.history, (*TURN.candidates, "sure i like dogs"), 1)
+    every = preferences.score(model, tok, [full])[0]
+    for order in ([1, 0, 4], [3, 1], [4, 2, 1, 0]):
+        turn = Turn(TURN.persona, TURN.history, tuple(full.candidates[i] for i in order), order.index(1))
+        assert preferences.places(full, turn) == order
+        picked, direct = every.pick(order, turn.gold), preferences.score(model, tok, [turn])[0]
+        assert picked.gold == direct.gold and torch.equal(picked.tokens, direct.tokens)
+        assert torch.allclose(picked.total, direct.total, atol=1e-4)
+    with pytest.raises(ValueError, match="not the same turn"):
+        preferences.places(full, Turn(TURN.persona, TURN.history[:1], TURN.candidates, 1))
+
+
 def by_hand(model, tok, turn):
     """Each candidate's summed log-probability from the full model on prompt + reply."""
     out = []

@@ -99,16 +99,24 @@ def turn_states(
                       replies, turn.gold)
 
 
+def select(states: TurnStates, chosen: Sequence[int]) -> TurnStates:
+    """The candidates ``chosen`` (places in ``states``; the gold reply among them) in that order;
+    ``order`` says where each came from in the cached turn."""
+    if states.gold not in chosen:
+        raise ValueError("select: the chosen candidates must include the gold reply")
+    places = states.order or range(len(states.replies))
+    return replace(states, replies=[states.replies[i] for i in chosen],
+                   reply_ids=[states.reply_ids[i] for i in chosen], gold=list(chosen).index(states.gold),
+                   order=tuple(places[i] for i in chosen))
+
+
 def draw(states: TurnStates, n: int | None, rng: random.Random) -> TurnStates:
-    """The gold reply and ``n - 1`` random distractors (None: all), in a random order; ``order``
-    says where each came from in the cached turn."""
+    """The gold reply and ``n - 1`` random distractors (None: all), in a random order
+    (:func:`select`)."""
     others = [i for i in range(len(states.replies)) if i != states.gold]
     chosen = [states.gold, *(others if n is None else rng.sample(others, n - 1))]
     rng.shuffle(chosen)
-    places = states.order or range(len(states.replies))
-    return replace(states, replies=[states.replies[i] for i in chosen],
-                   reply_ids=[states.reply_ids[i] for i in chosen], gold=chosen.index(states.gold),
-                   order=tuple(places[i] for i in chosen))
+    return select(states, chosen)
 
 
 def draw_all(states: Sequence[TurnStates], n: int | None, seed: int) -> list[TurnStates]:

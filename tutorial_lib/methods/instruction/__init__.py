@@ -23,7 +23,7 @@ The notebook calls
     ``show_mask``, ``heldout_items``; ``zeroshot.sequence_logps``, ``evaluate``;
     ``sft.run``, ``with_lora``, ``finetune``; ``dpo.dpo_loss``, ``batch_loss``, ``finetune``;
     ``preferences.turns``, ``sample``, ``pairs``, ``pair_turns``, ``gold_rows``, ``messages``,
-    ``score``, ``hits_at_1``, ``reply``; ``plots.plot_instruction``, ``plot_preferences``; and,
-    for the fourth ConvAI2 arm, 16's chapter (*generation*): ``dialogue.Turn``, ``DoubleHeads``;
-    ``dialogue_training.cache``, ``run``.
+    ``score``, ``Scored.pick``, ``places``, ``hits_at_1``, ``reply``; ``plots.plot_instruction``,
+    ``plot_preferences``; and, for the fourth ConvAI2 arm, 16's chapter (*generation*):
+    ``dialogue.Turn``, ``DoubleHeads``; ``dialogue_training.cache``, ``select``, ``run``.
 """

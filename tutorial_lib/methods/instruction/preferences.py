@@ -112,6 +112,19 @@ class Scored:
     tokens: torch.Tensor
     gold: int
 
+    def pick(self, order: Sequence[int], gold: int) -> Scored:
+        """The scores of the candidates ``order`` (:func:`places`), the real reply at ``gold``."""
+        i = torch.tensor(list(order), dtype=torch.long)
+        return Scored(self.total[i], self.tokens[i], gold)
+
+
+def places(full: Turn, turn: Turn) -> list[int]:
+    """Where each of ``turn``'s candidates sits among ``full``'s (the same turn with more of its
+    candidates): score ``full`` once, then every draw of candidates picks its scores."""
+    if (full.persona, full.history) != (turn.persona, turn.history):
+        raise ValueError("places: the two turns are not the same turn (persona or history differ)")
+    return [full.candidates.index(c) for c in turn.candidates]
+
 
 def score(model: nn.Module, tokenizer: Any, turns_: Sequence[Turn], *, max_history: int = 3,
           max_len: int | None = None) -> list[Scored]:

@@ -65,9 +65,13 @@ class InstructSettings(Settings):
     # scored once, 160 SFT examples, SST-2 added, DPO as below) took 605 s; so 32 questions, 24
     # test turns a seed (now scored once per seed) and 128 SFT examples: 544 s, but a draw of 24
     # turns a seed gave the not-fine-tuned model's Hits@1 a spread of 16 points (every Hits@1
-    # comparison void); now 28 turns for every seed, each seed its own distractors (as 16 does)
-    train_per_task: int = 32
-    eval_examples: int | None = 32
+    # comparison void); now 28 turns for every seed, each seed its own distractors (as 16 does).
+    # On 2026-12-05 the machine was an AMD EPYC (bf16 autocast, measured faster there: a DPO step
+    # 5.7 s, a test turn 0.6 s) and the fourth ConvAI2 arm (16's double heads, 65 s) joined: 784 s.
+    # So 24 SFT examples a task, 24 questions, 32 preference pairs, the test turns' candidates
+    # scored once for every seed's draw (the reference and the double heads' cached states)
+    train_per_task: int = 24
+    eval_examples: int | None = 24
     # as many questions of each label (the majority floor is then chance): MRPC's and CoLA's test
     # sets are about two-thirds one label, a floor a small model's zero-shot ranking rarely beats
     balance_eval: bool = True
@@ -81,7 +85,7 @@ class InstructSettings(Settings):
     lora_layers: int | None = 8
     budget: Budget = Budget(epochs=1, batch_size=8, lr=1e-3, eval_batch_size=8, max_len=192)
     # (2) preference optimisation
-    pref_train_turns: int | None = 48
+    pref_train_turns: int | None = 32
     pref_test_turns: int | None = 28
     candidates: int | None = 10
     max_history: int = 3
