@@ -1,8 +1,8 @@
 """Tests of tutorial_lib.methods.instruction.dpo: the loss against a hand computation, log 2 at
 the start, the gradient through the policy only, a few steps that raise the chosen reply's
 implicit reward above the rejected one's — and the loss against ``trl``'s ``DPOTrainer`` on the
-same batch where ``trl`` is installed (it is not one of the project's dependencies: it pins
-pyarrow >= 21, which Colab's stack lacks)."""
+same batch (``trl`` is a development dependency, installed by scripts/setup_env.sh; not a runtime
+one: it pins pyarrow >= 21, which Colab's stack lacks)."""
 
 from __future__ import annotations
 
@@ -166,8 +166,8 @@ def trl_loss(tok, policy, ref_model, batch, beta, lora=None):
         return trainer._compute_loss(trainer.model, inputs, return_outputs=False).item()
 
 
-@pytest.mark.skipif(not HAS_TRL, reason="trl is not installed (optional: pip install trl; it pins "
-                                        "pyarrow>=21, so it is not one of the project's dependencies)")
+@pytest.mark.skipif(not HAS_TRL, reason="trl is not installed (a development dependency: "
+                                        "pip install -e '.[dev]'; it pins pyarrow>=21)")
 @pytest.mark.parametrize("beta", [0.1, 0.5])
 def test_the_loss_equals_trls_with_a_reference_model(tok, beta):
     policy, ref_model, batch = tiny_lm(tok, 0), tiny_lm(tok, 1), batch_of(tok)
@@ -178,8 +178,8 @@ def test_the_loss_equals_trls_with_a_reference_model(tok, beta):
     assert ours.item() == pytest.approx(theirs, abs=1e-5)
 
 
-@pytest.mark.skipif(not HAS_TRL, reason="trl is not installed (optional: pip install trl; it pins "
-                                        "pyarrow>=21, so it is not one of the project's dependencies)")
+@pytest.mark.skipif(not HAS_TRL, reason="trl is not installed (a development dependency: "
+                                        "pip install -e '.[dev]'; it pins pyarrow>=21)")
 def test_the_loss_equals_trls_with_lora_and_the_adapter_disabled_as_reference(tok):
     model, batch = moved_lora(tok), batch_of(tok)
     with torch.no_grad():
