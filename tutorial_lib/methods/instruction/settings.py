@@ -72,8 +72,9 @@ class InstructSettings(Settings):
     # candidates scored once for every seed's draw: 581 s, but DPO's 8 steps left its reward
     # ranking at its chance start (15.5 %, p = 0.15; 28.6 % after 12 steps). So DPO keeps its 48
     # pairs and the instruction section (void in every run: the model is at chance on every task)
-    # gives the time: 16 SFT examples a task, 16 questions
-    train_per_task: int = 16
+    # gives the time: 16 SFT examples a task, 16 questions (602 s); then 12 examples a task and
+    # two replies side by side
+    train_per_task: int = 12
     eval_examples: int | None = 16
     # as many questions of each label (the majority floor is then chance): MRPC's and CoLA's test
     # sets are about two-thirds one label, a floor a small model's zero-shot ranking rarely beats
@@ -98,7 +99,7 @@ class InstructSettings(Settings):
     # Hits@1 from 10 % (chance) to 22.5 %; at 5e-3 to 0.42 and 20.0 %, the gold reply's
     # perplexity up from 47.5 to 59.3 (2e-3: 49.4)
     dpo_budget: Budget = Budget(epochs=2, batch_size=8, lr=2e-3, eval_batch_size=8, max_len=192)
-    sample_turns: int = 3
+    sample_turns: int = 2
     reply_tokens: int = 24
     # 16's classroom recipe (DialogueSettings: the top layer, its budget and head rate), for as many
     # steps as DPO: the same pairs, 2 epochs of 8
