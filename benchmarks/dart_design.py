@@ -17,6 +17,13 @@ steps and fluency rows (``results/dart_design_labels.json``)::
         --out benchmarks/results/dart_design_labels.json --configs "DART 1e-4 x100" \
         "DART 1e-4 x100 labels x1" "DART 1e-4 x100 labels x10" "DART 1e-4 x100 labels fixed"
 
+How many layers must train (09's ``trainable_layers``) was read from a third set of sweeps
+(``results/dart_design_depth.json``, each with its command): the top 6 layers at lower rates,
+every layer, the top 10 to 30, and 09's depth with DART, e.g.::
+
+    python -m benchmarks.dart_design --steps 8 --every 4 --trainable-layers 15 --fluency-rows 2 \
+        --out /tmp/depth.json --configs "manual 1e-4" "DART 1e-4 x100 labels x10"
+
 The default configurations are those of the committed result. One process, the machine's threads.
 """
 
@@ -36,12 +43,30 @@ from tutorial_lib.tasks import FewShotSplit
 RESULTS = Path(__file__).resolve().parent / "results" / "dart_design.json"
 # name: (method, run's rate, multiple of the run's rate for the head or DART's vectors[, the label
 # vectors' own multiple: 0 keeps them their words])
-CONFIGS = {"head A": ("head", 1e-4, 100), "head B": ("head", 3e-4, 100), "head C": ("head", 1e-4, 30),
-           "manual 1e-4": ("manual", 1e-4, None), "manual 3e-4": ("manual", 3e-4, None),
-           "manual 1e-3": ("manual", 1e-3, None), "DART 1e-4 x30": ("dart", 1e-4, 30),
-           "DART 3e-4 x30": ("dart", 3e-4, 30), "DART 1e-4 x100": ("dart", 1e-4, 100),
-           "DART 1e-4 x100 labels x1": ("dart", 1e-4, 100, 1), "DART 1e-4 x100 labels x10": (
-               "dart", 1e-4, 100, 10), "DART 1e-4 x100 labels fixed": ("dart", 1e-4, 100, 0)}
+CONFIGS = {
+    "head A": ("head", 0.0001, 100),
+    "head B": ("head", 0.0003, 100),
+    "head C": ("head", 0.0001, 30),
+    "manual 1e-5": ("manual", 1e-05, None),
+    "manual 3e-5": ("manual", 3e-05, None),
+    "manual 1e-4": ("manual", 0.0001, None),
+    "manual 2e-4": ("manual", 0.0002, None),
+    "manual 3e-4": ("manual", 0.0003, None),
+    "manual 1e-3": ("manual", 0.001, None),
+    "DART 1e-4 x30": ("dart", 0.0001, 30),
+    "DART 3e-4 x30": ("dart", 0.0003, 30),
+    "DART 1e-4 x100": ("dart", 0.0001, 100),
+    "DART 2e-4 x100": ("dart", 0.0002, 100),
+    "DART 1e-4 x100 labels x1": ("dart", 0.0001, 100, 1),
+    "DART 1e-4 x100 labels x10": ("dart", 0.0001, 100, 10),
+    "DART 2e-4 x100 labels x10": ("dart", 0.0002, 100, 10),
+    "DART 1e-4 x100 labels x30": ("dart", 0.0001, 100, 30),
+    "DART 1e-4 x100 labels x50": ("dart", 0.0001, 100, 50),
+    "DART 1e-4 x100 labels fixed": ("dart", 0.0001, 100, 0),
+}
+# the configurations of the committed results/dart_design.json
+DEFAULT = ["head A", "head B", "head C", "manual 1e-4", "manual 3e-4", "manual 1e-3",
+           "DART 1e-4 x30", "DART 3e-4 x30", "DART 1e-4 x100"]
 
 
 def design_split(task, seed: int, k: int, size: int = 300) -> FewShotSplit:
@@ -58,12 +83,14 @@ def design_split(task, seed: int, k: int, size: int = 300) -> FewShotSplit:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--splits", type=int, nargs="+", default=[2013, 2021, 2042])
-    parser.add_argument("--configs", nargs="+", default=list(CONFIGS))
+    parser.add_argument("--configs", nargs="+", default=DEFAULT, choices=list(CONFIGS))
     parser.add_argument("--steps", type=int, default=32)
     parser.add_argument("--every", type=int, default=8)
     parser.add_argument("--fluency-rows", type=int, default=4,
                         help="DART's fluency pass on this many rows of a batch (the committed "
                              "result: 4; 09 runs DARTSettings.fluency_rows)")
+    parser.add_argument("--trainable-layers", type=int, default=None,
+                        help="train this many top layers (0: every layer; default: 09's setting)")
     parser.add_argument("--scale", default="classroom", help="smoke: a quick check of the script")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -74,13 +101,14 @@ def main(argv: list[str] | None = None) -> dict:
     backbones.forget_loaded()
     template = {"sst2": prompting.template_for(lm, "sst2")}
     words = {"sst2": prompting.choose_verbalizer(lm, prompting.verbalizer_candidates(lm, "sst2"))}
-    k, shared = s.trainable_layers, prompt_lms.FrozenPrefix(s.trainable_layers)
+    k = s.trainable_layers if args.trainable_layers is None else (args.trainable_layers or None)
+    shared = prompt_lms.FrozenPrefix(k) if k else False
     build = {
         "head": lambda x: fewshot.cls_method(lm, scale, trainable_layers=k, head_scale=x,
-                                             pool=s.head_pool, frozen_states=True),
+                                             pool=s.head_pool, frozen_states=bool(k)),
         "manual": lambda x: fewshot.prompt_method(lm, template, words, s.max_len, trainable_layers=k,
                                                   train_label_rows=s.prompt_label_rows,
-                                                  frozen_states=True),
+                                                  frozen_states=bool(k)),
         "dart": lambda x, labels=None: dart.dart_method(
             lm, template, words, prompt_scale=x, label_scale=labels or None,
             train_labels=labels != 0, fluency_weight=s.fluency_weight,

@@ -42,7 +42,7 @@ def test_settings_at_every_scale_are_of_their_class_and_sane(cls):
 
 
 def test_the_scales_differ_where_their_overrides_say():
-    assert DARTSettings.at("smoke").steps == 4 and DARTSettings.at("classroom").steps == 16
+    assert DARTSettings.at("smoke").steps == 4 and DARTSettings.at("classroom").steps == 8
     assert DARTSettings.at("paper").backbone == "roberta-large"
     adapters = AdapterSettings.at("smoke")  # Classification's smoke sizes, then its own
     assert (adapters.train_examples, adapters.seeds, adapters.bottlenecks) == (256, (0, 1), (8,))
