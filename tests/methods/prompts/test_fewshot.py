@@ -316,9 +316,12 @@ def test_choose_rates_picks_each_methods_rate_on_the_mean_dev_score_and_tests_no
     dev = {(13, 1e-3): 0.5, (21, 1e-3): 1.0, (13, 1e-2): 1.0, (21, 1e-2): 1.0,
            (13, 1e-4): 1.0, (21, 1e-4): 1.0}
 
+    trained = {}
+
     def spy(build, split, **kwargs):
         run = train(build, split, **kwargs)
         calls.append((split.seed, kwargs["lr"], kwargs.get("evaluate_test", True)))
+        trained[split.seed, kwargs["lr"]] = run
         if (split.seed, kwargs["lr"]) in dev:  # a known dev ranking: 1e-2 and 1e-4 tie, 1e-3 loses
             for h in run.history.evals:
                 h["score"] = fewshot.dev_score({"accuracy": dev[split.seed, kwargs["lr"]], "loss": 0.5})
@@ -333,6 +336,9 @@ def test_choose_rates_picks_each_methods_rate_on_the_mean_dev_score_and_tests_no
     assert len(calls) == 6 and not any(test for *_, test in calls)  # "b" trained nothing here
     assert selection.groupby("lr")["chosen"].all().to_dict() == {1e-4: False, 1e-3: False, 1e-2: True}
     assert set(reuse) == {("a", "sst2", 13), ("a", "sst2", 21)}
+    # memory: only the chosen rate's runs keep a model (without gradients or a saved copy)
+    assert {key for key, run in trained.items() if run.model is not None} == {(13, 1e-2), (21, 1e-2)}
+    assert all(p.grad is None for p in trained[13, 1e-2].model.parameters())
     calls.clear()
     table, _ = fewshot.compare_fewshot({"a": method, "b": method}, splits,
                                        lrs={m: (r,) for m, r in rates.items()}, reuse=reuse,

@@ -166,6 +166,10 @@ def train_fewshot(
                  evaluate_every=eval_every, history=history)
     checkpoint, score = saver.best
     Checkpoint.load_objects({"model": weights}, checkpoint)
+    # the run is only scored from here on: its saved copy and its gradients would hold twice the
+    # trained weights for as long as the run is kept (choose_rates keeps several)
+    saver.saved.clear()
+    model.zero_grad(set_to_none=True)
 
     def score_rows(rows: Sequence[Mapping], batch_size: int) -> dict:
         loader = eval_loader(built.encode(rows), batch_size, built.collate)
@@ -353,9 +357,15 @@ def choose_rates(
         if len(grid) == 1:
             rates[name] = grid[0]
             continue
-        runs = {lr: [train_fewshot(method(s), s, lr=lr, evaluate_test=False, **train_kwargs)
-                     for s in splits] for lr in grid}
-        mean = {lr: float(np.mean([chosen(r)["score"] for r in rs])) for lr, rs in runs.items()}
+        runs, mean = {}, {}
+        for lr in grid:
+            runs[lr] = [train_fewshot(method(s), s, lr=lr, evaluate_test=False, **train_kwargs)
+                        for s in splits]
+            mean[lr] = float(np.mean([chosen(r)["score"] for r in runs[lr]]))
+            for other in runs:  # only the best rate's runs are tested later: drop the others' models
+                if other != max(runs, key=lambda r: mean[r]):  # first best on exact ties
+                    for r in runs[other]:
+                        r.model = r.score_rows = None
         rates[name] = max(grid, key=lambda lr: mean[lr])  # first best on exact ties
         for lr, rs in runs.items():
             for split, run in zip(splits, rs):
