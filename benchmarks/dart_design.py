@@ -22,7 +22,7 @@ How many layers must train (09's ``trainable_layers``) was read from a third set
 every layer, the top 10 to 30, and 09's depth with DART, e.g.::
 
     python -m benchmarks.dart_design --steps 8 --every 4 --trainable-layers 15 --fluency-rows 2 \
-        --out /tmp/depth.json --configs "manual 1e-4" "DART 1e-4 x100 labels x10"
+        --out depth.json --configs "manual 1e-4" "DART 1e-4 x100 labels x10"
 
 The default configurations are those of the committed result. One process, the machine's threads.
 """
