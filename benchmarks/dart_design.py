@@ -74,7 +74,8 @@ def design_split(task, seed: int, k: int, size: int = 300) -> FewShotSplit:
     outside its train and dev sets (seeded), and no test set."""
     split = tasks.few_shot(task, k, seed)
     used = {r["text"] for r in split.train + split.dev}
-    texts, labels = task.pool["text"], task.pool["label"]
+    pool = tasks.few_shot_pool(task)  # SST-2: its whole training sentences, as the splits
+    texts, labels = pool["text"], pool["label"]
     free = [i for i in range(len(texts)) if texts[i] not in used]
     rows = [{"text": texts[i], "label": int(labels[i])} for i in random.Random(777).sample(free, size)]
     return FewShotSplit(split.task, split.k, split.seed, split.train, rows, rows, split.label_names)

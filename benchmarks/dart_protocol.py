@@ -43,7 +43,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "dart_protocol.json"
 
 
 def curve(build, split: FewShotSplit, design: list[dict], *, steps: int, every: int, lr: float,
-          batch_size: int) -> dict:
+          batch_size: int, warmup_frac: float = 0.1) -> dict:
     """One run as 09 trains it (``train_fewshot``'s loader, rate schedule and clipping), scored on
     the dev set and on ``design`` at step 0 and every ``every`` steps."""
     runtime.seed_everything(0)
@@ -62,7 +62,7 @@ def curve(build, split: FewShotSplit, design: list[dict], *, steps: int, every: 
 
     score(0)
     fit(model, loader, lr=lr, weight_decay=0.01, steps=steps, method=built.method,
-        warmup=int(0.1 * steps), max_norm=1.0, evaluate=lambda e: score(e.state.iteration),
+        warmup=int(warmup_frac * steps), max_norm=1.0, evaluate=lambda e: score(e.state.iteration),
         evaluate_every=every, history=History())
     cos = dart.start_cosines(model) if hasattr(model, "template_words") else {}
     return {"points": points, "vector_cos": float(np.mean(list(cos.values()))) if cos else None}
@@ -84,7 +84,10 @@ def simulate(runs: list[dict], starts: dict, *, last: int, every: int, with_star
     starts = {int(k): v for k, v in starts.items()}
     out = {}
     for m in methods:
-        grid = (rates or {}).get(m) or sorted({lr for (mm, lr, _) in by if mm == m})
+        grid = [lr for lr in ((rates or {}).get(m) or sorted({lr for (mm, lr, _) in by if mm == m}))
+                if all((m, lr, sd) in by for sd in seeds)]
+        if not grid:  # a rate this method did not run
+            continue
 
         def kept(lr, seed, m=m):
             pts = [p for p in by[(m, lr, seed)]
@@ -131,6 +134,7 @@ def main(argv: list[str] | None = None) -> dict:
                         default=[2013, 2021, 2042, 2087, 2100, 3013, 3021, 3042])
     parser.add_argument("--every", type=int, default=2)
     parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--methods", nargs="+", default=["manual prompt", "DART"])
     parser.add_argument("--scale", default="classroom", help="smoke: a quick check of the script")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--replay", action="store_true",
@@ -149,17 +153,25 @@ def main(argv: list[str] | None = None) -> dict:
     template = {"sst2": prompting.template_for(lm, "sst2")}
     words = {"sst2": prompting.choose_verbalizer(lm, prompting.verbalizer_candidates(lm, "sst2"))}
     k = s.trainable_layers
-    methods = {
+
+    def dart_variant(scale: float = s.dart_prompt_scale):
+        return dart.dart_method(lm, template, words, prompt_scale=scale,
+                                label_scale=s.dart_label_scale, fluency_weight=s.fluency_weight,
+                                fluency_rows=s.fluency_rows, max_len=s.max_len,
+                                trainable_layers=k, prefix_words=s.dart_prefix_words,
+                                causal_fluency=s.causal_fluency,
+                                frozen_states=prompt_lms.FrozenPrefix(k) if k else False)
+
+    # name: (the method, its rate grid, the warm-up share of the steps)
+    variants = {
         "manual prompt": (fewshot.prompt_method(lm, template, words, s.max_len, trainable_layers=k,
                                                 train_label_rows=s.prompt_label_rows,
-                                                frozen_states=s.frozen_states), s.prompt_lrs),
-        "DART": (dart.dart_method(lm, template, words, prompt_scale=s.dart_prompt_scale,
-                                  label_scale=s.dart_label_scale, fluency_weight=s.fluency_weight,
-                                  fluency_rows=s.fluency_rows, max_len=s.max_len,
-                                  trainable_layers=k, prefix_words=s.dart_prefix_words,
-                                  causal_fluency=s.causal_fluency,
-                                  frozen_states=prompt_lms.FrozenPrefix(k) if k else False),
-                 s.dart_lrs)}
+                                                frozen_states=s.frozen_states), s.prompt_lrs, 0.1),
+        "DART": (dart_variant(), s.dart_lrs, 0.1),
+        "DART, warm-up 25 %": (dart_variant(), s.dart_lrs, 0.25),
+        "DART, vectors x30": (dart_variant(30.0), s.dart_lrs, 0.1),
+    }
+    methods = {m: variants[m] for m in args.methods}
     task = tasks.load_task("sst2")
     runs, starts = [], {}
     doc = {**dart_fields(s), "trainable_layers": k, "steps": s.steps, "every": args.every,
@@ -171,11 +183,11 @@ def main(argv: list[str] | None = None) -> dict:
         split = FewShotSplit(real.task, real.k, real.seed, real.train, real.dev, design,
                              real.label_names)
         starts[seed] = fewshot.zero_shot(lm, split, template["sst2"], words["sst2"])["accuracy"]
-        for name, (method, lrs) in methods.items():
+        for name, (method, lrs, warmup) in methods.items():
             for lr in lrs:
                 t0 = time.perf_counter()
                 r = curve(method(split), split, design, steps=s.steps, every=args.every, lr=lr,
-                          batch_size=s.batch_size)
+                          batch_size=s.batch_size, warmup_frac=warmup)
                 runs.append({"split": seed, "method": name, "lr": lr, **r,
                              "seconds": round(time.perf_counter() - t0, 1)})
                 print(seed, name, lr, starts[seed],

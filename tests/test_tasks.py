@@ -330,6 +330,26 @@ def test_few_shot_uses_train_for_train_and_dev_and_the_test_split(with_data):
     assert split.label_names == tasks.load_task("trec").label_names
 
 
+def test_sst2_few_shot_splits_are_lmbffs_whole_sentences(with_data):
+    """LM-BFF's SST-2 train is the 6,920 whole training sentences (its Table B.1), not GLUE's
+    67,349 rows, most of them phrases: the K-shot rows must come from the sentences, spelled as
+    the test sentences are, and none of them may be a test sentence."""
+    sst2 = tasks.load_task("sst2")
+    pool = tasks.few_shot_pool(sst2)
+    assert len(pool) == 6920 and sum(pool["label"]) == 3610  # SST's binary train: 3,310 / 3,610
+    assert not any("-lrb-" in t or "\\/" in t for t in pool["text"])
+    assert all(t.endswith(" ") for t in pool["text"])  # GLUE's spelling, as the test sentences
+    glue_train = set(sst2.pool["text"])
+    assert sum(t in glue_train for t in pool["text"]) > 6800  # the same sentences, GLUE's spelling
+    split = tasks.few_shot(sst2, k=16, seed=13)
+    sentences = set(pool["text"])
+    assert all(r["text"] in sentences for r in split.train + split.dev)
+    assert sentences.isdisjoint(r["text"] for r in split.test)
+    # the phrases are gone: GLUE's train rows average ~9 words, the sentences ~19
+    assert np.mean([len(r["text"].split()) for r in split.train]) > 12
+    assert tasks.few_shot_pool(tasks.load_task("trec")) is not pool
+
+
 def test_held_out_takes_what_subsample_left_in_its_order():
     ds = Dataset.from_dict({"i": list(range(50))})
     test, dev = list(tasks.subsample(ds, 20)["i"]), list(tasks.held_out(ds, 20, 10)["i"])

@@ -26,7 +26,8 @@ Then each split may be cut to a fixed random subset (``train_examples`` …, sam
 **Few-shot splits** (LM-BFF, Gao, Fisch & Chen 2021; used by DART in notebook 09): for a seed,
 K examples *per class* for training and another K per class for dev, both drawn from the
 labelled pool the train split comes from (disjoint), and the task's test split; five splits,
-seeds 13, 21, 42, 87, 100 (:data:`LMBFF_SEEDS`).
+seeds 13, 21, 42, 87, 100 (:data:`LMBFF_SEEDS`). SST-2's pool is LM-BFF's: the 6,920 whole
+training sentences (:func:`few_shot_pool`), not GLUE's train, which is mostly phrases.
 
 **Metrics** follow GLUE: Matthews correlation for CoLA, F1 and accuracy for MRPC/QQP, Pearson and
 Spearman correlation for STS-B, accuracy otherwise; a task's **score** is their mean.
@@ -34,6 +35,7 @@ Spearman correlation for STS-B, accuracy otherwise; a task's **score** is their 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import zipfile
 from collections.abc import Sequence
@@ -342,15 +344,45 @@ def sample_indices(
     return sorted(train), sorted(dev)
 
 
+def few_shot_pool(task: Task) -> Dataset:
+    """The labelled rows few-shot splits are drawn from: the task's pool, except for SST-2.
+
+    LM-BFF's SST-2 train is the 6,920 whole training sentences (its Table B.1; the authors in
+    princeton-nlp/LM-BFF#47), the set its test sentences (GLUE's dev) come with. GLUE's SST-2
+    train — 67,349 rows, mostly the labelled phrases of those sentences' parse trees ("hide new
+    secretions from the parental units") — is another distribution: K = 16 drawn from it are
+    mostly fragments. The sentence-level set is SST-5's train without its neutral sentences
+    (1-2 stars negative, 4-5 positive: 6,920 rows, none of them in the test set), spelled as
+    GLUE spells its sentences (parentheses and slashes, a trailing space)."""
+    return _sst2_sentences() if task.name == "sst2" else task.pool
+
+
+@functools.cache
+def _sst2_sentences() -> Dataset:
+    sst5 = load_task("sst5").pool
+    pairs = [(t, y) for t, y in zip(sst5["text"], sst5["label"]) if y != 2]
+    glue = {"-lrb-": "(", "-rrb-": ")", "\\/": "/"}
+
+    def spelled(text: str) -> str:
+        for a, b in glue.items():
+            text = text.replace(a, b)
+        return text + " "
+
+    return Dataset.from_dict({"text": [spelled(t) for t, _ in pairs],
+                              "label": [int(y >= 3) for _, y in pairs]})
+
+
 def few_shot(
     task: str | Task, k: int | None = 16, seed: int = 13, *, dev_k: int | None = None,
     test_examples: int | None = None,
 ) -> FewShotSplit:
-    """The LM-BFF split of ``task`` for ``k`` and ``seed`` (``test_examples``: a fixed subset)."""
+    """The LM-BFF split of ``task`` for ``k`` and ``seed`` (``test_examples``: a fixed subset of
+    the test split); train and dev drawn from :func:`few_shot_pool`."""
     task = load_task(task) if isinstance(task, str) else task
     if task.is_regression:
         raise TaskError(f"few-shot splits need classes; {task.name} is a regression task")
-    labels, texts = task.pool["label"], task.pool["text"]
+    pool = few_shot_pool(task)
+    labels, texts = pool["label"], pool["text"]
     train_idx, dev_idx = sample_indices(labels, k, seed, dev_k if dev_k else k or 16)
     test = subsample(task.test, test_examples)
 
