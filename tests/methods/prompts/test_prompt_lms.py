@@ -103,6 +103,24 @@ def test_prompt_on_frozen_prefix_gives_the_whole_decoders_states_and_gradients()
     torch.testing.assert_close(again[0, :6], full[1, :6], rtol=1e-5, atol=1e-5)
 
 
+def test_the_caches_keep_each_inputs_own_tokens_not_the_padded_batch():
+    """A cached row must own its storage: a view of the batch's [B, width, D] output would keep
+    every row's padding (and the other rows) alive for as long as the cache lives — in 09 the
+    caches of whole-sentence inputs took hundreds of MiB more than their tokens."""
+    decoder = decoder_with_vectors()
+    rows = [[5, 6, 7, 8, 9, 10, 11, 50, 51], [12, 50, 51]]  # very different lengths
+    ids, mask = batch(rows)
+    with torch.no_grad():
+        prompt_lms.TopLayers(decoder, states := prompt_lms.FrozenStates(2))(
+            input_ids=ids.clamp(max=49), attention_mask=mask)
+        prompt_lms.PromptOnFrozen(decoder, prefix := prompt_lms.FrozenPrefix(2))(
+            input_ids=ids, attention_mask=mask)
+    tensors = [*states.states.values(), *(t for entry in prefix.cache.values() for t in entry)]
+    assert len(tensors) == 2 + 2 * 3
+    for t in tensors:
+        assert t.untyped_storage().nbytes() == t.numel() * t.element_size()
+
+
 def test_prompt_on_frozen_prefix_needs_trainable_vectors():
     wrapped = prompt_lms.PromptOnFrozen(tiny_decoder(), prompt_lms.FrozenPrefix(trainable_layers=1))
     ids, mask = batch([[5, 6]])

@@ -121,8 +121,8 @@ class FrozenStates:
             with torch.no_grad():
                 h = below(input_ids=input_ids[missing], attention_mask=attention_mask[missing],
                           use_cache=False).last_hidden_state
-            for j, i in enumerate(missing):
-                self.states[keys[i]] = h[j, : len(keys[i])].detach()
+            for j, i in enumerate(missing):  # a copy: a view would keep the padded batch alive
+                self.states[keys[i]] = h[j, : len(keys[i])].detach().clone()
         first = self.states[keys[0]]
         out = first.new_zeros(*input_ids.shape, first.size(-1))
         for i, k in enumerate(keys):
@@ -197,9 +197,10 @@ class FrozenPrefix(FrozenStates):
                                     use_cache=True).last_hidden_state
         keys = torch.stack([layer.keys for layer in kv.layers], 1)  # [B, L, heads, T, head dim]
         values = torch.stack([layer.values for layer in kv.layers], 1)
-        for i, p in enumerate(todo):
+        for i, p in enumerate(todo):  # copies: views would keep the whole padded batch alive
             n = len(p)
-            self.cache[p] = (h[i, :n], keys[i, :, :, :n], values[i, :, :, :n])
+            self.cache[p] = (h[i, :n].clone(), keys[i, :, :, :n].clone(),
+                             values[i, :, :, :n].clone())
 
 
 class PromptOnFrozen(TopLayers):
