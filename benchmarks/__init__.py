@@ -22,4 +22,6 @@ def write_json(path: Path, doc: dict) -> dict:
 def dart_fields(s: DARTSettings) -> dict:
     """The few-shot settings every SST-2 prompt benchmark records beside its runs."""
     return {"task": "sst2", "k": s.k, "test_examples": s.test_examples, "batch_size": s.batch_size,
-            "eval_every": s.eval_every, "backbone": s.backbone}
+            "eval_every": s.eval_every, "backbone": s.backbone,
+            # results written before 2026-12-05 drew from GLUE's rows, mostly phrases (they say so)
+            "splits_from": "tasks.few_shot_pool: LM-BFF's 6,920 whole SST-2 training sentences"}

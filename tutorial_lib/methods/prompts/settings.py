@@ -49,8 +49,11 @@ class DARTSettings(Settings):
     # own rate grid fit 10 minutes. The chosen rate never saw a test example.
     rate_dev_sets: int | None = 2
     # Depth, steps and grids from design sweeps on three other splits (seeds 2013, 2021, 2042:
-    # neither LM-BFF's nor the held-out ones), read on 300 SST-2 *training* sentences outside each
-    # split, never on the test set (benchmarks/dart_design.py, results/dart_design_depth.json).
+    # neither LM-BFF's nor the held-out ones), read on 300 other SST-2 *training* rows, never on
+    # the test set (benchmarks/dart_design.py, results/dart_design_depth.json). Every sweep below
+    # drew its 32 training examples and its 300 rows from GLUE's SST-2 train, mostly phrases, before
+    # the splits moved to LM-BFF's 6,920 whole sentences (tasks.few_shot_pool, 2026-12-05); the
+    # settings were kept on sentences, where 09's runs read whether the prompts leave their start.
     # With the top 6 layers trained (09's runs until 2026-12-05) the manual prompt never rose above
     # its zero-shot start on all three splits at any rate from 1e-5 to 1e-3 or any of 8-32 steps:
     # the top layers alone do not learn sentiment from 32 examples. Every layer trained (the
