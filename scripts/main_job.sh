@@ -8,11 +8,19 @@
 #                                            # results are newer than all they depend on
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scale=classroom  # the scale the arguments ask for (run_notebooks.py's default)
+prev=
+for arg in "$@"; do
+  case "$arg" in --scale=*) scale=${arg#--scale=} ;; esac
+  [ "$prev" = --scale ] && scale=$arg
+  prev=$arg
+done
+# Before anything is installed: Python >= 3.11 and where the data comes from (scripts/preflight.sh:
+# the local copy ../shared/data or TUTORIAL_DATA_DIR, else the Hub, prefetched first when reachable).
+. scripts/preflight.sh
+preflight "$scale"
 bash scripts/setup_env.sh
-# The local data copy: ../shared/data by default, but only where it exists; otherwise
-# TUTORIAL_DATA_DIR stays unset and tutorial_lib.data loads from the Hugging Face Hub.
-if [ -z "${TUTORIAL_DATA_DIR:-}" ] && [ -d ../shared/data ]; then
-  export TUTORIAL_DATA_DIR=$(cd ../shared/data && pwd)
-fi
+fetch_if_needed
+[ -n "$TUTORIAL_DATA_DIR" ] || unset TUTORIAL_DATA_DIR  # the Hub path (tutorial_lib.data)
 export TOKENIZERS_PARALLELISM=false TUTORIAL_PROGRESS=0  # no MPLBACKEND: the inline backend must save figures
 .venv/bin/python scripts/run_notebooks.py "$@"

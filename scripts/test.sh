@@ -4,19 +4,18 @@
 # notebook at smoke scale under nbval on two workers, each notebook executed once; the notebooks
 # save their results into a fresh TUTORIAL_RESULTS_DIR, and the last test (tests/test_results.py,
 # marked after_notebooks) requires every notebook of the run to have saved them and builds the
-# report from them. Extra arguments go to pytest. TUTORIAL_DATA_DIR set but empty means no local
-# copy: the Hub path (the GitHub CI, from a prefetched HF_HOME); unset, the project machines' copy
-# ../shared/data.
+# report from them. Extra arguments go to pytest. The data: see preflight below. The run itself is
+# offline (HF_HUB_OFFLINE=1): every dataset comes from the local copy or the Hub's cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Before anything is installed: Python >= 3.11, and where the data comes from (scripts/data_source.py):
+# TUTORIAL_DATA_DIR if set (empty: the Hub's cache a prefetch filled, as ci.yml does), else
+# ../shared/data where it exists, else the Hub — prefetched here first when it can be reached,
+# otherwise one clear error in seconds naming both remedies, and nothing written.
+. scripts/preflight.sh
+preflight smoke
 bash scripts/setup_env.sh
-# The local data copy: ../shared/data by default, but only where it exists and only when
-# TUTORIAL_DATA_DIR is unset (set to an empty string, it means the Hub: ci.yml does that).
-# Otherwise, as this run is offline, the tests that need the data are skipped and the notebooks
-# stop with tutorial_lib.data's "offline, no local copy" error.
-if [ -z "${TUTORIAL_DATA_DIR+x}" ] && [ -d ../shared/data ]; then
-  export TUTORIAL_DATA_DIR=$(cd ../shared/data && pwd)
-fi
+fetch_if_needed
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 # The tests that ask the package index (marker network: pip's resolutions of the Colab install and
 # of a bundle node's wheels, about 70 s of a worker) are left out here unless SKIP_NETWORK is set
