@@ -12,7 +12,9 @@ backbone, metric, method and baseline) and writes ``results/<scale>/replication.
 held-out Δ has the same sign, and the held-out 95 % CI excludes zero (i.e. the held-out verdict is
 the same). Everything else that had a verdict is **not replicated**; an effect the first run found
 within noise has nothing to replicate (reported, not counted); a void comparison (baseline at its
-floor, a method that did not train) in either run is reported as void. Beside both runs the
+floor, a method that did not train, a failed premise) in either run is reported as void, and an
+**untestable** one (the two arms were the same runs, or gave identical results on every seed) as
+untestable — its own category, never "not replicated". Beside both runs the
 **pooled test** over both seed sets: for paired t-tests the paired t-test over all 2n per-seed
 differences (reconstructed exactly from each run's n, Δ and standard error), otherwise an
 inverse-variance weighted (fixed-effect) z-test of the two Δs. With three seeds a verdict can flip
@@ -55,9 +57,21 @@ DEFINITION = ("An effect **replicated** when the first run called it \"better\" 
               "column tests both seed sets together (paired t over all per-seed differences where "
               "both runs were paired, else an inverse-variance weighted z-test of the two Δs). An "
               "effect within noise in the first run has nothing to replicate; a void comparison "
-              "(baseline at its floor, or a method that did not train) is reported as void.")
+              "(baseline at its floor, a method that did not train, a failed premise) is reported "
+              "as void, and one whose arms were the same runs as untestable (its own category).")
 CLAIMED = ("better", "worse")
 VOID_PREFIXES = ("void", stats.DID_NOT_TRAIN)
+UNTESTABLE_PREFIX = "untestable"
+
+
+def verdict_of(effect: Mapping) -> str:
+    """An effect's verdict, read as the premises read it today: a paired comparison saved before
+    identical arms were detected (Δ = 0 with the CI [+0.00, +0.00]) is untestable."""
+    verdict = str(effect.get("verdict", ""))
+    if (verdict == stats.WITHIN_NOISE and effect.get("test") == "paired t"
+            and effect.get("delta") == 0 and ci_of(effect) == (0.0, 0.0)):
+        return stats.UNTESTABLE_IDENTICAL
+    return verdict
 
 
 def effect_key(effect: Mapping) -> str:
@@ -114,13 +128,17 @@ def pooled(first: Mapping, held: Mapping) -> dict | None:
 
 def status(first: Mapping, held: Mapping | None) -> str:
     """"replicated" / "not replicated" by the definition, or why neither applies."""
-    verdict = str(first.get("verdict", ""))
+    verdict = verdict_of(first)
+    if verdict.startswith(UNTESTABLE_PREFIX):
+        return f"untestable in the first run ({verdict})"
     if verdict.startswith(VOID_PREFIXES):
         return f"void in the first run ({verdict})"
     if verdict not in CLAIMED:
         return f"nothing to replicate (first run: {verdict})"
     if held is None:
         return "missing in the held-out run"
+    if verdict_of(held).startswith(UNTESTABLE_PREFIX):
+        return f"untestable in the held-out run ({verdict_of(held)})"
     if str(held.get("verdict", "")).startswith(VOID_PREFIXES):
         return f"void in the held-out run ({held['verdict']})"
     ci = ci_of(held)
@@ -133,7 +151,8 @@ def status(first: Mapping, held: Mapping | None) -> str:
 def _summary(effect: Mapping | None) -> dict | None:
     if effect is None:
         return None
-    return {k: effect.get(k) for k in ("delta", "ci95", "p", "p_holm", "test", "n", "verdict")}
+    return {k: effect.get(k) for k in ("delta", "ci95", "p", "p_holm", "test", "n")} | {
+        "verdict": verdict_of(effect), "premises": effect.get("premises", [])}
 
 
 def _seeds(directory: Path, notebook: str) -> object:

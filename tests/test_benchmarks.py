@@ -368,6 +368,23 @@ def test_void_comparisons_and_reused_seeds_are_not_replications():
     assert same["effects"][0]["status"] == "not held out (seeds [0, 1, 2] in both runs)"
 
 
+def test_identical_arms_are_untestable_never_not_replicated():
+    """07's held-out run: the pool shrank, and two arms were the same runs (+0.00, CI [+0.00,
+    +0.00], p = 1.0). An effect claimed in the first run is then untestable there, its own
+    category; a saved record from before the rule is read the same way."""
+    first = _effects_of_run({"m": [-3.0, -3.5, -2.5]}, FIRST_SEEDS)
+    assert first[0]["verdict"] == "better"
+    held = _effects_of_run({"m": [0.0, 0.0, 0.0]}, HELD_SEEDS)
+    assert held[0]["verdict"] == stats.UNTESTABLE_IDENTICAL
+    record = replicate.replicate(first, held)
+    assert record["effects"][0]["status"].startswith("untestable in the held-out run")
+    assert record["counts"] == {"untestable in the held-out run": 1}
+    old = [{**held[0], "verdict": stats.WITHIN_NOISE, "ci95": "[+0.00, +0.00]"}]
+    assert replicate.replicate(first, old)["effects"][0]["status"].startswith("untestable")
+    assert replicate.replicate(held, held)["effects"][0]["status"].startswith(
+        "untestable in the first run")
+
+
 def test_replicate_main_writes_replication_json_and_the_results_md_table(tmp_path):
     """The benchmark end to end on synthetic result files (what the notebooks' runs would save)."""
     first_dir, held_dir = tmp_path / "classroom", tmp_path / "classroom" / "held-out"

@@ -41,11 +41,17 @@ def test_summarize_formats_mean_and_sample_std_per_group():
     assert stats.fmt(0.5, 0.25, 3, scale=100, digits=1, unit=" %") == "50.0 ± 25.0 %"
 
 
-def test_identical_runs_are_within_noise():
+def test_identical_paired_runs_are_untestable_not_a_null():
+    """07's held-out run compared arms that were the same runs: "+0.00, CI [+0.00, +0.00], p = 1.0"
+    was reported "within noise". Every paired difference exactly zero: nothing was compared."""
     c = stats.compare_runs(BASELINE, BASELINE, SEEDS, SEEDS)
     assert c.test == "paired t" and c.delta == 0.0 and c.p == 1.0
-    assert c.verdict(higher_is_better=False) == stats.WITHIN_NOISE
-    c = stats.compare_runs(BASELINE, BASELINE)  # unpaired: Welch
+    assert c.raw_verdict(higher_is_better=False) == stats.WITHIN_NOISE  # the test alone
+    assert c.verdict(higher_is_better=False) == stats.UNTESTABLE_IDENTICAL
+    nearly = stats.compare_runs([b + d for b, d in zip(BASELINE, (0.0, 0.0, 0.0, 1e-3))],
+                                BASELINE, SEEDS, SEEDS)
+    assert nearly.verdict(higher_is_better=False) == stats.WITHIN_NOISE  # one run differs: a test
+    c = stats.compare_runs(BASELINE, BASELINE)  # unpaired: Welch (no pairing, so no claim)
     assert c.test == "Welch t" and c.p == pytest.approx(1.0)
     assert c.verdict(higher_is_better=True) == stats.WITHIN_NOISE
 
@@ -436,6 +442,7 @@ def test_a_failed_premise_voids_even_a_clear_difference_and_a_held_one_leaves_it
     assert table.loc["INLP UPOS", "p"] < 0.05
     assert table.loc["INLP UPOS", "verdict"] == stats.VOID_NOT_ERASED
     assert table.loc["LEACE UPOS", "verdict"] == "worse"
-    assert table.loc["INLP UPOS", "premise"].startswith("failed: dev: probe 0.354")
+    assert table.loc["INLP UPOS", "premise"].startswith("erased: failed (dev: probe 0.354")
+    assert table.attrs["premises"]["INLP UPOS"][0] | {"detail": ""} == {"name": "erased", "holds": False, "detail": ""}
     with pytest.raises(ValueError, match="premises given for"):
         stats.compare(runs, "random", column="acc", floor=False, premises={"nope": held})

@@ -62,7 +62,8 @@ def effects(comparison: pd.DataFrame, *, metric: str, backbone: str, expected: s
     "Results at a glance": one per method with Δ, its CI, p, the verdict, the sign the literature
     expects (``"+"`` better, ``"-"`` worse, ``"none"``: no sign claimed) and where that comes from;
     plus ``n``, ``df`` and ``se`` (Δ's standard error, from the CI) for the pooled replication test,
-    and the guards (:func:`guards_of`)."""
+    the guards (:func:`guards_of`) and ``premises``: what the comparison rested on, each with its
+    name, state and what was measured (:mod:`tutorial_lib.premises`; ``[]`` where none was given)."""
     unit = next(c for c in comparison.columns if c.startswith("Δ"))
     baseline = comparison.index[0]
     out = []
@@ -72,7 +73,8 @@ def effects(comparison: pd.DataFrame, *, metric: str, backbone: str, expected: s
                     "delta": round(float(r[unit]), 3), "unit": unit[unit.index("(") + 1: -1],
                     "ci95": r["95% CI"], "p": None if pd.isna(r["p"]) else float(r["p"]),
                     "test": r["test"], "verdict": r["verdict"], "expected": expected,
-                    "source": source, **_test_size(r), **guards_of(comparison, method)})
+                    "source": source, **_test_size(r), **guards_of(comparison, method),
+                    "premises": comparison.attrs.get("premises", {}).get(str(method), [])})
     return out
 
 

@@ -41,12 +41,16 @@ printed with it, and where the whole 95 % CI lies inside ±MDE the run bounds th
 says whether a null is evidence (the paper's effect above the MDE and not seen) or silence (below
 it); :meth:`Comparison.runs_for` says how many runs would detect it.
 
-**The premise guard.** Some comparisons rest on something the method must first achieve in the
-run: an amnesic comparison (the LM after erasing a property vs after erasing as many random
-directions) says something about the property only if the eraser erased it. A :class:`Premise`
-(:func:`erasure_premise`: a fresh probe within a tolerance of its majority floor on dev and test)
-is computed in the run and given to :func:`compare`; when it fails the verdict is **"void:
-property not erased"**, before every other guard.
+**The premise guard.** Some comparisons rest on something the run must first achieve: an
+amnesic comparison says something about a property only if the eraser erased it (judged out of
+sample), STILTs only if its intermediate stage learned, a comparison of two arms only if they are
+different runs. A :class:`~tutorial_lib.premises.Premise` (:mod:`tutorial_lib.premises`: its kinds
+and constructors) is computed in the run and given to :func:`compare`; when one fails the verdict
+is its failure ("void: property not erased", "void: intermediate stage did not learn",
+"untestable: the arms are the same runs", …), before every other guard. Two arms whose paired
+differences are all exactly zero are found without being told: "untestable", never "within noise".
+The floor test's own MDE is printed beside it (``floor MDE``): an evaluation too small to tell the
+baseline from its floor says so.
 
 **Multiplicity.** A notebook tests several effects. The verdict uses the **raw p** of its own test
 (α = 0.05 per comparison): it is computed in the cell that runs the test, before the notebook's
@@ -87,12 +91,18 @@ from .power import (  # noqa: F401 (re-exported: stats.holm, stats.seeds_needed,
     seeds_needed,
     t_power,
 )
+from .premises import (  # noqa: F401 (re-exported: stats.Premise, stats.erasure_premise, …)
+    UNTESTABLE,
+    UNTESTABLE_IDENTICAL,
+    VOID_NOT_ERASED,
+    Premise,
+    erasure_premise,
+)
 
 WITHIN_NOISE = "within noise"
 VOID_AT_CHANCE = "void: baseline at chance"
 VOID_BASELINE_DID_NOT_TRAIN = "void: baseline did not train"
 DID_NOT_TRAIN = "did not train"
-VOID_NOT_ERASED = "void: property not erased"
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
@@ -138,6 +148,12 @@ class Comparison:
     start_check: Comparison | None = None  # the method against its starting point
     baseline_start_check: Comparison | None = None  # the baseline against its starting point
     premise: Premise | None = None  # what the method's comparison rests on, measured in the run
+    premises: tuple[Premise, ...] = ()  # more of them: the first that fails decides
+
+    @property
+    def identical(self) -> bool:
+        """Paired runs whose every difference is exactly zero: the arms gave identical results."""
+        return self.test == "paired t" and self.delta == 0 and self.low == self.high == 0
 
     def raw_verdict(self, higher_is_better: bool) -> str:
         """"better" / "worse" (p < α), "within noise", or "not tested" with one run — the test
@@ -149,14 +165,18 @@ class Comparison:
         return "better" if (self.delta > 0) == higher_is_better else "worse"
 
     def verdict(self, higher_is_better: bool) -> str:
-        """:meth:`raw_verdict`, unless a guard fails first: the method's premise (e.g.
-        ``"void: property not erased"``, :class:`Premise`), the baseline not better than its floor
+        """:meth:`raw_verdict`, unless a guard fails first: the method's premises (e.g.
+        ``"void: property not erased"``, :class:`Premise`), identical arms (every paired difference
+        zero: ``"untestable: …"``), the baseline not better than its floor
         (``"void: baseline at chance"``) or its start (``"void: baseline did not train"``), or the
         method not better than its start (``"did not train"``)."""
         if self.test == "none":
             return "not tested (1 run)"
-        if self.premise is not None and not self.premise.holds:
-            return self.premise.failure
+        for premise in (self.premise, *self.premises):
+            if premise is not None and not premise.holds:
+                return premise.failure
+        if self.identical:
+            return UNTESTABLE_IDENTICAL
         if self.floor_check is not None and self.floor_check.raw_verdict(higher_is_better) != "better":
             return VOID_AT_CHANCE
         if (self.baseline_start_check is not None
@@ -209,33 +229,6 @@ class Comparison:
             return 2
         return seeds_needed(self.effect_size, 1.0, power=power, alpha=alpha,
                             paired=self.test != "Welch t")
-
-
-@dataclass(frozen=True)
-class Premise:
-    """**The premise guard**: a condition a comparison rests on, measured in the same run — an
-    amnesic comparison ("the LM after erasing POS vs after erasing random directions") says
-    something about POS only if the eraser erased it. When ``holds`` is False the verdict is
-    ``failure``, computed like the learned-baseline guard, never typed by hand."""
-
-    holds: bool
-    failure: str  # the verdict when it does not hold, e.g. VOID_NOT_ERASED
-    detail: str = ""  # what was measured
-
-
-def erasure_premise(probe: Mapping[str, float], floor: Mapping[str, float], tol: float = 0.01
-                    ) -> Premise:
-    """An eraser's premise: a fresh linear probe after erasure within ``tol`` of its floor (the
-    majority rate) on every split measured (``{split: accuracy}``; e.g. dev and test) — INLP's own
-    stopping rule, applied to its result and to any other eraser's."""
-    missing = sorted(set(probe) - set(floor))
-    if missing or not probe:
-        raise ValueError(f"an erasure premise needs the probe and its floor on the same splits: "
-                         f"probe {sorted(probe)}, floor {sorted(floor)}")
-    over = {s: (probe[s], floor[s]) for s in probe if probe[s] > floor[s] + tol}
-    detail = "; ".join(f"{s}: probe {p:.3f} vs floor {f:.3f}" for s, (p, f) in
-                       ((s, (probe[s], floor[s])) for s in probe))
-    return Premise(not over, VOID_NOT_ERASED, detail + f" (tolerance {tol})")
 
 
 def against_floor(values: Sequence[float], floor: Floor | float,
@@ -331,7 +324,7 @@ def compare(
     higher_is_better: bool = False, pair_on: str | None = "seed", percent: bool = True,
     floor: Floor | float | bool | None = None,
     starts: Mapping[str, Floor | float] | None = None,
-    premises: Mapping[str, Premise] | None = None,
+    premises: Mapping[str, Premise | Sequence[Premise]] | None = None,
 ) -> pd.DataFrame:
     """Every group of ``table[by]`` against ``baseline`` on ``column``: one row each with Δ, its
     95 % CI, the effect size, the test, p, its Holm-adjusted value over this table's tests
@@ -345,8 +338,11 @@ def compare(
     :func:`majority_floor`); ``starts`` — ``{group: its starting point}`` (a prompt's zero-shot
     accuracy; the baseline may be one of them). A floor adds the columns ``floor`` and ``floor p``
     (on the baseline's row: the baseline against its floor), starts add ``start`` and ``start p``
-    (on each row with a start); ``premises`` — ``{group: its Premise}`` (e.g.
-    :func:`erasure_premise`): a group whose premise failed gets the premise's verdict. The
+    (on each row with a start); ``premises`` — ``{group: its Premise or Premises}`` (e.g.
+    :func:`erasure_premise`, :mod:`tutorial_lib.premises`): a group whose premise failed gets the
+    premise's verdict; the table's ``premise`` column says each one's state and ``attrs["premises"]``
+    keeps them as records (``results.effects`` saves them with each effect). A floor adds
+    ``floor MDE``: the smallest gap over the floor its test could see. The
     verdicts are voided where a guard fails. Without ``floor``,
     the floor comes from the table itself when its runs carry one (:func:`floor_from_table`:
     ``finetuning.compare_methods`` writes it from the task), so every such comparison is
@@ -360,7 +356,8 @@ def compare(
     if baseline not in groups:
         raise ValueError(f"baseline {baseline!r} is not in the table's {by!r} column: {list(groups)}")
     starts = {name: _as_floor(v, "start") for name, v in (starts or {}).items()}
-    premises = dict(premises or {})
+    premises = {name: (p,) if isinstance(p, Premise) else tuple(p)
+                for name, p in (premises or {}).items()}
     if sorted(set(premises) - set(groups)):
         raise ValueError(f"premises given for {sorted(set(premises) - set(groups))}, which are not "
                          f"in the table's {by!r} column: {list(groups)}")
@@ -390,7 +387,7 @@ def compare(
         c = compare_runs(g[column], base[column], *keys, floor=floor, start=starts.get(name),
                          baseline_start=starts.get(baseline))
         if name in premises:
-            c = replace(c, premise=premises[name])
+            c = replace(c, premises=premises[name])
         row = {by: name, f"mean ({unit})": k * g[column].mean(), f"Δ ({unit})": k * c.delta,
                "95% CI": "" if math.isnan(c.low) else f"[{k * c.low:+.2f}, {k * c.high:+.2f}]",
                "effect size": c.effect_size, "test": c.test, "p": c.p,
@@ -398,23 +395,27 @@ def compare(
         if guards:
             row.update(_guard_columns(g[column], keys[0], None, starts.get(name), k))
         if premises:
-            row["premise"] = (("holds: " if premises[name].holds else "failed: ")
-                              + premises[name].detail if name in premises else "")
+            row["premise"] = "; ".join(p.text() for p in premises.get(name, ()))
         rows.append(row)
     out = pd.DataFrame(rows).set_index(by)
     out.insert(list(out.columns).index("p") + 1, "Holm p", holm(out["p"].tolist()))
+    out.attrs["premises"] = {str(n): [p.record() for p in ps] for n, ps in premises.items()}
     unused = [c for name, given in (("floor", floor is not None), ("start", bool(starts)))
-              if not given for c in (name, f"{name} p")]
+              if not given for c in (name, f"{name} p", f"{name} MDE")]
     return out.drop(columns=[c for c in unused if c in out])
 
 
 def _guard_columns(values: pd.Series, keys: Sequence[object] | None, floor: Floor | None,
                    start: Floor | None, k: float) -> dict:
-    out = {"floor": math.nan, "floor p": math.nan, "start": math.nan, "start p": math.nan}
+    out = {"floor": math.nan, "floor p": math.nan, "floor MDE": math.nan, "start": math.nan,
+           "start p": math.nan}
     for name, f in (("floor", floor), ("start", start)):
         if f is not None:
+            check = against_floor(values, f, keys)
             out[name] = k * f.mean
-            out[f"{name} p"] = against_floor(values, f, keys).p
+            out[f"{name} p"] = check.p
+            if name == "floor":
+                out["floor MDE"] = k * check.mde()
     return out
 
 
@@ -430,8 +431,10 @@ def sentences(comparison: pd.DataFrame, metric: str = "test error") -> str:
     for name, r in comparison.iterrows():
         for guard in ("floor", "start"):
             if guard in r and not pd.isna(r[guard]):
+                mde = r.get(f"{guard} MDE", math.nan)
                 lines.append(f"{name}: {r[mean_col]:.2f} vs its {guard} {r[guard]:.2f}, p = "
-                             f"{r[f'{guard} p']:.3f}")
+                             f"{r[f'{guard} p']:.3f}"
+                             + ("" if pd.isna(mde) else f" (this test could see {mde:.2f} {unit})"))
     for name, r in comparison.iloc[1:].iterrows():
         ci = f", 95% CI {r['95% CI']}" if r["95% CI"] else ""
         p = "" if math.isnan(r["p"]) else f", {r['test']} p = {r['p']:.3f}"

@@ -1,0 +1,83 @@
+"""tutorial_lib.premises: every premise kind with a case where it holds and one where it fails,
+and a failed one turning a clear difference into its own verdict in stats.compare and the saved
+effect records."""
+
+import pandas as pd
+import pytest
+
+from tutorial_lib import premises, results, stats
+
+SEEDS = [0, 1, 2, 3, 4]
+RUNS = pd.DataFrame({"method": ["base"] * 5 + ["method"] * 5, "seed": SEEDS * 2,
+                     "acc": [0.60, 0.62, 0.61, 0.63, 0.60, 0.70, 0.71, 0.72, 0.71, 0.70]})
+
+
+def test_erasure_judged_out_of_sample_holds_and_fails_and_refuses_an_in_sample_check():
+    floor = {"dev": 0.174, "test": 0.183}
+    held = premises.erasure_premise({"dev": 0.178, "test": 0.185}, floor, fitted_on=range(100),
+                                    probed_on=range(100, 200))
+    assert held.holds and held.name == "erased out of sample"
+    failed = premises.erasure_premise({"dev": 0.266, "test": 0.255}, floor, fitted_on=range(100),
+                                      probed_on=range(100, 200))  # 11's LEACE, out of sample
+    assert not failed.holds and failed.failure == premises.VOID_NOT_ERASED
+    with pytest.raises(ValueError, match="in-sample check cannot fail"):
+        premises.erasure_premise({"dev": 0.17}, {"dev": 0.174}, fitted_on=range(100),
+                                 probed_on=range(50, 150))
+
+
+def test_an_intermediate_stage_must_beat_its_own_floor():
+    learned = premises.stage_premise(stats.against_floor([0.55, 0.58, 0.57], 0.36), "MNLI stage")
+    assert learned.holds and learned.name == "stage learned"
+    at_floor = premises.stage_premise(stats.against_floor([0.36, 0.37, 0.35], 0.36), "MNLI stage")
+    assert not at_floor.holds and at_floor.failure == premises.VOID_STAGE
+    assert "MNLI stage" in at_floor.detail
+
+
+def test_arms_that_are_the_same_runs_are_untestable():
+    assert premises.arms_differ([("mr",), ("mr", "qnli")], [("mr",), ("qnli",)], "aux sets").holds
+    same = premises.arms_differ([("mr",), ("mr",)], [("mr",), ("mr",)], "aux sets")
+    assert not same.holds and same.failure == premises.UNTESTABLE
+    assert same.detail == "2 of 2 aux sets identical"
+    with pytest.raises(ValueError, match="run by run"):
+        premises.arms_differ([1, 2], [1])
+
+
+def test_a_constant_answer_is_flagged():
+    assert premises.varied_answers(["yes", "no", "yes"]).holds
+    constant = premises.varied_answers(["acceptable"] * 40, "CoLA, mixture")
+    assert not constant.holds and constant.failure == premises.VOID_CONSTANT
+    assert "'acceptable' on all 40 items" in constant.detail
+
+
+def test_a_matched_control_must_be_within_its_tolerance():
+    """11's "variance-matched" control removed 0.377 of the variance against LEACE's 0.215."""
+    assert premises.matched(0.22, 0.215, 0.02, "variance removed").holds
+    off = premises.matched(0.377, 0.215, 0.02, "variance removed")
+    assert not off.holds and off.failure == premises.VOID_NOT_MATCHED
+
+
+def test_the_first_failed_premise_decides_the_verdict_and_is_saved_with_the_effect():
+    ok = premises.matched(0.22, 0.215, 0.02, "variance removed")
+    stage = premises.stage_premise(stats.against_floor([0.36, 0.37, 0.35], 0.36))
+    table = stats.compare(RUNS, "base", column="acc", higher_is_better=True, floor=0.5,
+                          premises={"method": [ok, stage]})
+    assert table.loc["method", "p"] < 0.05  # a clear difference …
+    assert table.loc["method", "verdict"] == premises.VOID_STAGE  # … on a stage that learned nothing
+    saved = results.effects(table, metric="acc", backbone="x", higher_is_better=True)
+    assert [(p["name"], p["holds"]) for p in saved[0]["premises"]] == [
+        ("matched", True), ("stage learned", False)]
+    clean = stats.compare(RUNS, "base", column="acc", higher_is_better=True, floor=0.5)
+    assert clean.loc["method", "verdict"] == "better"
+    assert results.effects(clean, metric="acc", backbone="x")[0]["premises"] == []
+
+
+def test_the_floor_test_prints_what_it_could_see():
+    """An evaluation too small to tell the baseline from its floor says so with the floor test's
+    MDE (17: 16 questions a task, every not-fine-tuned model 'at chance')."""
+    table = stats.compare(RUNS, "base", column="acc", higher_is_better=True, floor=0.5)
+    mde = table.loc["base", "floor MDE"]
+    assert 0 < mde < 5  # points: five runs with a spread of about one point
+    assert f"(this test could see {mde:.2f} points)" in stats.sentences(table, "accuracy")
+    noisy = RUNS.assign(acc=[0.40, 0.70, 0.50, 0.65, 0.45, 0.50, 0.71, 0.52, 0.66, 0.49])
+    assert stats.compare(noisy, "base", column="acc", higher_is_better=True,
+                         floor=0.5).loc["base", "floor MDE"] > 10
