@@ -11,6 +11,7 @@ import pytest
 from datasets import Dataset, DatasetDict, Features
 
 from tutorial_lib import data
+from tutorial_lib.data import fingerprints
 
 DATA_DIR = Path(
     os.environ.get(data.DATA_ENV_VAR) or Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -30,8 +31,11 @@ def load_local(name: str, **kwargs: Any) -> DatasetDict:
 
 
 def go_online(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Body of an ``online`` fixture: no local copy, not offline, empty memo (Hub path)."""
+    """Body of an ``online`` fixture: no local copy, not offline, empty memo (Hub path), and no
+    recorded fingerprints: the fake Hubs serve a few rows, not whole splits (the content check
+    has its own tests, in test_data_fingerprints.py)."""
     monkeypatch.delenv(data.DATA_ENV_VAR, raising=False)
+    monkeypatch.setattr(fingerprints, "recorded", dict)
     for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
         monkeypatch.delenv(var, raising=False)
     data.clear_cache()

@@ -5,7 +5,7 @@ Rows (README order): unknown scale or dataset · missing/corrupt data file · of
 copy · wrong checkpoint shape · corrupt cache · disk full while saving · interrupted run (training
 and the main job) · a failed main-job run · input longer than max_len · empty few-shot split ·
 label not in the verbalizer · CUDA out of memory. (The stale run cache's row is tested in
-tests/test_finetuning.py, beside the run key.)
+tests/test_finetuning.py, beside the run key; the changed Hub data's in tests/test_data_fingerprints.py.)
 """
 
 import dataclasses

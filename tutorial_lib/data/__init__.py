@@ -92,12 +92,15 @@ directory, or that lacks the dataset's folder, is an error that says so (it neve
 the Hub silently). With no local copy and the Hub out of reach (``HF_HUB_OFFLINE`` /
 ``HF_DATASETS_OFFLINE`` set, or no network) one error says to set ``TUTORIAL_DATA_DIR`` or go
 online (a dataset the Hub does not know is a different error). :func:`source_of` names the
-local copy as ``$TUTORIAL_DATA_DIR``, never by its path.
+local copy as ``$TUTORIAL_DATA_DIR``, never by its path. From the Hub, a split that should hold
+the local copy's rows but differs from the fingerprint recorded from it (``fingerprints.json``:
+rows, label sets, a sha256 of the rows) is one error naming the dataset, the split and what differs.
 
 Modules: :mod:`.schema` (features and label names), :mod:`.local` (parsers of the local files),
 :mod:`.registry` (the table above, in code, and the sha256 table), :mod:`.verify` (checking the
 local copy), :mod:`.hub` (loading from the Hub and normalising it), :mod:`.loading`
-(:func:`load` itself), :mod:`.environment` and :mod:`.errors`.
+(:func:`load` itself), :mod:`.fingerprints` (the recorded content of every local split, which the
+Hub path checks its downloads against), :mod:`.environment` and :mod:`.errors`.
 """
 
 from .environment import DATA_ENV_VAR, data_dir

@@ -17,6 +17,7 @@ from datasets.exceptions import DatasetNotFoundError
 
 from .environment import DATA_DIR_PLACEHOLDER, DATA_ENV_VAR, data_dir, offline_flag
 from .errors import DataError
+from .fingerprints import check_hub
 from .registry import DatasetSpec
 from .schema import SPLITS
 
@@ -76,7 +77,8 @@ def unreachable_error(spec: DatasetSpec, reason: str) -> DataError:
 
 
 def load_hub(spec: DatasetSpec) -> DatasetDict:
-    """:func:`fetch` + :func:`normalise_hub`; offline, unreachable Hub or a dataset the Hub
+    """:func:`fetch` + :func:`normalise_hub`, then :func:`.fingerprints.check_hub` (DataError when
+    a split differs from its recorded content); offline, unreachable Hub or a dataset the Hub
     does not know -> DataError. Offline (``HF_DATASETS_OFFLINE``/``HF_HUB_OFFLINE``), ``datasets``
     still reads a copy an earlier online run (``python -m tutorial_lib.ops.prefetch``) left in its
     cache: only when there is none is it the "offline, no local copy" error."""
@@ -94,7 +96,9 @@ def load_hub(spec: DatasetSpec) -> DatasetDict:
         if isinstance(err, network_errors()):
             raise unreachable_error(spec, f"the Hub could not be reached: {err}") from err
         raise
-    return normalise_hub(raw, spec)
+    dd = normalise_hub(raw, spec)
+    check_hub(spec, dd)
+    return dd
 
 
 # --------------------------------------------------------------------------- normalising
