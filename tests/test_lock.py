@@ -186,16 +186,23 @@ def test_a_model_package_outside_the_no_deps_section_fails(tmp_path):
 
 
 def test_setup_env_installs_torch_then_the_lock_with_hashes_then_the_package():
-    """torch first and on its own (constraints.txt's pin, TORCH_INDEX_URL's build), then the
-    lock (exactly its files: --no-deps --require-hashes), then tutorial_lib itself without deps;
-    the stamp holds the lock's hash, so a new lock re-runs the install."""
+    """torch first and on its own (constraints.txt's pin, TORCH_INDEX_URL's build), then, on the
+    lock's platform and Python, the lock (exactly its files: --no-deps --require-hashes) and
+    tutorial_lib itself without deps; elsewhere constraints.txt's pins (tests/test_packaging.py).
+    The stamp holds the lock's hash, so a new lock re-runs the install."""
     script = (REPO / "scripts" / "setup_env.sh").read_text()
-    steps = [ln.split()[2:] for ln in script.splitlines() if ln.startswith("install_into .venv ")]
-    assert len(steps) == 3, steps
-    torch, lock, package = steps
-    assert torch[-1] == "torch" and "-c" in torch and '${TORCH_INDEX_URL:+--index-url' in " ".join(torch)
+    lines = [ln.strip() for ln in script.splitlines()]
+    steps = [ln.split()[2:] for ln in lines if ln.startswith("install_into .venv ")]
+    assert len(steps) == 5, steps
+    torch, lock, package = steps[:3]
+    assert torch[-1] == "torch" and "-c" in torch and "${TORCH_INDEX_URL:+--index-url" in " ".join(torch)
     assert {"--no-deps", "--require-hashes", "-r", "requirements.lock"} == set(lock), lock
     assert package == ["--no-deps", "-e", "."], package
+    assert all("-c" in step and "constraints.txt" in step for step in steps[3:]), steps[3:]
+    guard = script[script.index("\nif ") + 1:script.index("install_into .venv --no-deps --require-hashes")]
+    assert "Linux-x86_64" in guard and lock_script.PYTHON_PLATFORM.startswith("x86_64-manylinux")
+    major, minor = lock_script.PYTHON_VERSION.split(".")
+    assert f"sys.version_info[:2] != ({major}, {minor})" in guard, guard
     stamp = script[script.index("want="):script.index("sha256sum")]
     for path in ("pyproject.toml", "constraints.txt", "requirements.lock", "scripts/install_into.sh"):
         assert path in stamp, f"setup_env.sh's stamp must hash {path}"
