@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Sourced by scripts/setup_env.sh and scripts/test_floors.sh: install_into VENV ARGS... installs
-# ARGS (pip's install arguments: -c, -e, --no-deps, --index-url) into the virtual environment VENV
+# ARGS (pip's install arguments: -c, -r, -e, --no-deps, --require-hashes, --index-url) into the virtual environment VENV
 # with uv, pinned in constraints.txt, which installs the same versions as pip about four times
 # faster (measured 2026-11-28 on the 2-core machine, a fresh .venv: 13 s against pip's 54 s, the
 # same `pip freeze`). uv does not read pip's configuration, so pip's find-links folders and
-# constraint files (`pip config`, $PIP_FIND_LINKS, $PIP_CONSTRAINT) that exist are passed on.
+# constraint files (`pip config`, $PIP_FIND_LINKS, $PIP_CONSTRAINT) that exist are passed on;
+# the constraint files not with --require-hashes (setup_env.sh's hashed lock, requirements.lock):
+# there uv refuses any constraint that is not an exact pin (this machine's `torch<=2.14.1`), and
+# every version is exact already.
 # Where uv cannot be installed or fails, pip does the install, as before.
 install_into() {
   local venv=$1; shift
@@ -14,7 +17,10 @@ install_into() {
       "$(grep -E '^uv==' "${INSTALL_CONSTRAINTS:-constraints.txt}")" > /dev/null 2>&1 || true
   fi
   if [ -x "$venv/bin/uv" ]; then
-    local from_pip=() path
+    local from_pip=() path arg hashed=0
+    for arg in "$@"; do
+      if [ "$arg" = --require-hashes ]; then hashed=1; fi
+    done
     for path in $(
       { "$py" -m pip config get global.find-links 2>/dev/null; echo "${PIP_FIND_LINKS:-}"; } | tr ' ' '\n'
     ); do
@@ -23,7 +29,7 @@ install_into() {
     for path in $(
       { "$py" -m pip config get global.constraint 2>/dev/null; echo "${PIP_CONSTRAINT:-}"; } | tr ' ' '\n'
     ); do
-      if [ -f "$path" ]; then from_pip+=(-c "$path"); fi
+      if [ -f "$path" ] && [ "$hashed" = 0 ]; then from_pip+=(-c "$path"); fi
     done
     if "$venv/bin/uv" pip install -q --python "$py" "${from_pip[@]}" "$@"; then
       return 0

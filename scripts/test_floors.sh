@@ -8,6 +8,9 @@
 # this leg is kept to about 2 minutes, its venv's first build included, so that the test command
 # stays within CI's 600 s (README, "The two commands"). On 2026-11-27 the whole suite (unit tests
 # and all 15 notebooks) passed on these versions outside CI (967 tests; 06, 09, 13, 14 at smoke).
+# Not from requirements.lock (docs/lock.md): this leg tests pyproject.toml's floors, Colab's versions
+# (constraints-colab.txt), under whatever else pip resolves beside them today, as a Colab user's
+# `pip install` does; a lock of its own would hide the breakage that user would meet.
 # --build-only: build .venv-floors and stop (scripts/test.sh does that in the background while the
 # main leg runs: the build is mostly downloading).
 set -euo pipefail

@@ -1,5 +1,6 @@
-"""pyproject.toml declares ranges, constraints.txt the exact versions; setup_env.sh, environment.yml
-and the Colab cell take their versions from there. These tests fail when the files drift apart."""
+"""pyproject.toml declares ranges, constraints.txt the exact versions; requirements.lock (which
+setup_env.sh installs), environment.yml and the Colab cell take their versions from there. These
+tests fail when the files drift apart (tests/test_lock.py: the lock's versions and hashes)."""
 
 import re
 import sys
@@ -87,28 +88,43 @@ def test_pyproject_has_ranges_not_pins():
 
 
 def test_constraints_names_only_what_setup_env_installs():
-    """Each pin is a pyproject dependency or installed by name in setup_env.sh; the '# no-deps'
-    ones exactly on its --no-deps line, the others on a line without it."""
+    """setup_env.sh installs torch by name, first and on its own, and every other pin through
+    requirements.lock (scripts/lock.py locks each pin of constraints.txt, the '# no-deps' ones in
+    the lock's no-deps section, which holds nothing else; tests/test_lock.py checks the versions).
+    Off the lock's platform it installs them by name: the '# no-deps' ones exactly on its
+    --no-deps line, the others on a line without it."""
+    from tests.test_lock import lock_script, parse_lock
+
     script = SETUP_ENV.read_text()
-    install_lines = [ln.split()[2:] for ln in script.splitlines() if ln.startswith("install_into .venv ")]
-    no_deps = {canonicalize_name(w) for words in install_lines if "--no-deps" in words
+    install_lines = [ln.split()[2:] for ln in map(str.strip, script.splitlines())
+                     if ln.startswith("install_into .venv ")]
+    assert install_lines[0][-1] == "torch", "torch first, on its own line"
+    assert any("requirements.lock" in words for words in install_lines[1:]), "setup_env.sh installs the lock"
+    lock = parse_lock(lock_script.LOCK)
+    pins = _constraints()
+    assert set(lock["not_locked"]) == {"torch"}
+    missing = sorted(set(pins) - set(lock["locked"]) - {"torch"})
+    assert not missing, f"pinned but installed by nothing (not in requirements.lock): {missing}"
+    no_deps = {name for name, (_, _, in_no_deps_section) in lock["locked"].items() if in_no_deps_section}
+    assert no_deps == {n for n, (_, nd) in pins.items() if nd}, "the lock's no-deps section"
+    # the route off the lock's platform: by name, at constraints.txt's pins
+    by_name = [words for words in install_lines if "constraints.txt" in words and "torch" not in words]
+    no_deps = {canonicalize_name(w) for words in by_name if "--no-deps" in words
                for w in words if not w.startswith("-") and w != "constraints.txt"}
-    with_deps = {canonicalize_name(w.strip('"')) for words in install_lines if "--no-deps" not in words
+    with_deps = {canonicalize_name(w.strip('"')) for words in by_name if "--no-deps" not in words
                  for w in words if not w.startswith(("-", "$", '"', ".")) and w != "constraints.txt"}
     if "grep -E '^uv=='" in (REPO / "scripts" / "install_into.sh").read_text():
         with_deps.add("uv")  # the installer, installed by install_into itself
-    pins = _constraints()
     assert no_deps == {n for n, (_, nd) in pins.items() if nd}, "setup_env.sh --no-deps line"
-    extra = {n for n, (_, nd) in pins.items() if not nd} - set(_pyproject())
-    assert extra <= with_deps, f"pinned but installed by nothing: {sorted(extra - with_deps)}"
-    assert "torch" in with_deps  # first, on its own line
+    extra = {n for n, (_, nd) in pins.items() if not nd} - set(_pyproject()) - {"torch"}
+    assert extra <= with_deps, f"pinned but installed by nothing off Linux: {sorted(extra - with_deps)}"
 
 
 def test_setup_env_uses_the_constraints_and_hashes_them_into_its_stamp():
     script = SETUP_ENV.read_text()
     assert "-c constraints.txt" in script
     stamp = next(ln for ln in script.splitlines() if ln.startswith("want="))
-    assert "constraints.txt" in stamp and "pyproject.toml" in stamp
+    assert "constraints.txt" in stamp and "pyproject.toml" in stamp and "requirements.lock" in stamp
 
 
 def test_environment_yml_takes_its_versions_from_the_constraints():
