@@ -10,6 +10,13 @@ the variance removed, and a fresh probe (its C chosen on dev) trained (a) on the
 positions and (b) on ``--other-positions`` other training positions, scored on dev and test
 against the majority rates.
 
+Part ``out-of-sample`` (issue 58: an erasure judged where the eraser was not fitted): positions
+of ``--train-sentences`` UD train sentences; for each seed, ``--probe-positions`` of them held
+apart for the fresh probe, LEACE (and INLP up to ``--inlp-max`` positions) fitted on each of
+``--fit-sizes`` of the rest; the fresh probe (C chosen on dev) trained on the held-apart erased
+positions (out of sample) and on the eraser's own (in sample), scored on dev and test against the
+majority rates, and what the edit costs the LM's next-word accuracy on test.
+
 Part ``arms`` (MiniLM, 11's adversary sentences): each arm of ``adversarial.ARMS`` — and the
 reversed arm at each ``--lambdas`` — for ``--steps`` joint steps after ``--warmup`` head-only
 steps; the head's accuracy on its own labels, a fresh UPOS probe (400 / 200 sentences), linear
@@ -102,6 +109,57 @@ def erasure(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def out_of_sample(args: argparse.Namespace) -> list[dict]:
+    import numpy as np
+
+    scale = config.get_scale("classroom")
+    s = AmnesicSettings.at(scale)
+    lm = backbones.load_backbone(s.backbone, scale)
+    train_s = probing.load_sentences("train", args.train_sentences, seed=0)
+    dev_s = probing.load_sentences("train", s.dev_sentences, seed=0, offset=args.train_sentences)
+    test_s = probing.load_sentences("test", s.test_sentences, seed=1)
+    t = time.perf_counter()
+    train, dev, test = (amnesic.lm_positions(lm, x, seed=i) for i, x in enumerate((train_s, dev_s, test_s)))
+    print(f"positions {len(train)} / {len(dev)} / {len(test)} in {time.perf_counter() - t:.0f} s", flush=True)
+    y_dev, y_test = dev.labels["upos"], test.labels["upos"]
+    floor = {"dev": inlp.majority_rate(train.labels["upos"], y_dev),
+             "test": inlp.majority_rate(train.labels["upos"], y_test)}
+    splits = {"dev": (dev.hidden, y_dev), "test": (test.hidden, y_test)}
+    vanilla = amnesic.lm_metrics(lm, test)["lm_accuracy"]
+    rows = []
+    for seed in args.seeds:
+        order = np.random.default_rng(seed).permutation(len(train))
+        probe_idx = order[:args.probe_positions]
+        Xp, yp = train.hidden[probe_idx], train.labels["upos"][probe_idx]
+        for n in args.fit_sizes:
+            fit_idx = order[args.probe_positions:args.probe_positions + n]
+            X, y = train.hidden[fit_idx], train.labels["upos"][fit_idx]
+            classes = int(max(train.labels["upos"].max(), y_dev.max(), y_test.max())) + 1
+            erasers = [("LEACE", lambda X=X, y=y, c=classes: inlp.leace(X, y, c))]
+            if n <= args.inlp_max:
+                C, _ = inlp.choose_C(X, y, dev.hidden, y_dev, tuple(args.cs))
+                erasers.append(("INLP", lambda C=C, X=X, y=y: inlp.inlp_eraser(inlp.inlp(
+                    X, y, dev.hidden, y_dev, tol=s.inlp_tol, max_iterations=args.max_iterations,
+                    classifier=lambda: inlp.default_classifier(1000, C=C, tol=1e-3)))))
+            for name, make in erasers:
+                t = time.perf_counter()
+                eraser = make()
+                seconds = time.perf_counter() - t
+                out = inlp.probe_after(eraser, Xp, yp, splits, grid=tuple(args.cs), tol=1e-3)
+                own = (inlp.probe_after(eraser, X, y, splits, grid=tuple(args.cs), tol=1e-3)
+                       if n <= args.inlp_max else None)  # in sample: costly on many positions
+                lm_acc = amnesic.lm_metrics(lm, test, eraser.P, shift=eraser.shift)["lm_accuracy"]
+                rows.append({"seed": seed, "eraser": name, "fit_positions": int(n),
+                             "probe_positions": int(args.probe_positions),
+                             "directions": eraser.n_directions, "majority": floor,
+                             "out_of_sample": out, "in_sample": own,
+                             "lm_accuracy": lm_acc, "vanilla_lm_accuracy": vanilla,
+                             "variance_removed": inlp.variance_removed(test.hidden, eraser.P),
+                             "seconds": round(seconds, 1)})
+                print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def arms(args: argparse.Namespace) -> list[dict]:
     scale = config.get_scale("classroom")
     s = AdversarialSettings.at(scale)
@@ -136,6 +194,14 @@ def main(argv: list[str] | None = None) -> None:
     e.add_argument("--inlp-positions", type=int, default=5000)
     e.add_argument("--other-positions", type=int, default=10000)
     e.add_argument("--max-iterations", type=int, default=60)
+    o = sub.add_parser("out-of-sample")
+    o.add_argument("--train-sentences", type=int, default=4000)
+    o.add_argument("--probe-positions", type=int, default=5000)
+    o.add_argument("--fit-sizes", type=int, nargs="+", default=[8000, 16000, 32000, 56000])
+    o.add_argument("--inlp-max", type=int, default=8000)
+    o.add_argument("--max-iterations", type=int, default=60)
+    o.add_argument("--seeds", type=int, nargs="+", default=[0])
+    o.add_argument("--cs", type=float, nargs="+", default=[0.001, 0.01, 0.1, 1.0])
     a = sub.add_parser("arms")
     a.add_argument("--lambdas", type=float, nargs="+", default=[0.1, 1.0])
     a.add_argument("--steps", type=int, default=100)
@@ -143,7 +209,8 @@ def main(argv: list[str] | None = None) -> None:
     a.add_argument("--sentences", type=int, default=800)
     args = parser.parse_args(argv)
     runtime.quiet()
-    _save(args.part, erasure(args) if args.part == "erasure" else arms(args), args)
+    run = {"erasure": erasure, "out-of-sample": out_of_sample, "arms": arms}[args.part]
+    _save(args.part, run(args), args)
 
 
 if __name__ == "__main__":

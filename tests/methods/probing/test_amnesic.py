@@ -293,18 +293,47 @@ def synthetic_positions(n: int, seed: int) -> amnesic.MaskedPositions:
 
 def test_fit_erasers_gives_inlp_and_leace_per_seed_on_the_same_subset_and_both_erase():
     train, dev, test = (synthetic_positions(n, s) for n, s in ((3000, 0), (3000, 1), (3000, 2)))
-    got = amnesic.fit_erasers(train, dev, test, "upos", seeds=(0, 1), positions=2000, C=1.0,
-                              grid=(0.01, 1.0), max_iterations=10)
+    got = amnesic.fit_erasers(train, dev, test, "upos", seeds=(0, 1), positions=1500,
+                              probe_positions=800, C=1.0, grid=(0.01, 1.0), max_iterations=10,
+                              in_sample=True)
     assert list(got) == ["INLP", "LEACE"] and [e.seed for e in got["LEACE"]] == [0, 1]
+    for e in got["INLP"] + got["LEACE"]:  # the probe never saw a position the eraser was fit to
+        assert len(e.probed_on) == 800 and not set(e.fitted_on) & set(e.probed_on)
+    assert len(got["INLP"][0].fitted_on) == 1500 and len(got["LEACE"][0].fitted_on) == 2200
+    assert set(got["INLP"][0].fitted_on) <= set(got["LEACE"][0].fitted_on)
+    assert got["LEACE"][0].in_sample is not None and got["LEACE"][1].in_sample is None
     assert got["INLP"][0].result.converged and got["LEACE"][0].result is None
     assert got["LEACE"][0].eraser.n_directions == 2 <= got["INLP"][0].eraser.n_directions  # c − 1 per pass
     # another seed, another subset: a different LEACE fit
     assert not np.allclose(got["LEACE"][0].eraser.P, got["LEACE"][1].eraser.P)
     floor = {s: inlp.majority_rate(train.labels["upos"], p.labels["upos"]) for s, p in
              (("dev", dev), ("test", test))}
-    for runs in got.values():
-        assert amnesic.premise(runs, floor).holds
+    for runs in got.values():  # judged out of sample (whether it holds: the next test)
+        assert amnesic.premise(runs, floor).name == "erased out of sample"
         assert all(set(e.probe) == {"dev", "test", "C"} for e in runs)
+
+
+def test_an_in_sample_check_cannot_fail_where_the_out_of_sample_one_does():
+    """11's LEACE: on its own fitting positions every class has the same mean, so a fresh probe
+    there answers the majority class whatever happens elsewhere; on positions it was not fitted
+    to, estimation error leaves the property readable (here: few positions, many dimensions)."""
+    rng = np.random.default_rng(0)
+    n, d = 2400, 120
+    y = rng.integers(0, 3, n)
+    X = (rng.normal(size=(n, d)) + 0.6 * np.eye(3)[y] @ rng.normal(size=(3, d))).astype(np.float32)
+    train = amnesic.MaskedPositions(X[:1800], np.zeros(1800, dtype=np.int64), {"upos": y[:1800]})
+    dev, test = (amnesic.MaskedPositions(X[a:b], np.zeros(b - a, dtype=np.int64), {"upos": y[a:b]})
+                 for a, b in ((1800, 2100), (2100, 2400)))
+    got = amnesic.fit_erasers(train, dev, test, "upos", seeds=(0,), positions=200,
+                              probe_positions=1200, C=1.0, grid=(0.01, 1.0), max_iterations=2,
+                              leace_positions=200, in_sample=True)["LEACE"][0]
+    floor = {s: inlp.majority_rate(train.labels["upos"], p.labels["upos"]) for s, p in
+             (("dev", dev), ("test", test))}
+    assert stats.erasure_premise({k: got.in_sample[k] for k in floor}, floor).holds  # in sample
+    assert not amnesic.premise([got], floor).holds  # out of sample: still readable
+    with pytest.raises(ValueError, match="in-sample check cannot fail"):
+        amnesic.premise([amnesic.Erasure(got.eraser, 0, got.probe, None, got.fitted_on,
+                                         got.fitted_on[:10])], floor)
 
 
 def test_the_premise_fails_on_the_worst_run_and_says_where():

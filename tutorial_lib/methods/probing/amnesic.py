@@ -211,45 +211,78 @@ def reinjection_metrics(
 @dataclass
 class Erasure:
     """One eraser fitted on one random subset of training positions (``seed``), and what a fresh
-    linear probe reads after it (``probe``: ``{"dev", "test", "C"}``, :func:`inlp.probe_after`
-    with the C grid)."""
+    linear probe reads after it (:func:`inlp.probe_after` with the C grid): ``probe`` **out of
+    sample** — trained on erased training positions the eraser was not fitted to — and, where
+    computed, ``in_sample`` — trained on the eraser's own positions, where LEACE's class means are
+    equal by construction, so that check cannot fail (``{"dev", "test", "C"}`` each)."""
 
     eraser: Eraser
     seed: int
     probe: dict[str, float]
     result: INLPResult | None = None  # INLP's run (its curve, ranks); None for LEACE
+    fitted_on: np.ndarray | None = None  # the training positions the eraser was fitted to
+    probed_on: np.ndarray | None = None  # those the fresh probe was trained on (disjoint)
+    in_sample: dict[str, float] | None = None
+
+
+def disjoint_subsets(n: int, fit: int | None, probe: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two disjoint random subsets of ``range(n)``: ``fit`` positions for an eraser (None: all
+    that the probe's ``probe`` positions leave) and ``probe`` positions for the fresh probe."""
+    if probe >= n:
+        raise ValueError(f"the fresh probe's {probe} positions leave none of the {n} training "
+                         "positions to fit an eraser on: lower probe_positions")
+    order = np.random.default_rng(seed).permutation(n)
+    rest = order[probe:]
+    return np.sort(rest if fit is None else rest[:fit]), np.sort(order[:probe])
 
 
 def fit_erasers(
     train: MaskedPositions, dev: MaskedPositions, test: MaskedPositions, prop: str, *,
-    seeds: Sequence[int], positions: int | None, C: float, grid: tuple[float, ...],
-    max_iterations: int, tol: float = 0.01, max_iter: int = 1000, solver_tol: float = 1e-4,
+    seeds: Sequence[int], positions: int | None, probe_positions: int, C: float,
+    grid: tuple[float, ...], max_iterations: int, tol: float = 0.01, max_iter: int = 1000,
+    solver_tol: float = 1e-4, leace_positions: int | None = None, in_sample: bool = False,
 ) -> dict[str, list[Erasure]]:
-    """INLP (probes at ``C``, run to its rule or ``max_iterations``) and LEACE, each fitted on the
-    same ``positions`` random training positions per seed, each checked by a fresh probe on the
-    erased vectors (C from ``grid``, chosen on dev) scored on dev and test:
-    ``{"INLP": [...], "LEACE": [...]}``, one :class:`Erasure` per seed."""
+    """INLP (probes at ``C``, run to its rule or ``max_iterations``, fitted on ``positions``
+    random training positions per seed) and LEACE (on ``leace_positions`` of them; None: every
+    position the probe leaves — LEACE is closed form, so more data costs little), each checked by a
+    fresh probe (C from ``grid``, chosen on dev) trained on ``probe_positions`` erased training
+    positions **neither eraser saw**, scored on dev and test: ``{"INLP": [...], "LEACE": [...]}``,
+    one :class:`Erasure` per seed. ``in_sample``: also the probe on the eraser's own positions
+    (the first seed only), to show what an in-sample check would have said."""
     out: dict[str, list[Erasure]] = {"INLP": [], "LEACE": []}
     y_dev, y_test = dev.labels[prop], test.labels[prop]
     splits = {"dev": (dev.hidden, y_dev), "test": (test.hidden, y_test)}
-    for seed in seeds:
-        part = subsample(train, positions, seed)
-        y = part.labels[prop]
-        run = inlp.inlp(part.hidden, y, dev.hidden, y_dev, tol=tol, max_iterations=max_iterations,
-                         classifier=lambda: inlp.default_classifier(max_iter, C=C, tol=solver_tol))
-        classes = int(max(y.max(), y_dev.max(), y_test.max())) + 1
-        for eraser, result in ((inlp.inlp_eraser(run), run), (inlp.leace(part.hidden, y, classes), None)):
-            probe = inlp.probe_after(eraser, part.hidden, y, splits, grid=grid, max_iter=max_iter,
-                                      tol=solver_tol)
-            out[eraser.name].append(Erasure(eraser, seed, probe, result))
+    labels = train.labels[prop]
+    classes = int(max(labels.max(), y_dev.max(), y_test.max())) + 1
+    probe_kw = dict(grid=grid, max_iter=max_iter, tol=solver_tol)
+    for i, seed in enumerate(seeds):
+        # one permutation per seed: the probe's positions are the same for both erasers, and
+        # INLP's (the first `positions` of the rest) lie inside LEACE's
+        fit_inlp, probed = disjoint_subsets(len(train), positions, probe_positions, seed)
+        fit_all, _ = disjoint_subsets(len(train), leace_positions, probe_positions, seed)
+        run = inlp.inlp(train.hidden[fit_inlp], labels[fit_inlp], dev.hidden, y_dev, tol=tol,
+                        max_iterations=max_iterations,
+                        classifier=lambda: inlp.default_classifier(max_iter, C=C, tol=solver_tol))
+        fitted = ((inlp.inlp_eraser(run), run, fit_inlp),
+                  (inlp.leace(train.hidden[fit_all], labels[fit_all], classes), None, fit_all))
+        for eraser, result, fit in fitted:
+            probe = inlp.probe_after(eraser, train.hidden[probed], labels[probed], splits, **probe_kw)
+            own = (inlp.probe_after(eraser, train.hidden[fit], labels[fit], splits, **probe_kw)
+                   if in_sample and i == 0 else None)
+            out[eraser.name].append(Erasure(eraser, seed, probe, result, fit, probed, own))
     return out
 
 
 def premise(erasures: Sequence[Erasure], floor: dict[str, float], tol: float = 0.01) -> Premise:
     """The premise of every comparison with these erasers (:func:`stats.erasure_premise`): the
-    *highest* fresh-probe accuracy over their runs within ``tol`` of the floor on each split."""
+    *highest* out-of-sample fresh-probe accuracy over their runs within ``tol`` of the floor on
+    each split (each run's probe positions disjoint from its eraser's, checked)."""
+    for e in erasures:
+        erasure_premise({s: e.probe[s] for s in floor}, floor, tol, fitted_on=e.fitted_on,
+                        probed_on=e.probed_on)
     worst = {split: max(e.probe[split] for e in erasures) for split in floor}
-    return erasure_premise(worst, floor, tol)
+    first = erasures[0]
+    return erasure_premise(worst, floor, tol, fitted_on=first.fitted_on, probed_on=first.probed_on)
 
 
 def projection_table(

@@ -110,6 +110,34 @@ def covariance_projection(X: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
     return projection_removing(orth(draws.T), d)
 
 
+def variance_matched_projection(X: np.ndarray, k: int, target: float, seed: int = 0,
+                                steps: int = 40) -> np.ndarray:
+    """The control matched in count **and** in variance: ``k`` orthonormalised directions drawn
+    from N(0, Σ^α) (Σ the covariance of ``X``), with α ∈ [−8, 8] found by bisection so that the
+    projection removes ``target`` of ``X``'s variance (:func:`variance_removed`). α = 0 draws
+    uniformly random directions (about k/d of the variance, :func:`random_projection`), α = 1 is
+    :func:`covariance_projection`, larger α leans on the top principal directions and negative α
+    on the bottom ones. The same draws
+    serve every α, so the share removed moves smoothly with α; how close it came is for the caller
+    to check (``premises.matched``)."""
+    X = np.asarray(X, dtype=np.float64)
+    d = X.shape[1]
+    if k == 0:
+        return np.eye(d)
+    eigval, eigvec = np.linalg.eigh(np.cov(X, rowvar=False))
+    eigval = np.clip(eigval / eigval.max(), 1e-12, None)
+    draws = np.random.default_rng(seed).standard_normal((k, d))
+
+    def projection(alpha: float) -> np.ndarray:
+        return projection_removing(orth(((draws * eigval ** (alpha / 2)) @ eigvec.T).T), d)
+
+    low, high = -8.0, 8.0
+    for _ in range(steps):
+        mid = (low + high) / 2
+        low, high = (mid, high) if variance_removed(X, projection(mid)) < target else (low, mid)
+    return projection((low + high) / 2)
+
+
 def variance_removed(X: np.ndarray, P: np.ndarray, shift: np.ndarray | None = None) -> float:
     """The fraction of ``X``'s total variance an edit x ↦ P x (+ shift) removes."""
     X = np.asarray(X, dtype=np.float64)
