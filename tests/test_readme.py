@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tutorial_lib import config
+
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 CLASSROOM = REPO / "results" / "classroom"
@@ -133,7 +135,28 @@ def test_the_numbers_check_fails_on_an_edited_total():
     total = re.search(r"(\d+\.\d) min in all", quick_start(text)).group(1)
     edited = text.replace(f"{total} min in all", f"{float(total) + 0.1:.1f} min in all")
     assert check_quick_start_numbers(edited)
-    assert check_quick_start_numbers(re.sub(r"each under \d+ min", "each under 9 min", text))
+    assert check_quick_start_numbers(re.sub(r"each\s+under\s+\d+\s+min", "each under 9 min", text))
+
+
+def check_colab_record(text: str) -> list[str]:
+    """The Colab section's "today only NN, on an <GPU>" names config.GPU_RECORD's notebooks and GPU."""
+    found = re.findall(r"today only ((?:\d\d(?:, | and )?)+), on an? (\S+)", " ".join(text.split()))
+    if len(found) != 1:
+        return [f"{len(found)} 'today only NN, on a GPU' phrases, not 1"]
+    numbers, gpu = re.findall(r"\d\d", found[0][0]), found[0][1]
+    want = sorted(stem[:2] for stem in config.GPU_RECORD)
+    gpus = {str(entry["gpu"]) for entry in config.GPU_RECORD.values()}
+    problems = [] if numbers == want else [f"README names {numbers}, the record {want}"]
+    if not any(name.endswith(gpu) for name in gpus):
+        problems.append(f"README names the GPU {gpu!r}, the record {gpus}")
+    return problems
+
+
+def test_the_colab_section_names_the_recorded_gpu_runs():
+    text = README.read_text()
+    assert not check_colab_record(text)
+    assert check_colab_record(text.replace("today only 01, on an H200", "today only 01 and 02, on an H200"))
+    assert check_colab_record(text.replace("today only 01, on an H200", "today only 01, on a T4"))
 
 
 # --- the notebook table ------------------------------------------------------------------------------
