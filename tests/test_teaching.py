@@ -23,6 +23,10 @@ The guide is parsed simply: a notebook's section runs from its level-2 heading
   colon. A number and its whole title are harder to get wrong by accident than a number and one
   word. Every mention of "exercise <number>" in a section must have that form, so a loose
   reference cannot escape the check. Each section names one to three exercises.
+* **Notebook 01's users**: the notebooks the "Run notebook 01 first" line names (``… that 02, 06, 10
+  and 15 load from the cache``) are those whose code calls ``pretraining.ensure`` (the call that
+  loads 01's models, or pretrains them first); the Colab line's "today 01 only" names the notebooks
+  of ``tutorial_lib.config.GPU_RECORD`` (the recorded gpu-scale runs).
 * **MDEs and bounds**: every number quoted as ``MDE … points`` (or ``MDEs of/from …``) and as
   ``|Δ| ≤ X points`` in a section must equal, at its shown precision, an ``mde`` or
   ``no_larger_than`` of that notebook's effects in ``results/classroom/effects.json``.
@@ -39,6 +43,8 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+
+from tutorial_lib import config
 
 REPO = Path(__file__).resolve().parents[1]
 GUIDE = REPO / "docs" / "teaching.md"
@@ -62,6 +68,8 @@ NUM = r"\d+(?:\.\d+)?"
 MDE = re.compile(rf"\bMDEs? (?:of |from )?({NUM}(?:(?:,| and| to) {NUM})*) points")
 MDE_ANY = re.compile(r"\bMDEs? (?:of |from )?\d")
 BOUND = re.compile(rf"\|Δ\| ≤ ({NUM}) points")
+USERS_OF_01 = re.compile(r"the two small LMs that ((?:\d\d(?:, | and )?)+) load from the")
+GPU_RECORDED = re.compile(r"\(today ((?:\d\d(?:, | and )?)+) only, `results/gpu/`\)")
 
 
 # --- the sources ------------------------------------------------------------------------------------
@@ -236,7 +244,32 @@ def check_effect_numbers(text: str) -> list[str]:
     return problems
 
 
-CHECKS = [check_sections, check_times, check_gpu, check_exercises, check_effect_numbers]
+def notebooks_loading_01() -> list[str]:
+    """The numbers of the notebooks whose code calls ``pretraining.ensure`` (01's models)."""
+    out = []
+    for stem in STEMS:
+        cells = _json(REPO / "notebooks" / f"{stem}.ipynb")["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        if re.search(r"^[^#\n]*\bpretraining\.ensure\(", code, re.M):
+            out.append(stem[:2])
+    return out
+
+
+def check_named_notebooks(text: str) -> list[str]:
+    problems = []
+    for pattern, want, what in ((USERS_OF_01, notebooks_loading_01(), "call pretraining.ensure"),
+                                (GPU_RECORDED, sorted(s[:2] for s in config.GPU_RECORD),
+                                 "have a recorded gpu-scale run (config.GPU_RECORD)")):
+        found = pattern.findall(text)
+        if len(found) != 1:
+            problems.append(f"{len(found)} lines of the form {pattern.pattern!r}, not 1")
+        elif re.findall(r"\d\d", found[0]) != want:
+            problems.append(f"the guide names {found[0]!r}; the notebooks that {what}: {want}")
+    return problems
+
+
+CHECKS = [check_sections, check_times, check_gpu, check_exercises, check_effect_numbers,
+          check_named_notebooks]
 
 
 # --- the guide ----------------------------------------------------------------------------------------
@@ -288,6 +321,8 @@ def _edits():
         ("a loose mention", check_exercises, f'Exercise {number}, "{title}"',
          f'Exercise {number}, "{title}" (see exercise {number})'),
         ("an MDE changed", check_effect_numbers, mde, bad_mde),
+        ("01's users misnamed", check_named_notebooks, "02, 06, 10 and 15 load", "02, 06, 10 and 14 load"),
+        ("the gpu record misnamed", check_named_notebooks, "(today 01 only,", "(today 01 and 02 only,"),
     ]
 
 

@@ -144,6 +144,45 @@ def apply_seed_set(settings: T, seed_fields: Iterable[str]) -> T:
     return dataclasses.replace(settings, **moved)
 
 
+# --- which scale a Colab notebook takes (its first cell, scripts/sync_notebooks.py) ----------------
+# The notebooks with a recorded run at the gpu scale on a GPU: results/gpu/ (wall_times.json,
+# peak_memory.json, machine.json, the executed notebook in notebooks/). On Colab the package is
+# installed without the repository, so the record ships here. Written by
+# `python scripts/sync_notebooks.py` from results/gpu/; tests/test_colab_cell.py checks they agree.
+# BEGIN GPU_RECORD (generated)
+GPU_RECORD: dict[str, dict[str, str | float]] = {
+    "01_pretraining": {"gpu": "NVIDIA H200", "date": "2026-11-27", "minutes": 6.0, "peak_gib": 8.9},
+}
+# END GPU_RECORD
+
+
+def colab_scale(notebook: str, has_gpu: bool, device_name: str = "",
+                preset: str | None = None) -> tuple[str | None, str]:
+    """The scale a notebook's first cell picks on Colab, and why: ``(scale, why)``.
+
+    Your own ``$TUTORIAL_SCALE`` (``preset``) wins. On a GPU runtime, the gpu scale only for a
+    notebook with a recorded gpu-scale run on a GPU (:data:`GPU_RECORD`), else the classroom
+    scale on the GPU. Without a GPU: ``None`` (nothing set: :func:`get_scale`'s default).
+
+    >>> colab_scale("01_pretraining", True, "Tesla T4")[0], colab_scale("02_adaptation", True)[0]
+    ('gpu', 'classroom')
+    """
+    if preset:
+        return preset, "set by you"
+    record = GPU_RECORD.get(notebook)
+    if not has_gpu:
+        hint = "for the gpu scale" if record else "to run it on a GPU"
+        return None, f"the default; {hint}: Runtime > Change runtime type > GPU"
+    gpu = f"the GPU, {device_name}" if device_name else "the GPU"
+    if record:
+        return "gpu", (f"chosen for {gpu}: this notebook ran at the gpu scale on one {record['gpu']} "
+                       f"({record['date']}: {record['minutes']} min, peak {record['peak_gib']} GiB "
+                       "of GPU memory)")
+    return DEFAULT_SCALE, (f"on {gpu}: the gpu scale has no recorded run of this notebook on a GPU "
+                           "(results/gpu/), the classroom scale has; to try gpu: "
+                           "%env TUTORIAL_SCALE=gpu")
+
+
 def cache_dir(*parts: str) -> Path:
     """Directory for tokenizers, encoded corpora and checkpoints (created if missing).
 
