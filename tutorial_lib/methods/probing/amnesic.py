@@ -247,8 +247,8 @@ def fit_erasers(
     position the probe leaves — LEACE is closed form, so more data costs little), each checked by a
     fresh probe (C from ``grid``, chosen on dev) trained on ``probe_positions`` erased training
     positions **neither eraser saw**, scored on dev and test: ``{"INLP": [...], "LEACE": [...]}``,
-    one :class:`Erasure` per seed. ``in_sample``: also the probe on the eraser's own positions
-    (the first seed only), to show what an in-sample check would have said."""
+    one :class:`Erasure` per seed. ``in_sample``: also the probe on as many of the eraser's own
+    positions (the first seed only), to show what an in-sample check would have said."""
     out: dict[str, list[Erasure]] = {"INLP": [], "LEACE": []}
     y_dev, y_test = dev.labels[prop], test.labels[prop]
     splits = {"dev": (dev.hidden, y_dev), "test": (test.hidden, y_test)}
@@ -267,8 +267,10 @@ def fit_erasers(
                   (inlp.leace(train.hidden[fit_all], labels[fit_all], classes), None, fit_all))
         for eraser, result, fit in fitted:
             probe = inlp.probe_after(eraser, train.hidden[probed], labels[probed], splits, **probe_kw)
-            own = (inlp.probe_after(eraser, train.hidden[fit], labels[fit], splits, **probe_kw)
-                   if in_sample and i == 0 else None)
+            own = None
+            if in_sample and i == 0:  # on as many of its own positions as the probe's
+                mine = np.random.default_rng(seed).choice(fit, min(len(fit), len(probed)), replace=False)
+                own = inlp.probe_after(eraser, train.hidden[mine], labels[mine], splits, **probe_kw)
             out[eraser.name].append(Erasure(eraser, seed, probe, result, fit, probed, own))
     return out
 

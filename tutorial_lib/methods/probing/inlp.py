@@ -124,18 +124,22 @@ def variance_matched_projection(X: np.ndarray, k: int, target: float, seed: int 
     d = X.shape[1]
     if k == 0:
         return np.eye(d)
-    eigval, eigvec = np.linalg.eigh(np.cov(X, rowvar=False))
+    cov = np.cov(X, rowvar=False)
+    eigval, eigvec = np.linalg.eigh(cov)
     eigval = np.clip(eigval / eigval.max(), 1e-12, None)
     draws = np.random.default_rng(seed).standard_normal((k, d))
 
-    def projection(alpha: float) -> np.ndarray:
-        return projection_removing(orth(((draws * eigval ** (alpha / 2)) @ eigvec.T).T), d)
+    def basis(alpha: float) -> np.ndarray:
+        return orth(((draws * eigval ** (alpha / 2)) @ eigvec.T).T)
+
+    def share(B: np.ndarray) -> float:  # = variance_removed(X, I − B Bᵀ), from the covariance
+        return float(np.trace(B.T @ cov @ B) / np.trace(cov))
 
     low, high = -8.0, 8.0
     for _ in range(steps):
         mid = (low + high) / 2
-        low, high = (mid, high) if variance_removed(X, projection(mid)) < target else (low, mid)
-    return projection((low + high) / 2)
+        low, high = (mid, high) if share(basis(mid)) < target else (low, mid)
+    return projection_removing(basis((low + high) / 2), d)
 
 
 def variance_removed(X: np.ndarray, P: np.ndarray, shift: np.ndarray | None = None) -> float:
