@@ -283,11 +283,11 @@ def swap_in(stage: Path, out: Path, notebook: Path, executed: Mapping, destinati
             strip: bool = False) -> list[Path]:
     """Move a notebook's outputs from ``stage`` into place: the executed notebook to
     ``destination``, ``<notebook>.json`` and its figures into ``out`` (the notebook's older figures
-    go; so does an older ``.json`` when this run saved none). ``strip``: the executed notebook
-    keeps only what was printed (``scripts/strip_outputs.py``; its figures are extracted first).
-    Returns the figures' paths."""
+    go; so does an older ``.json`` when this run saved none). ``strip``: a record, not a lesson:
+    the executed notebook keeps only what was printed and no figure is kept
+    (``scripts/strip_outputs.py``). Returns the figures' paths."""
     stem = notebook.stem
-    staged_figures = reports.save_figures(executed, stage, stem)
+    staged_figures = [] if strip else reports.save_figures(executed, stage, stem)
     if strip:
         strip_outputs.strip_file(stage / notebook.name)
     old = set(reports.figure_paths(out, stem))
@@ -347,7 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cpu-lock", type=Path, help="hold this lock file (flock) while each "
                         "notebook runs, so other jobs that take it only run between notebooks")
     parser.add_argument("--strip-rich-outputs", action="store_true", help="executed copies keep "
-                        "only what was printed; figures go to figures/ (scripts/strip_outputs.py; "
+                        "only what was printed, and no figures are kept (scripts/strip_outputs.py; "
                         "not with the committed notebooks, whose outputs are the lesson)")
     parser.add_argument("--resume", action="store_true", help="skip the notebooks whose results "
                         "are newer than everything they depend on (an interrupted job goes on)")

@@ -1,19 +1,20 @@
 """Strip the rich outputs (figures, HTML tables, LaTeX …) of executed notebooks kept as records,
 keeping what was printed.
 
-An executed copy of a notebook that is not the teaching material (a held-out run under
-``results/<scale>/held-out/notebooks/``, a gpu run under ``results/gpu/notebooks/``) is a record
-of what ran: its numbers are in ``<notebook>.json`` and its figures in ``figures/`` beside it
-(``tutorial_lib.ops.report.save_figures`` extracts them before this runs). Embedded again in the
-notebook they doubled the tracked tree, which every device call carries (64 MiB a call, issue 63).
-So every output keeps only its ``text/plain`` (and streams and errors stay as they are); an
-``image/png`` is replaced by a line naming its file in ``figures/``; the notebook's metadata
-(``tutorial_stripped``) says what went, how many bytes, and why.
+An executed copy of a notebook that is not the teaching material (the held-out run under
+``results/<scale>/held-out/notebooks/``) is a record of what ran: its numbers are in
+``<notebook>.json`` beside it, and its plots are those of the committed notebook on other seeds.
+Its figures, HTML tables and LaTeX made the held-out run 7.4 MiB of the tracked tree, which every
+device call carries (64 MiB a call, issue 63). So every output keeps only its ``text/plain``
+(streams and errors stay as they are); an ``image/png`` becomes a line saying which figure went;
+the notebook's metadata (``tutorial_stripped``) says what went, how many bytes, and why. The
+stripped outputs of the committed held-out run are in git history (before issue 63).
 
     python scripts/strip_outputs.py results/classroom/held-out/notebooks/*.ipynb
 
 ``scripts/run_notebooks.py --strip-rich-outputs`` (what ``benchmarks.replicate --run`` passes)
-applies it to each executed copy before it is swapped in. Stripping twice changes nothing.
+applies it to each executed copy before it is swapped in, and keeps no figures for it. Stripping
+twice changes nothing.
 """
 
 from __future__ import annotations
@@ -25,16 +26,16 @@ from pathlib import Path
 
 KEPT = ("text/plain",)
 META_KEY = "tutorial_stripped"
-WHY = ("rich outputs stripped to keep the tracked tree small (every device call carries it, "
-       "64 MiB a call: issue 63); the numbers are in <notebook>.json and the figures in "
-       "figures/<notebook>_NN.png beside this folder; what was printed (text/plain, streams, "
-       "errors) is kept")
+WHY = ("rich outputs (figures, HTML, LaTeX) stripped to keep the tracked tree small: every "
+       "device call carries it, 64 MiB a call (issue 63); what was printed (text/plain, streams, "
+       "errors) is kept, the numbers are in <notebook>.json beside this folder, and the plots are "
+       "those of the committed notebook on other seeds")
 
 
 def strip(notebook: dict, stem: str) -> dict:
     """``notebook`` (nbformat v4 as a dict) with every output's data reduced to :data:`KEPT`, in
-    place; an ``image/png`` becomes a text line naming ``../figures/<stem>_<k>.png`` (k in cell
-    order, as ``save_figures`` numbers them). Records what went in the metadata; returns it."""
+    place; an ``image/png`` becomes a text line ``[figure <k> of <stem>: stripped]`` (k in cell
+    order, as ``report.save_figures`` numbers them). Records what went in the metadata; returns it."""
     removed: dict[str, int] = {}
     figure = 0
     for cell in notebook.get("cells", []):
@@ -51,7 +52,7 @@ def strip(notebook: dict, stem: str) -> dict:
                 removed[kind] = removed.get(kind, 0) + len(json.dumps(value))
                 del data[kind]
             if "image/png" in gone:
-                data["text/plain"] = f"[figure: ../figures/{stem}_{figure:02d}.png]"
+                data["text/plain"] = f"[figure {figure} of {stem}: stripped]"
             elif "text/plain" not in data:
                 data["text/plain"] = f"[{', '.join(sorted(gone))} stripped]"
             out.get("metadata", {}).clear()  # image sizes and the like: about what went

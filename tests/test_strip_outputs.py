@@ -1,6 +1,6 @@
 """scripts/strip_outputs.py: executed copies kept as records (the held-out run) keep what was
 printed and lose their figures, HTML and LaTeX (issue 63: the tracked tree travels with every
-device call); run_notebooks.py applies it when it swaps an executed copy in."""
+device call); run_notebooks.py applies it when it swaps an executed copy in, and keeps no figures."""
 
 import base64
 import importlib.util
@@ -47,11 +47,11 @@ def test_rich_outputs_go_what_was_printed_stays_and_the_metadata_says_why():
     nb = strip_outputs.strip(_notebook(), "02_adaptation")
     first, second = nb["cells"][1]["outputs"], nb["cells"][2]["outputs"]
     assert first[0]["text"] == "epoch 1: 0.91\n"  # streams untouched
-    assert first[1]["data"] == {"text/plain": "[figure: ../figures/02_adaptation_01.png]"}
+    assert first[1]["data"] == {"text/plain": "[figure 1 of 02_adaptation: stripped]"}
     assert first[1]["metadata"] == {}
     assert second[0]["data"] == {"text/plain": "   acc\n0  0.9"}  # the table as printed
     assert second[1]["data"] == {"text/plain": "[text/latex stripped]"}
-    assert second[2]["data"] == {"text/plain": "[figure: ../figures/02_adaptation_02.png]"}
+    assert second[2]["data"] == {"text/plain": "[figure 2 of 02_adaptation: stripped]"}
     assert second[3]["ename"] == "ValueError"
     record = nb["metadata"]["tutorial_stripped"]
     assert "issue 63" in record["why"] and "text/plain" in record["why"]
@@ -83,24 +83,31 @@ def test_the_command_strips_in_place_and_refuses_the_teaching_notebooks(tmp_path
     assert taught.read_bytes() == before
 
 
-def test_run_notebooks_strips_the_executed_copy_after_extracting_its_figures(tmp_path):
+def test_run_notebooks_strips_the_executed_copy_and_keeps_no_figures(tmp_path):
     rn = _load("run_notebooks")
     stage, out = tmp_path / "stage", tmp_path / "out"
-    stage.mkdir()
-    executed = _notebook()
-    (stage / "02_adaptation.ipynb").write_text(json.dumps(executed, indent=1))
-    dest = out / "notebooks" / "02_adaptation.ipynb"
-    figures = rn.swap_in(stage, out, Path("notebooks/02_adaptation.ipynb"), executed, dest, strip=True)
-    assert [f.name for f in figures] == ["02_adaptation_01.png", "02_adaptation_02.png"]
-    assert all(f.read_bytes() == b"\x89PNG fake" for f in figures)
-    kept = json.loads(dest.read_text())
-    assert "tutorial_stripped" in kept["metadata"] and PNG not in dest.read_text()
+    (out / "figures").mkdir(parents=True)
+    (out / "figures" / "02_adaptation_01.png").write_bytes(b"an older run's")
+    for strip in (False, True):
+        stage.mkdir()
+        executed = _notebook()
+        (stage / "02_adaptation.ipynb").write_text(json.dumps(executed, indent=1))
+        dest = out / "notebooks" / "02_adaptation.ipynb"
+        figures = rn.swap_in(stage, out, Path("notebooks/02_adaptation.ipynb"), executed, dest,
+                             strip=strip)
+        kept = dest.read_text()
+        if not strip:  # as before: figures extracted, the notebook whole
+            assert [f.name for f in figures] == ["02_adaptation_01.png", "02_adaptation_02.png"]
+            assert figures[0].read_bytes() == b"\x89PNG fake" and PNG in kept
+    assert figures == [] and not list((out / "figures").iterdir())  # the older ones went too
+    assert "tutorial_stripped" in json.loads(kept)["metadata"] and PNG not in kept
 
 
 def test_the_committed_held_out_notebooks_are_stripped():
-    """The held-out run's executed copies: no embedded figures or HTML (re-strip with the command)."""
+    """The held-out run's executed copies: no embedded figures or HTML (re-strip with the command),
+    and no figures beside them."""
     held = sorted(REPO.glob("results/*/held-out/notebooks/*.ipynb"))
-    assert held
+    assert held and not list(REPO.glob("results/*/held-out/figures/*"))
     for path in held:
         nb = json.loads(path.read_text())
         kinds = {k for cell in nb["cells"] for out in cell.get("outputs", []) for k in out.get("data", {})}
