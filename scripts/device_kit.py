@@ -1,8 +1,9 @@
 """A device kit: what the borrowed GPU machine's image lacks for some notebooks at one scale, in a
 folder that travels with one device call (the working tree plus carried paths: 64 MiB a call).
 
+    python scripts/device_kit.py estimate --notebooks 01-05 --scale gpu         # here: seconds
     python scripts/device_kit.py build --notebooks all --scale smoke            # here, online
-    python scripts/device_kit.py build --notebooks 01-05 --scale gpu
+    python scripts/device_kit.py build --notebooks 03-05 --scale gpu
     bash scripts/device_run.sh .device/smoke-all -- <command>                    # there, offline
 
 The GPU machine (one H100/H200, 16 cores, no network) runs an image with Python 3.12, CUDA torch,
@@ -25,9 +26,12 @@ transformers, tokenizers, accelerate, scikit-learn, matplotlib, pandas, pyarrow,
 * ``kit.json``: what it holds (name, size, sha256 of every file), the payload of a call (the
   tracked tree plus the kit), the notebooks and scale.
 
-:func:`build` refuses, with one error saying how to split, a kit whose call would carry more
-than :data:`PAYLOAD_LIMIT` (60 MiB, under the tool's 64 MiB). The device side (``install``,
-``machine``) uses the standard library and ``packaging`` only: it runs before anything is installed.
+:func:`build` first estimates the call (``scripts/kit_plan.py``: from what is installed here and
+the local data copy, nothing downloaded or compressed) and refuses in seconds, with one error
+naming the calls (which notebooks each) that fit, a kit whose call would carry more than
+:data:`PAYLOAD_LIMIT` (60 MiB, under the tool's 64 MiB); ``estimate`` prints that plan. The
+device side (``install``, ``machine``) uses the standard library and ``packaging`` only: it runs
+before anything is installed.
 """
 
 from __future__ import annotations

@@ -284,24 +284,47 @@ def spec_of(numbers: Sequence[str]) -> str:
     return ",".join(numbers)
 
 
-def plan(inv: Inventory, numbers: Sequence[str], limit: int = PAYLOAD_LIMIT,
-         with_tests: bool = False) -> list[list[str]]:
-    """The fewest runs of consecutive notebooks (in order) whose calls each fit ``limit``
-    (greedy: a call's bytes only grow with its notebooks, so filling each call is optimal);
-    a KitError when one notebook alone does not fit."""
+def _greedy(inv: Inventory, numbers: Sequence[str], limit: int, with_tests: bool) -> list[list[str]]:
     calls: list[list[str]] = []
     for n in numbers:
         if calls and inv.call([*calls[-1], n], with_tests) <= limit:
             calls[-1].append(n)
-            continue
-        if inv.call([n], with_tests) > limit:
-            parts = ", ".join(f"{k} {v / MIB:.1f}" for k, v in inv.parts([n], with_tests).items())
-            raise KitError(f"notebook {n} alone would carry {inv.call([n], with_tests) / MIB:.1f} MiB "
-                           f"at {inv.scale} ({parts} MiB), over {limit / MIB:.0f} MiB: no split fits; "
-                           "shrink the tracked tree (git ls-files -z | xargs -0 du -b | sort -n) or "
-                           "what the kit carries")
-        calls.append([n])
+        else:
+            calls.append([n])
     return calls
+
+
+def too_big(inv: Inventory, numbers: Sequence[str], limit: int = PAYLOAD_LIMIT,
+            with_tests: bool = False) -> list[str]:
+    """The notebooks whose call would not fit ``limit`` even alone."""
+    return [n for n in numbers if inv.call([n], with_tests) > limit]
+
+
+def _alone(inv: Inventory, n: str, limit: int, with_tests: bool) -> str:
+    parts = ", ".join(f"{k} {v / MIB:.1f}" for k, v in inv.parts([n], with_tests).items())
+    return (f"notebook {n} alone would carry {inv.call([n], with_tests) / MIB:.1f} MiB at {inv.scale} "
+            f"({parts} MiB), over {limit / MIB:.0f} MiB")
+
+
+def _calls(inv: Inventory, calls: Sequence[Sequence[str]], with_tests: bool) -> str:
+    return " and ".join(f"--notebooks {spec_of(c)} ({inv.call(c, with_tests) / MIB:.1f} MiB)"
+                        for c in calls)
+
+
+def plan(inv: Inventory, numbers: Sequence[str], limit: int = PAYLOAD_LIMIT,
+         with_tests: bool = False) -> list[list[str]]:
+    """The fewest runs of consecutive notebooks (in order) whose calls each fit ``limit``
+    (greedy: a call's bytes only grow with its notebooks, so filling each call is optimal);
+    a KitError when a notebook alone does not fit, saying how the others would go."""
+    big = too_big(inv, numbers, limit, with_tests)
+    if big:
+        rest = [n for n in numbers if n not in big]
+        fit = _calls(inv, _greedy(inv, rest, limit, with_tests), with_tests)
+        others = f"; without {', '.join(big)}: {fit}" if rest else ""
+        raise KitError("; ".join(_alone(inv, n, limit, with_tests) for n in big)
+                       + f": no split fits {'it' if len(big) == 1 else 'them'} (shrink the tracked tree: "
+                       f"git ls-files -z | xargs -0 du -b | sort -n, or what the kit carries){others}")
+    return _greedy(inv, numbers, limit, with_tests)
 
 
 def refusal(inv: Inventory, numbers: Sequence[str], limit: int = PAYLOAD_LIMIT,
@@ -311,11 +334,10 @@ def refusal(inv: Inventory, numbers: Sequence[str], limit: int = PAYLOAD_LIMIT,
     if total <= limit:
         return None
     calls = plan(inv, numbers, limit, with_tests)
-    split = " and ".join(f"--notebooks {spec_of(c)} ({inv.call(c, with_tests) / MIB:.1f} MiB)"
-                         for c in calls)
     return (f"notebooks {spec_of(numbers)} at {inv.scale} would carry an estimated {total / MIB:.1f} MiB "
             f"in one device call (tree {inv.tree / MIB:.1f} MiB + kit), over {limit / MIB:.0f} MiB: "
-            f"build {len(calls)} kits, {split}, and run them in separate calls, in this order")
+            f"build {len(calls)} kits, {_calls(inv, calls, with_tests)}, and run them in separate "
+            "calls, in this order")
 
 
 def check_payload(kit_bytes: int, tree: int, what: str, limit: int = PAYLOAD_LIMIT,
@@ -365,13 +387,13 @@ BEGIN, END = "<!-- kit-sizes: start -->", "<!-- kit-sizes: end -->"
 
 def calls_text(inv: Inventory, numbers: Sequence[str], limit: int = PAYLOAD_LIMIT,
                with_tests: bool = False) -> str:
-    """How ``numbers`` go to the machine: one call, the calls that fit, or why none does."""
-    try:
-        calls = plan(inv, numbers, limit, with_tests)
-    except KitError as err:
-        return f"**does not fit**: {str(err).split(': no split fits')[0]}"
-    return " · ".join(f"`--notebooks {spec_of(c)}`: {inv.call(c, with_tests) / MIB:.1f} MiB"
-                      for c in calls)
+    """How ``numbers`` go to the machine: the calls that fit, and which notebook fits none."""
+    big = too_big(inv, numbers, limit, with_tests)
+    calls = _greedy(inv, [n for n in numbers if n not in big], limit, with_tests)
+    return " · ".join([*(f"`--notebooks {spec_of(c)}`: {inv.call(c, with_tests) / MIB:.1f} MiB"
+                         for c in calls),
+                       *(f"**{n} fits no call**: {inv.call([n], with_tests) / MIB:.1f} MiB alone"
+                         for n in big)])
 
 
 def docs_block(invs: dict[str, Inventory], limit: int = PAYLOAD_LIMIT) -> str:
