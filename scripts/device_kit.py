@@ -1,8 +1,9 @@
 """A device kit: what the borrowed GPU machine's image lacks for some notebooks at one scale, in a
 folder that travels with one device call (the working tree plus carried paths: 64 MiB a call).
 
+    python scripts/device_kit.py estimate --notebooks 01-05 --scale gpu         # here: seconds
     python scripts/device_kit.py build --notebooks all --scale smoke            # here, online
-    python scripts/device_kit.py build --notebooks 01-05 --scale gpu
+    python scripts/device_kit.py build --notebooks 03-05 --scale gpu
     bash scripts/device_run.sh .device/smoke-all -- <command>                    # there, offline
 
 The GPU machine (one H100/H200, 16 cores, no network) runs an image with Python 3.12, CUDA torch,
@@ -25,9 +26,12 @@ transformers, tokenizers, accelerate, scikit-learn, matplotlib, pandas, pyarrow,
 * ``kit.json``: what it holds (name, size, sha256 of every file), the payload of a call (the
   tracked tree plus the kit), the notebooks and scale.
 
-:func:`build` refuses, with one error saying how to split, a kit whose call would carry more
-than :data:`PAYLOAD_LIMIT` (60 MiB, under the tool's 64 MiB). The device side (``install``,
-``machine``) uses the standard library and ``packaging`` only: it runs before anything is installed.
+:func:`build` first estimates the call (``scripts/kit_plan.py``: from what is installed here and
+the local data copy, nothing downloaded or compressed) and refuses in seconds, with one error
+naming the calls (which notebooks each) that fit, a kit whose call would carry more than
+:data:`PAYLOAD_LIMIT` (60 MiB, under the tool's 64 MiB); ``estimate`` prints that plan. The
+device side (``install``, ``machine``) uses the standard library and ``packaging`` only: it runs
+before anything is installed.
 """
 
 from __future__ import annotations
@@ -48,81 +52,33 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # kit_plan, also when loaded by path
+import kit_plan  # noqa: E402
+from kit_plan import (  # noqa: E402, F401  (the names this module has always offered)
+    CARRY_ANYWAY,
+    LEAVE_OUT,
+    MIB,
+    PAYLOAD_LIMIT,
+    RUNNERS,
+    KitError,
+    canonical,
+    check_payload,
+    image_packages,
+    kit_requirements,
+    notebook_numbers,
+    reachable,
+    tree_bytes,
+)
+
 REPO = Path(__file__).resolve().parents[1]
 KITS = REPO / ".device"
 IMAGE_FILE = REPO / "scripts" / "device_image.txt"
-MIB = 1 << 20
-PAYLOAD_LIMIT = 60 * MIB  # the device tool takes 64 MiB a call; the rest is margin
 DEVICE_PYTHON = "3.12"
 DEVICE_GLIBC = 39  # the image is Ubuntu 24.04 (its Python 3.12.3): glibc 2.39
-CARRY_ANYWAY = ("peft", "fsspec")
-"""In the image, but carried at our pins: the image's peft may fall outside ``peft>=0.21,<0.22``,
-and datasets 5.2 needs ``fsspec<=2026.9.0``; both are small pure-Python wheels."""
-LEAVE_OUT = ("debugpy", "jedi", "parso")
-"""Needed by ipykernel/IPython only for debugging and completion, both imported lazily (3 MiB)."""
-RUNNERS = ("nbval", "nbclient", "ipykernel", "pytest", "pytest-xdist", "gguf", "accelerate")
-"""Beside pyproject's runtime dependencies: executing the notebooks under nbval, and SmolLM2's
-GGUF reader (what ``scripts/setup_env.sh`` installs beside the package)."""
 KIT_FILE = "kit.json"
 
 
-class KitError(RuntimeError):
-    """A kit that cannot be built, installed or carried, with the fix in the message."""
-
-
-# --- what the image has ------------------------------------------------------------------------
-
-
-def canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def image_packages(path: Path = IMAGE_FILE) -> dict[str, str | None]:
-    """The image's packages (canonical name → the version seen there, or None)."""
-    out: dict[str, str | None] = {}
-    for line in path.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            name, _, version = line.partition("==")
-            out[canonical(name)] = version.strip() or None
-    return out
-
-
-def notebook_numbers(spec: str, available: Iterable[str]) -> list[str]:
-    """``"all"``, ``"01-05"`` or ``"01,03,14"`` → the notebook numbers, checked against ``available``."""
-    available = sorted(available)
-    if spec == "all":
-        return available
-    picked: list[str] = []
-    for part in spec.split(","):
-        lo, _, hi = part.strip().partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
-            raise KitError(f"--notebooks {spec!r}: write all, 01-05 or 01,03,14")
-        picked += [n for n in available if int(lo) <= int(n) <= int(hi or lo)]
-    unknown = [p.strip().split("-")[0] for p in spec.split(",")
-               if p.strip().split("-")[0].zfill(2) not in available]
-    if unknown or not picked:
-        raise KitError(f"--notebooks {spec!r}: no notebook {unknown or spec}; "
-                       f"there are {', '.join(available)}")
-    return sorted(set(picked))
-
-
 # --- wheels -------------------------------------------------------------------------------------
-
-
-def kit_requirements(image: dict[str, str | None] | None = None) -> list[str]:
-    """``name==version`` of every top-level package the notebooks need on the device (torch
-    excluded): the image's version where it has one (``image``), else constraints.txt's pin."""
-    from tutorial_lib.ops import bundle
-
-    pins = bundle.constraints()
-    for name, version in (image or {}).items():
-        if version and name in pins and name not in CARRY_ANYWAY:
-            pins[name] = version
-    runtime = [r for r in bundle.top_level_requirements(pins)
-               if canonical(r.split("==")[0]) not in ("jupyter", "setuptools")]
-    return [*runtime, *(f"{n}=={pins[canonical(n)]}" for n in RUNNERS
-                        if f"{n}==" not in " ".join(runtime))]
 
 
 def wheels_to_carry(closure: dict[str, str], image: dict[str, str | None]) -> dict[str, str]:
@@ -213,23 +169,6 @@ def requires_of(wheels: Path, python: str) -> dict[str, list[str]]:
     return out
 
 
-def reachable(roots: Iterable[str], requires: dict[str, list[str]],
-              image: dict[str, str | None]) -> set[str]:
-    """The packages to carry: from the roots, through the dependencies of carried packages only
-    (an image package brings its own), stopping at the image except :data:`CARRY_ANYWAY`."""
-    seen: set[str] = set()
-    todo = [canonical(r.split("==")[0]) for r in roots]
-    while todo:
-        name = todo.pop()
-        if name in seen or name == "torch" or name in LEAVE_OUT:
-            continue
-        if name in image and name not in CARRY_ANYWAY:
-            continue
-        seen.add(name)
-        todo += requires.get(name, [])
-    return seen
-
-
 # --- models and data ------------------------------------------------------------------------------
 
 
@@ -294,30 +233,6 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-# --- the payload --------------------------------------------------------------------------------
-
-
-def tree_bytes(repo: Path = REPO) -> int:
-    """Bytes of what a device call sends besides carried paths: tracked files and untracked files
-    git does not ignore (the device tool's rule)."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=repo, capture_output=True, check=True).stdout.split(b"\0")
-    return sum((repo / os.fsdecode(p)).stat().st_size for p in listed
-               if p and (repo / os.fsdecode(p)).is_file())
-
-
-def check_payload(kit_bytes: int, tree: int, what: str, limit: int = PAYLOAD_LIMIT) -> int:
-    """The payload of one call (tree + kit); a KitError saying how to split when over ``limit``."""
-    total = kit_bytes + tree
-    if total > limit:
-        raise KitError(
-            f"the kit for {what} is {kit_bytes / MIB:.1f} MiB; with the working tree "
-            f"({tree / MIB:.1f} MiB) one device call would carry {total / MIB:.1f} MiB, over "
-            f"{limit / MIB:.0f} MiB: build smaller kits (fewer notebooks each, e.g. --notebooks 01-03 "
-            f"and then 04-05) and run them in separate calls")
-    return total
-
-
 # --- build --------------------------------------------------------------------------------------
 
 
@@ -326,7 +241,9 @@ def build(notebooks: str, scale: str, out: Path | None = None, python: str = DEV
           limit: int = PAYLOAD_LIMIT, with_tests: bool = False) -> dict:
     """Build the kit for ``notebooks`` at ``scale`` (see the module docstring); its kit.json.
     ``with_tests``: also what the unit tests read (the whole local data copy), for the test
-    command on the device (``scripts/gpu_runs.sh --tests``)."""
+    command on the device (``scripts/gpu_runs.sh --tests``). First the call is estimated
+    (``kit_plan``: nothing downloaded or compressed); over ``limit``, a KitError names the calls
+    that fit, before anything is written."""
     sys.path.insert(0, str(REPO))
     from tutorial_lib import backbones, config
     from tutorial_lib.ops import bundle, prefetch
@@ -342,16 +259,24 @@ def build(notebooks: str, scale: str, out: Path | None = None, python: str = DEV
     if hub:
         raise KitError(f"notebooks {', '.join(numbers)} at {scale} load Hub-only models {hub}, which "
                        "a machine without network cannot download: leave those notebooks out")
+    image = image_packages(image_file)
+    inv = kit_plan.inventory(scale, python, image)
+    refused = kit_plan.refusal(inv, numbers, limit, with_tests)
+    if refused:
+        raise KitError(refused)
+    estimate = inv.parts(numbers, with_tests)
+    log(f"estimated {inv.call(numbers, with_tests) / MIB:.1f} MiB a call "
+        f"({', '.join(f'{k} {v / MIB:.1f}' for k, v in estimate.items())} MiB) in "
+        f"{time.perf_counter() - start:.1f} s")
     tiny = config.get_scale(scale).tiny_hub_models
     weights = [] if tiny else [m for m in models if not backbones.LOCAL_MODELS[m].gguf_file]
     name = (f"{scale}-{notebooks.replace(',', '_')}" + ("-tests" if with_tests else "")
             + ("" if python == DEVICE_PYTHON else f"-py{python}"))
     out = Path(out or KITS / name)
-    tree = tree_bytes()
+    tree = inv.tree
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    image = image_packages(image_file)
     log(f"wheels for CPython {python} that the image lacks …")
     carried = download_wheels(python, image, out / "wheels", log)
     log(f"offline models {models} (weights: {weights or 'none'}) …")
@@ -390,7 +315,7 @@ def build(notebooks: str, scale: str, out: Path | None = None, python: str = DEV
                                         "not_needed": list(LEAVE_OUT)},
         "files": [{"path": str(p.relative_to(out)), "bytes": p.stat().st_size, "sha256": sha256(p)}
                   for p in entries],
-        "kit_bytes": kit_bytes, "tree_bytes": tree,
+        "kit_bytes": kit_bytes, "tree_bytes": tree, "estimated_bytes": estimate,
         "payload_bytes": kit_bytes + tree, "payload_limit_bytes": limit,
         "by_part_mib": {part: round(sum(p.stat().st_size for p in entries
                                         if p.relative_to(out).parts[0] == part) / MIB, 2)
@@ -529,6 +454,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--image", type=Path, default=IMAGE_FILE, help="the image's packages")
     b.add_argument("--with-tests", action="store_true",
                    help="also what the unit tests read: the whole local data copy (for gpu_runs.sh --tests)")
+    e = sub.add_parser("estimate", help="here, in seconds: what each call of a kit would carry, "
+                       "and the calls that fit (nothing downloaded or compressed)")
+    e.add_argument("--notebooks", default="all", help="all, 01-05 or 01,03 (default all)")
+    e.add_argument("--scale", default="smoke")
+    e.add_argument("--with-tests", action="store_true")
+    e.add_argument("--write", type=Path, metavar="DOCS",
+                   help="instead: regenerate the kit sizes docs/gpu.md quotes (its kit-sizes block)")
     i = sub.add_parser("install", help="there: verify and install a kit")
     i.add_argument("kit", type=Path)
     i.add_argument("--site", type=Path, required=True)
@@ -543,6 +475,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "build":
             build(args.notebooks, args.scale, args.out, args.python, args.image,
                   log=lambda line: print(line, file=sys.stderr, flush=True), with_tests=args.with_tests)
+        elif args.command == "estimate":
+            print(kit_plan.estimate(args.notebooks, args.scale, args.with_tests, args.write))
         elif args.command == "install":
             info = install(args.kit, args.site, args.data, args.cache)
             print(json.dumps(info))

@@ -55,6 +55,9 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "scripts"))  # strip_outputs, also when loaded by path (the tests)
+import strip_outputs  # noqa: E402
+
 from tutorial_lib import config, results  # noqa: E402
 from tutorial_lib.ops import report as reports  # noqa: E402
 from tutorial_lib.runtime import atomic_write  # noqa: E402
@@ -276,12 +279,17 @@ def _move(source: Path, target: Path) -> None:
     shutil.move(source, target)  # a rename (atomic per file) on one file system
 
 
-def swap_in(stage: Path, out: Path, notebook: Path, executed: Mapping, destination: Path) -> list[Path]:
+def swap_in(stage: Path, out: Path, notebook: Path, executed: Mapping, destination: Path,
+            strip: bool = False) -> list[Path]:
     """Move a notebook's outputs from ``stage`` into place: the executed notebook to
     ``destination``, ``<notebook>.json`` and its figures into ``out`` (the notebook's older figures
-    go; so does an older ``.json`` when this run saved none). Returns the figures' paths."""
+    go; so does an older ``.json`` when this run saved none). ``strip``: a record, not a lesson:
+    the executed notebook keeps only what was printed and no figure is kept
+    (``scripts/strip_outputs.py``). Returns the figures' paths."""
     stem = notebook.stem
-    staged_figures = reports.save_figures(executed, stage, stem)
+    staged_figures = [] if strip else reports.save_figures(executed, stage, stem)
+    if strip:
+        strip_outputs.strip_file(stage / notebook.name)
     old = set(reports.figure_paths(out, stem))
     _move(stage / notebook.name, destination)
     saved = stage / f"{stem}.json"
@@ -338,6 +346,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "the report from the saved results (--only: the notebooks of this job)")
     parser.add_argument("--cpu-lock", type=Path, help="hold this lock file (flock) while each "
                         "notebook runs, so other jobs that take it only run between notebooks")
+    parser.add_argument("--strip-rich-outputs", action="store_true", help="executed copies keep "
+                        "only what was printed, and no figures are kept (scripts/strip_outputs.py; "
+                        "not with the committed notebooks, whose outputs are the lesson)")
     parser.add_argument("--resume", action="store_true", help="skip the notebooks whose results "
                         "are newer than everything they depend on (an interrupted job goes on)")
     parser.add_argument("--start-within", type=float, metavar="MINUTES", help="start no notebook "
@@ -350,6 +361,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     os.environ[config.SCALE_ENV_VAR] = scale.name
     inplace = args.inplace or (scale.name == "classroom" and args.out is None)
+    if inplace and args.strip_rich_outputs:
+        parser.error("--strip-rich-outputs strips executed copies, never the committed notebooks "
+                     "(their outputs are the lesson): give --out DIR")
 
     notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     selected = [nb for nb in notebooks if not args.only or nb.name[:2] in args.only]
@@ -398,7 +412,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             peak = read_peak(stage / PEAK_MEMORY)
             with signals_held():
-                figures = swap_in(stage, out, nb, executed, dest)
+                figures = swap_in(stage, out, nb, executed, dest, strip=args.strip_rich_outputs)
                 record_entry(out / PEAK_MEMORY, nb.stem, peak)
                 record_entry(times_path, nb.stem, round(seconds, 1))
                 reports.clear_failure(out, nb.stem)
