@@ -29,9 +29,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "tutorial_lib"
 PACKAGE = "tutorial_lib"
 LAYERS = [
-    {"config", "hashing", "power", "floors", "premises"},  # hashing: the one file sha256 (data
-    # and integrity), imports nothing; power, floors and premises: what stats re-exports (scipy only)
-    {"runtime", "data", "show", "selfcheck", "settings"},  # show: the notebooks' source viewer;
+    {"config", "hashing", "power", "floors"},  # hashing: the one file sha256 (data and
+    # integrity), imports nothing; power and floors: the arithmetic stats re-exports (scipy only)
+    {"runtime", "data", "show", "selfcheck", "settings", "premises"},  # premises: what a verdict
+    # rests on (power's α), re-exported by stats  # show: the notebooks' source viewer;
     # selfcheck: a learner's function against the library's on random inputs; settings: each
     # notebook's settings class with its values at every scale (on config's Scale only)
     {"integrity"},  # the cache's size/hash records: on runtime's atomic writes, under every writer

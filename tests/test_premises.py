@@ -81,3 +81,23 @@ def test_the_floor_test_prints_what_it_could_see():
     noisy = RUNS.assign(acc=[0.40, 0.70, 0.50, 0.65, 0.45, 0.50, 0.71, 0.52, 0.66, 0.49])
     assert stats.compare(noisy, "base", column="acc", higher_is_better=True,
                          floor=0.5).loc["base", "floor MDE"] > 10
+
+
+def test_a_stage_trained_once_is_judged_on_its_own_test_items():
+    """06: "mnli after 60 steps: test score 36.0 % (majority class 36.0 %)" — a stage at its
+    floor, yet MNLI → RTE was decided "worse"."""
+    at_floor = premises.stage_premise_items(0.360, 2945, 0.360, "MNLI stage")
+    assert not at_floor.holds and at_floor.failure == premises.VOID_STAGE
+    assert "2,945 test items" in at_floor.detail
+    assert premises.stage_premise_items(0.40, 2945, 0.36).holds  # 4 points over 2,945 items
+    assert not premises.stage_premise_items(0.37, 200, 0.36).holds  # 1 point over 200: unseen
+    with pytest.raises(ValueError, match="accuracy in"):
+        premises.stage_premise_items(36.0, 2945, 0.36)  # percent, not a fraction
+
+
+def test_a_scorer_must_follow_the_label_to_carry_a_task_guided_claim():
+    """08: TDT's confidences ranked tokens *against* their label information (ρ = −0.27)."""
+    assert premises.follows_label(0.31, 0.01, "TDT confidence").holds
+    against = premises.follows_label(-0.27, 0.038, "TDT confidence")
+    assert not against.holds and against.failure == premises.VOID_SCORER
+    assert not premises.follows_label(0.2, 0.3, "TDT confidence").holds  # unrelated

@@ -357,8 +357,16 @@ def test_a_source_effect_is_called_below_our_mde_or_not_seen_and_gets_its_runs(t
                       "TREC-6 test error", 0.07, "[-0.40, +0.54]", stats.WITHIN_NOISE, n=3)
     [b, a] = reports.with_power([below, against])
     assert b["source_delta"] == pytest.approx(0.4) and b["source_vs_run"] == reports.SOURCE_BELOW
-    assert a["source_delta"] == pytest.approx(1.6) and a["source_vs_run"] == reports.SOURCE_NOT_SEEN
+    assert a["source_delta"] == pytest.approx(1.6) and a["source_vs_run"] == reports.SOURCE_EXCLUDED
     assert b["runs_for_source"] > 3 and a["runs_for_source"] <= 3
+    wide = reports.with_power([{**against, "delta": 0.5, "ci95": "[-0.90, +1.90]", "se": 0.3,
+                                "df": 2.0, "mde": 1.2, "no_larger_than": None}])[0]
+    assert wide["source_vs_run"] == reports.SOURCE_NOT_SEEN  # above the MDE, inside the CI
+    # 08's TDT in domain: the CI [-0.11, +1.33] excludes the paper's -0.5 although the MDE (1.6)
+    # is larger: evidence against it, not "below our MDE" (issue 58)
+    tdt_first = reports.with_power([_effect("08_tdt", "TDT", "fine-tuning", "sst2 dev (in-domain) error",
+                                            0.61, "[-0.11, +1.33]", stats.WITHIN_NOISE, n=3)])[0]
+    assert tdt_first["mde"] > 0.5 and tdt_first["source_vs_run"] == reports.SOURCE_EXCLUDED
     assert b["source_verified"] and a["source_verified"]  # the slides' own numbers
     tdt = reports.with_power([_effect("08_tdt", "TDT", "fine-tuning", "sst2 dev (in-domain) error",
                                       -1.0, "[-4, +2]", stats.WITHIN_NOISE)])[0]

@@ -1,5 +1,6 @@
 """Tests for tutorial_lib.stats: the one rule that calls a difference real, on known cases."""
 
+import json
 import math
 
 import numpy as np
@@ -443,7 +444,7 @@ def test_a_failed_premise_voids_even_a_clear_difference_and_a_held_one_leaves_it
     assert table.loc["INLP UPOS", "verdict"] == stats.VOID_NOT_ERASED
     assert table.loc["LEACE UPOS", "verdict"] == "worse"
     assert table.loc["INLP UPOS", "premise"].startswith("erased: failed (dev: probe 0.354")
-    record = table.attrs["premises"]["INLP UPOS"][0]
+    record = json.loads(table.loc["INLP UPOS", "premise records"])[0]
     assert (record["name"], record["holds"]) == ("erased", False)
     with pytest.raises(ValueError, match="premises given for"):
         stats.compare(runs, "random", column="acc", floor=False, premises={"nope": held})

@@ -26,6 +26,10 @@ kind (``Premise.name``)      fails when …  → verdict
 ``answers vary``            an arm gives one constant answer on every test item
                             (:func:`varied_answers`) → "void: constant answer": a rank
                             classifier stuck on one label measures the label prior, not the task.
+``scorer learned``          a learned component the method's claim rests on (TDT's token
+                            confidence: "task-guided") does not follow the label information —
+                            a rank correlation not positive at p < α (:func:`follows_label`)
+                            → "void: the scorer did not learn the label".
 ``matched``                 a control meant to match the method on some quantity (the variance
                             an eraser removes, how far an encoder moved) is outside the stated
                             tolerance (:func:`matched`) → "void: control not matched".
@@ -39,12 +43,17 @@ from __future__ import annotations
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
+from scipy import stats as sps
+
+from .power import ALPHA
+
 VOID_NOT_ERASED = "void: property not erased"
 VOID_STAGE = "void: intermediate stage did not learn"
 UNTESTABLE = "untestable: the arms are the same runs"
 UNTESTABLE_IDENTICAL = "untestable: the arms gave identical results on every run"
 VOID_CONSTANT = "void: constant answer"
 VOID_NOT_MATCHED = "void: control not matched"
+VOID_SCORER = "void: the scorer did not learn the label"
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,20 @@ def stage_premise(check, what: str = "the intermediate stage") -> Premise:
                    "stage learned")
 
 
+def stage_premise_items(score: float, n: int, floor: float, what: str = "the intermediate stage"
+                        ) -> Premise:
+    """An intermediate stage trained **once** (STILTs fine-tunes one intermediate model), judged on
+    its own test items: its accuracy ``score`` on ``n`` items against its floor rate (the
+    majority class), by a one-sided exact binomial test (the items are the units); it holds when
+    p < α."""
+    if not 0 <= score <= 1 or n < 1:
+        raise ValueError(f"stage_premise_items needs an accuracy in [0, 1] on n ≥ 1 items, not "
+                         f"{score} on {n}")
+    p = float(sps.binomtest(round(score * n), n, floor, alternative="greater").pvalue)
+    return Premise(p < ALPHA, VOID_STAGE, f"{what}: {score:.3f} on {n:,} test items vs its floor "
+                   f"{floor:.3f}, one-sided binomial p = {p:.3f}", "stage learned")
+
+
 def arms_differ(method: Sequence, baseline: Sequence, what: str = "runs") -> Premise:
     """Whether two arms are different: ``method`` and ``baseline`` are what identifies each run
     (e.g. the auxiliary tasks each seed trained on, or its predictions), in the same order. The
@@ -122,6 +145,16 @@ def varied_answers(predictions: Sequence[Hashable], what: str = "the arm") -> Pr
               if len(answers) > 1 else
               f"{what} answered {next(iter(answers))!r} on all {len(predictions)} items")
     return Premise(len(answers) > 1, VOID_CONSTANT, detail, "answers vary")
+
+
+def follows_label(rho: float, p: float, what: str) -> Premise:
+    """Whether a learned score ranks things by their label information: Spearman's ``rho`` (score
+    against a measure of label association) positive with ``p`` < α. A ranking that runs against
+    the label, or none at all, fails: the method then works, if at all, without the guidance its
+    name claims."""
+    holds = rho > 0 and p < ALPHA
+    return Premise(holds, VOID_SCORER, f"{what}: Spearman ρ = {rho:+.2f} (p = {p:.2g})",
+                   "scorer learned")
 
 
 def matched(control: float, target: float, tolerance: float, what: str) -> Premise:

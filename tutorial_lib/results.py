@@ -74,7 +74,7 @@ def effects(comparison: pd.DataFrame, *, metric: str, backbone: str, expected: s
                     "ci95": r["95% CI"], "p": None if pd.isna(r["p"]) else float(r["p"]),
                     "test": r["test"], "verdict": r["verdict"], "expected": expected,
                     "source": source, **_test_size(r), **guards_of(comparison, method),
-                    "premises": comparison.attrs.get("premises", {}).get(str(method), [])})
+                    "premises": json.loads(r.get("premise records") or "[]")})
     return out
 
 

@@ -63,6 +63,7 @@ a family-wise error rate of 5 %, and the report says so; the held-out replicatio
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -340,8 +341,8 @@ def compare(
     (on the baseline's row: the baseline against its floor), starts add ``start`` and ``start p``
     (on each row with a start); ``premises`` — ``{group: its Premise or Premises}`` (e.g.
     :func:`erasure_premise`, :mod:`tutorial_lib.premises`): a group whose premise failed gets the
-    premise's verdict; the table's ``premise`` column says each one's state and ``attrs["premises"]``
-    keeps them as records (``results.effects`` saves them with each effect). A floor adds
+    premise's verdict; the table's ``premise`` column says each one's state and ``premise records``
+    keeps them as JSON records (``results.effects`` saves them with each effect). A floor adds
     ``floor MDE``: the smallest gap over the floor its test could see. The
     verdicts are voided where a guard fails. Without ``floor``,
     the floor comes from the table itself when its runs carry one (:func:`floor_from_table`:
@@ -396,10 +397,10 @@ def compare(
             row.update(_guard_columns(g[column], keys[0], None, starts.get(name), k))
         if premises:
             row["premise"] = "; ".join(p.text() for p in premises.get(name, ()))
+            row["premise records"] = json.dumps([p.record() for p in premises.get(name, ())])
         rows.append(row)
     out = pd.DataFrame(rows).set_index(by)
     out.insert(list(out.columns).index("p") + 1, "Holm p", holm(out["p"].tolist()))
-    out.attrs["premises"] = {str(n): [p.record() for p in ps] for n, ps in premises.items()}
     unused = [c for name, given in (("floor", floor is not None), ("start", bool(starts)))
               if not given for c in (name, f"{name} p", f"{name} MDE")]
     return out.drop(columns=[c for c in unused if c in out])

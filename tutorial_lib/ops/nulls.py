@@ -14,8 +14,9 @@ from .. import stats
 from ..methods import references
 from ..results import power_of
 
-SOURCE_BELOW, SOURCE_SEEN, SOURCE_NOT_SEEN, SOURCE_OPPOSITE = (
-    "below our MDE", "seen", "above our MDE and not seen", "opposite sign seen")
+SOURCE_BELOW, SOURCE_SEEN, SOURCE_NOT_SEEN, SOURCE_OPPOSITE, SOURCE_EXCLUDED = (
+    "below our MDE", "seen", "above our MDE and not seen", "opposite sign seen",
+    "outside our 95 % CI")
 
 
 def with_power(records: Sequence[dict]) -> list[dict]:
@@ -23,9 +24,10 @@ def with_power(records: Sequence[dict]) -> list[dict]:
     each record's standard error and df; a record saved before they existed gets them here) and,
     where ``references.SOURCE_EFFECTS`` holds the source's number for the comparison:
     ``source_delta``, ``runs_for_source`` (runs a repeat would need to detect it with 80 % power
-    at this run's spread) and ``source_vs_run`` — "below our MDE" (this run could not have seen it:
-    its null says nothing about the source), "above our MDE and not seen" (evidence against the
-    source's size here), "seen" or "opposite sign seen"."""
+    at this run's spread) and ``source_vs_run`` — for a null: "outside our 95 % CI" (the run's
+    interval excludes the source's number: evidence against it here, whatever the MDE), else
+    "below our MDE" (this run could not have seen it: its null says nothing about the source) or
+    "above our MDE and not seen"; for a decided verdict "seen" or "opposite sign seen"."""
     out = []
     for r in records:
         r = dict(r)
@@ -53,7 +55,10 @@ def _against_source(r: Mapping, delta: float) -> dict:
     elif verdict.startswith(("void", "did not train")):
         status = verdict
     else:
-        status = SOURCE_BELOW if abs(delta) < mde else SOURCE_NOT_SEEN
+        low, high = stats.parse_ci(r.get("ci95"))
+        excluded = not (math.isnan(low) or low <= delta <= high)
+        status = (SOURCE_EXCLUDED if excluded else SOURCE_BELOW if abs(delta) < mde
+                  else SOURCE_NOT_SEEN)
     return {"runs_for_source": None if math.isinf(runs) else int(runs), "source_vs_run": status}
 
 
@@ -81,7 +86,9 @@ def power_markdown(records: Sequence[dict]) -> str:
                   " as a Δ in our units; often from another benchmark or model): **below our MDE** "
                   "means this run could not have seen an effect that size, so its null says nothing "
                   "about the source; **above our MDE and not seen** is evidence against that size "
-                  "here. Runs needed: to detect the source's Δ with 80 % power at this run's spread.\n",
+                  "here, and so is **outside our 95 % CI** (the interval excludes the source's Δ, "
+                  "even where the MDE is larger). Runs needed: to detect the source's Δ with 80 % "
+                  "power at this run's spread.\n",
                   "| notebook | effect | our Δ | MDE | source's Δ | runs needed | status |",
                   "|---|---|---|---|---|---|---|"]
         for r in sourced:

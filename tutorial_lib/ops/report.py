@@ -29,6 +29,7 @@ from ..methods import references
 from ..runtime import atomic_write
 from .nulls import (  # noqa: F401 (SOURCE_*: re-exported beside with_power)
     SOURCE_BELOW,
+    SOURCE_EXCLUDED,
     SOURCE_NOT_SEEN,
     SOURCE_OPPOSITE,
     SOURCE_SEEN,

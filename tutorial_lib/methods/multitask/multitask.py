@@ -439,30 +439,38 @@ def task_floor(task: Task, split: str = "test") -> stats.Floor:
 
 
 def compare_settings(table: pd.DataFrame, baseline: str = SINGLE, *,
-                     floors: Mapping[str, stats.Floor | float]) -> pd.DataFrame:
+                     floors: Mapping[str, stats.Floor | float],
+                     premises: Mapping[str, Mapping[str, stats.Premise]] | None = None
+                     ) -> pd.DataFrame:
     """Per task, every setting against ``baseline`` on the test score (the rule of
     :mod:`tutorial_lib.stats`: paired by seed), with the learned-baseline guard: ``floors[task]``
     is the task's trivial floor (:func:`task_floor`, or :meth:`Experiment.floors`), and a
-    comparison whose baseline does not beat it is "void: baseline at chance". Tasks without a
-    baseline row are skipped; a compared task without a floor is an error."""
+    comparison whose baseline does not beat it is "void: baseline at chance". ``premises``:
+    ``{task: {setting: Premise}}``, e.g. STILTs' intermediate stage
+    (``premises.stage_premise_items``) for its sequential setting. Tasks without a baseline row
+    are skipped; a compared task without a floor is an error."""
     parts = {}
     for task, g in table.groupby("task", sort=False):
         if baseline in set(g["setting"]) and g["setting"].nunique() > 1:
             if task not in floors:
                 raise ValueError(f"no floor for task {task!r}: pass floors=exp.floors() "
                                  f"(the tasks with one: {sorted(floors)})")
+            given = {k: v for k, v in (premises or {}).get(task, {}).items()
+                     if k in set(g["setting"])}
             parts[task] = stats.compare(g, baseline, by="setting", column="test_score",
-                                        higher_is_better=True, floor=floors[task])
+                                        higher_is_better=True, floor=floors[task], premises=given)
     return pd.concat(parts, names=["task"]) if parts else pd.DataFrame()
 
 
 def compare_each(table: pd.DataFrame, against: Mapping[str, Sequence[str] | None], *,
-                 floors: Mapping[str, stats.Floor | float]) -> dict[str, pd.DataFrame]:
+                 floors: Mapping[str, stats.Floor | float],
+                 premises: Mapping[str, Mapping[str, stats.Premise]] | None = None
+                 ) -> dict[str, pd.DataFrame]:
     """:func:`compare_settings` once per baseline: ``against[baseline]`` lists the settings
     compared with it (None: every other setting of the table), e.g. ``{SINGLE: None,
     EQUAL_STEPS: ["multi-task (all)"]}``. Each table has its own Holm column (its own tests)."""
     out = {}
     for baseline, others in against.items():
         rows = table if others is None else table[table["setting"].isin([baseline, *others])]
-        out[baseline] = compare_settings(rows, baseline, floors=floors)
+        out[baseline] = compare_settings(rows, baseline, floors=floors, premises=premises)
     return out
