@@ -101,3 +101,15 @@ def test_a_scorer_must_follow_the_label_to_carry_a_task_guided_claim():
     against = premises.follows_label(-0.27, 0.038, "TDT confidence")
     assert not against.holds and against.failure == premises.VOID_SCORER
     assert not premises.follows_label(0.2, 0.3, "TDT confidence").holds  # unrelated
+
+
+def test_premise_records_survive_a_concatenation_with_tables_that_had_none():
+    """06 concatenates per-task comparisons: only the task with a sequential setting has premises."""
+    stage = premises.stage_premise_items(0.36, 2945, 0.36)
+    with_p = stats.compare(RUNS, "base", column="acc", higher_is_better=True, floor=0.5,
+                           premises={"method": stage})
+    without = stats.compare(RUNS, "base", column="acc", higher_is_better=True, floor=0.5)
+    both = pd.concat({"a": with_p, "b": without}, names=["task"])
+    assert [p["name"] for p in results.effects(both.loc["a"], metric="m", backbone="x")[0]["premises"]] \
+        == ["stage learned"]
+    assert results.effects(both.loc["b"], metric="m", backbone="x")[0]["premises"] == []

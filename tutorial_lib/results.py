@@ -74,8 +74,15 @@ def effects(comparison: pd.DataFrame, *, metric: str, backbone: str, expected: s
                     "ci95": r["95% CI"], "p": None if pd.isna(r["p"]) else float(r["p"]),
                     "test": r["test"], "verdict": r["verdict"], "expected": expected,
                     "source": source, **_test_size(r), **guards_of(comparison, method),
-                    "premises": json.loads(r.get("premise records") or "[]")})
+                    "premises": _premise_records(r)})
     return out
+
+
+def _premise_records(row: pd.Series) -> list[dict]:
+    """The premises a comparison row rests on (``stats.compare``'s ``premise records``); a row of a
+    table concatenated with others that had none holds NaN there."""
+    records = row.get("premise records")
+    return json.loads(records) if isinstance(records, str) and records else []
 
 
 def _number(value: object) -> float | None:
