@@ -1,7 +1,6 @@
 """scripts/data_source.py and scripts/preflight.sh: where a run's data comes from, decided before
 anything is installed — and, with no copy and no Hub, one clear error in seconds, nothing written."""
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -11,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.script_helpers import load_script
+
 REPO = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("data_source", REPO / "scripts" / "data_source.py")
-data_source = importlib.util.module_from_spec(spec)
-sys.modules["data_source"] = data_source  # dataclasses look their module up
-spec.loader.exec_module(data_source)
+data_source = load_script("data_source")
 NoData, decide = data_source.NoData, data_source.decide
 
 ONLINE, OFFLINE = (lambda: True), (lambda: False)

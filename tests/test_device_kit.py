@@ -3,7 +3,6 @@ kit carries and leaves to the GPU machine's image, its size limit, its offline i
 per-notebook summary of a GPU test run. The whole kit is dry-run offline as docs/gpu.md says (too
 slow for CI: it builds a stand-in image); these tests cover each part on toy inputs."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.script_helpers import load_script
 from tests.test_bundle import make_wheel
 from tutorial_lib import backbones
 from tutorial_lib.ops import bundle
@@ -19,15 +19,8 @@ from tutorial_lib.ops import bundle
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"{name}_under_test", REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-kit = _load("device_kit")
-summary = _load("gpu_summary")
+kit = load_script("device_kit")
+summary = load_script("gpu_summary")
 
 
 def test_the_image_list_parses_and_holds_what_the_kit_must_not_carry():

@@ -2,7 +2,6 @@
 compressed, refused in seconds with a split into calls that fit, the kits docs/gpu.md's calls
 carry within the limit, and the sizes that page quotes regenerated from the estimate."""
 
-import importlib.util
 import json
 import re
 import sys
@@ -11,15 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.script_helpers import load_script
 from tutorial_lib.ops import prefetch  # noqa: F401  (imported here, as the command imports it once)
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 import kit_plan  # noqa: E402
 
-spec = importlib.util.spec_from_file_location("device_kit_for_plan", REPO / "scripts" / "device_kit.py")
-device_kit = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(device_kit)
+device_kit = load_script("device_kit", "device_kit_for_plan")
 MIB = kit_plan.MIB
 
 

@@ -3,7 +3,6 @@ with pyproject.toml and constraints.txt: every dependency locked inside its rang
 its version, every locked requirement exact and hashed, and the lock regenerated since its inputs
 last changed. Each check also runs on a deliberately wrong copy, to show that it can fail."""
 
-import importlib.util
 import re
 import shutil
 import sys
@@ -16,10 +15,10 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from tests.script_helpers import load_script
+
 REPO = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("lock_script", REPO / "scripts" / "lock.py")
-lock_script = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(lock_script)
+lock_script = load_script("lock", "lock_script")
 
 REGENERATE = f"regenerate it: {lock_script.COMMAND} (docs/lock.md)"
 

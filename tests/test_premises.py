@@ -113,3 +113,43 @@ def test_premise_records_survive_a_concatenation_with_tables_that_had_none():
     assert [p["name"] for p in results.effects(both.loc["a"], metric="m", backbone="x")[0]["premises"]] \
         == ["stage learned"]
     assert results.effects(both.loc["b"], metric="m", backbone="x")[0]["premises"] == []
+
+
+# The comparisons whose verdict rests on a premise of their own kind (notebook, a word of the
+# method's name, the premise's name): a decided verdict there must carry it, computed and holding.
+REQUIRED = [("06_multitask", "sequential", "stage learned"),
+            ("08_tdt", "TDT", "scorer learned"),
+            ("11_amnesic_probing", "UPOS", "erased out of sample"),
+            ("11_amnesic_probing", "position", "erased out of sample"),
+            ("11_amnesic_probing", "re-injected", "erased out of sample")]
+
+
+def decided_without_premise(effects: list[dict]) -> list[str]:
+    """Every decided verdict (better/worse) that rests on a failed premise, or lacks one its kind
+    of comparison needs."""
+    bad = []
+    for e in effects:
+        if e.get("verdict") not in ("better", "worse"):
+            continue
+        names = {p["name"]: p["holds"] for p in e.get("premises", [])}
+        failed = [n for n, holds in names.items() if not holds]
+        missing = [need for nb, word, need in REQUIRED
+                   if e["notebook"] == nb and word in e["method"] and need not in names]
+        if failed or missing:
+            bad.append(f"{e['notebook']}: {e['method']} vs {e['baseline']} ({e['metric']}) → "
+                       f"{e['verdict']}: failed {failed}, not computed {missing}")
+    return bad
+
+
+def test_no_committed_verdict_rests_on_a_failed_or_missing_premise():
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "results" / "classroom"
+    for path in (root / "effects.json", root / "held-out" / "effects.json"):
+        assert decided_without_premise(json.loads(path.read_text())) == [], path
+    fake = [{"notebook": "06_multitask", "method": "sequential (mnli → rte)", "baseline": "b",
+             "metric": "m", "verdict": "worse", "premises": []},
+            {"notebook": "11_amnesic_probing", "method": "LEACE UPOS", "baseline": "b", "metric": "m",
+             "verdict": "worse", "premises": [{"name": "erased out of sample", "holds": False}]}]
+    assert len(decided_without_premise(fake)) == 2  # the check can fail

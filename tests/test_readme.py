@@ -208,3 +208,38 @@ def test_relative_links_resolve(doc):
             heads = re.findall(r"^#+ (.+)$", where.read_text(), re.M)
             slugs = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
             assert anchor in slugs, f"{doc}: {target} (headings: {sorted(slugs)})"
+
+
+def replication_counts(record: dict) -> dict[str, int]:
+    """What the held-out paragraph quotes, from ``replication.json``: the first run's headline
+    effects (a "better" or "worse" verdict) and what became of them on the held-out seeds."""
+    statuses = [e["status"] for e in record["effects"]
+                if e["first"] and e["first"]["verdict"] in ("better", "worse")]
+    return {"headline": len(statuses), "replicated": statuses.count("replicated"),
+            "not replicated": statuses.count("not replicated"),
+            "unread": sum(s.startswith(("void in the held-out", "untestable in the held-out",
+                                        "missing")) for s in statuses)}
+
+
+def quoted_counts(text: str) -> dict[str, int]:
+    m = re.search(r"Of the (\d+) headline effects [^,]*, (\d+) replicated", text)
+    unread = re.search(r"(\d+) could not be read on the held-out seeds", text)
+    did_not = re.search(r"(\d+) did not \(", text)
+    if not (m and unread and did_not):
+        raise AssertionError("the held-out paragraph must say 'Of the N headline effects …, M "
+                             "replicated', 'K could not be read on the held-out seeds' and 'J did not ('")
+    return {"headline": int(m[1]), "replicated": int(m[2]), "not replicated": int(did_not[1]),
+            "unread": int(unread[1])}
+
+
+def test_the_held_out_paragraph_counts_are_replication_json():
+    """The replication counts quoted in docs/notebooks.md are computed from replication.json (they
+    were typed by hand and drifted); an edited count fails."""
+    record = json.loads((CLASSROOM / "replication.json").read_text())
+    text = (REPO / "docs" / "notebooks.md").read_text()
+    want = replication_counts(record)
+    assert quoted_counts(text) == want
+    assert want["headline"] == want["replicated"] + want["not replicated"] + want["unread"]
+    edited = text.replace(f"{want['replicated']} replicated", f"{want['replicated'] + 1} replicated", 1)
+    with pytest.raises(AssertionError):
+        assert quoted_counts(edited) == want

@@ -3,23 +3,17 @@ printed and lose their figures, HTML and LaTeX (issue 63: the tracked tree trave
 device call); run_notebooks.py applies it when it swaps an executed copy in, and keeps no figures."""
 
 import base64
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.script_helpers import load_script
+
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"{name}_under_test", REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-strip_outputs = _load("strip_outputs")
+strip_outputs = load_script("strip_outputs")
 PNG = base64.b64encode(b"\x89PNG fake").decode()
 
 
@@ -84,7 +78,7 @@ def test_the_command_strips_in_place_and_refuses_the_teaching_notebooks(tmp_path
 
 
 def test_run_notebooks_strips_the_executed_copy_and_keeps_no_figures(tmp_path):
-    rn = _load("run_notebooks")
+    rn = load_script("run_notebooks")
     stage, out = tmp_path / "stage", tmp_path / "out"
     (out / "figures").mkdir(parents=True)
     (out / "figures" / "02_adaptation_01.png").write_bytes(b"an older run's")
