@@ -148,8 +148,8 @@ class Comparison:
     floor_check: Comparison | None = None  # the baseline against its floor
     start_check: Comparison | None = None  # the method against its starting point
     baseline_start_check: Comparison | None = None  # the baseline against its starting point
-    premise: Premise | None = None  # what the method's comparison rests on, measured in the run
-    premises: tuple[Premise, ...] = ()  # more of them: the first that fails decides
+    premises: tuple[Premise, ...] = ()  # what the comparison rests on, measured in the run: the
+    # first that fails decides the verdict
 
     @property
     def identical(self) -> bool:
@@ -173,8 +173,8 @@ class Comparison:
         method not better than its start (``"did not train"``)."""
         if self.test == "none":
             return "not tested (1 run)"
-        for premise in (self.premise, *self.premises):
-            if premise is not None and not premise.holds:
+        for premise in self.premises:
+            if not premise.holds:
                 return premise.failure
         if self.identical:
             return UNTESTABLE_IDENTICAL
