@@ -346,3 +346,48 @@ def test_the_premise_fails_on_the_worst_run_and_says_where():
     assert not premise.holds and premise.failure == stats.VOID_NOT_ERASED
     assert "test: probe 0.520 vs floor 0.340" in premise.detail
     assert amnesic.premise(runs[:1], floor).holds
+
+
+def _sweep_numbers() -> set[str]:
+    """Every accuracy of benchmarks/results/erasure_arms.json's out-of-sample sweep, at 3 decimals."""
+    import json
+    from pathlib import Path
+
+    blob = json.loads((Path(__file__).resolve().parents[3] / "benchmarks" / "results"
+                       / "erasure_arms.json").read_text())
+    out = set()
+    for row in blob["out-of-sample"]["rows"]:
+        for key in ("out_of_sample", "in_sample", "majority"):
+            out |= {f"{v:.3f}" for k, v in (row[key] or {}).items() if k in ("dev", "test")}
+    return out
+
+
+def _quoted(text: str, after: str) -> set[str]:
+    """The 0.xxx numbers of ``text`` after its first ``after``."""
+    import re
+
+    return set(re.findall(r"\b0\.\d{3}\b", text.split(after, 1)[1]))
+
+
+def test_the_sweep_numbers_quoted_in_prose_are_the_sweeps():
+    """The settings' docstring, notebook 11's exercise 4 and docs/notebooks.md quote the
+    out-of-sample sweep by hand: every 0.xxx they quote must be one of its numbers."""
+    import json
+    from pathlib import Path
+
+    from tutorial_lib.methods.probing.settings import AmnesicSettings
+
+    repo = Path(__file__).resolve().parents[3]
+    cells = ["".join(c["source"]) for c in json.loads(
+        (repo / "notebooks" / "11_amnesic_probing.ipynb").read_text())["cells"]]
+    exercises = next(c for c in cells if "**Fewer positions.**" in c)
+    details = (repo / "docs" / "notebooks.md").read_text().split("## 11_amnesic_probing", 1)[1]
+    sweep = _sweep_numbers()
+    texts = {"settings": (AmnesicSettings.__doc__, "Sizes"),
+             "exercise 4": (exercises, "**Fewer positions.**"),
+             "docs/notebooks.md": (details.split("fitted on the 35,136", 1)[0], "Fitted on 8,000")}
+    for where, (text, after) in texts.items():
+        quoted = _quoted(text, after)
+        assert quoted and quoted <= sweep, (where, sorted(quoted - sweep))
+    edited = texts["exercise 4"][0].replace("0.223", "0.231")
+    assert not _quoted(edited, "**Fewer positions.**") <= sweep  # an edited number fails
