@@ -121,7 +121,9 @@ REQUIRED = [("06_multitask", "sequential", "stage learned"),
             ("08_tdt", "TDT", "scorer learned"),
             ("11_amnesic_probing", "UPOS", "erased out of sample"),
             ("11_amnesic_probing", "position", "erased out of sample"),
-            ("11_amnesic_probing", "re-injected", "erased out of sample")]
+            ("11_amnesic_probing", "re-injected", "erased out of sample"),
+            ("17_instruction_tuning_and_preferences", "", "baseline above floor", "accuracy"),
+            ("17_instruction_tuning_and_preferences", "", "baseline above floor", "Hits@1")]
 
 
 def decided_without_premise(effects: list[dict]) -> list[str]:
@@ -133,8 +135,9 @@ def decided_without_premise(effects: list[dict]) -> list[str]:
             continue
         names = {p["name"]: p["holds"] for p in e.get("premises", [])}
         failed = [n for n, holds in names.items() if not holds]
-        missing = [need for nb, word, need in REQUIRED
-                   if e["notebook"] == nb and word in e["method"] and need not in names]
+        missing = [need for nb, word, need, *metric in REQUIRED
+                   if e["notebook"] == nb and word in e["method"] and need not in names
+                   and (not metric or metric[0] in e["metric"])]
         if failed or missing:
             bad.append(f"{e['notebook']}: {e['method']} vs {e['baseline']} ({e['metric']}) → "
                        f"{e['verdict']}: failed {failed}, not computed {missing}")
@@ -153,3 +156,29 @@ def test_no_committed_verdict_rests_on_a_failed_or_missing_premise():
             {"notebook": "11_amnesic_probing", "method": "LEACE UPOS", "baseline": "b", "metric": "m",
              "verdict": "worse", "premises": [{"name": "erased out of sample", "holds": False}]}]
     assert len(decided_without_premise(fake)) == 2  # the check can fail
+
+
+def test_the_baseline_above_its_floor_on_items_holds_fails_and_says_what_it_could_see():
+    from tutorial_lib import premises
+
+    held = premises.above_floor_items([True] * 180 + [False] * 120, 0.5, "base")
+    assert held.holds and "could see 8.1 points" in held.detail and held.name == "baseline above floor"
+    failed = premises.above_floor_items([True] * 9 + [False] * 11, 0.5, "base")
+    assert not failed.holds and failed.failure == "void: baseline at chance"
+    below = premises.above_floor_items([True] * 5 + [False] * 95, 0.2)  # significant, but below
+    assert not below.holds
+    assert premises.binomial_mde(90, 0.1) == pytest.approx(0.0887, abs=5e-4)
+    with pytest.raises(ValueError):
+        premises.above_floor_items([], 0.5)
+
+
+def test_a_dev_loss_that_fell_holds_one_that_did_not_is_did_not_train():
+    from tutorial_lib import premises
+
+    fell = premises.loss_fell([3.0, 3.2, 2.9, 3.1], [2.5, 2.8, 2.6, 2.7], "sft")
+    assert fell.holds and fell.name == "trained (dev loss)"
+    flat = premises.loss_fell([3.0, 3.2, 2.9, 3.1], [3.1, 3.1, 3.0, 3.0])
+    assert not flat.holds and flat.failure == "did not train"
+    assert not premises.loss_fell([1.0, 1.0], [1.5, 1.5]).holds  # rose: constant differences
+    with pytest.raises(ValueError):
+        premises.loss_fell([1.0, 2.0], [1.0])

@@ -30,6 +30,14 @@ kind (``Premise.name``)      fails when …  → verdict
                             confidence: "task-guided") does not follow the label information —
                             a rank correlation not positive at p < α (:func:`follows_label`)
                             → "void: the scorer did not learn the label".
+``baseline above floor``    the baseline's accuracy on the **items** it answered (pooled over
+                            seeds) is not above its floor rate by an exact binomial test
+                            (:func:`above_floor_items`) → "void: baseline at chance". The items
+                            are the units, so the test can see what a t-test over three seeds
+                            cannot; its minimum detectable effect is in the detail.
+``trained (dev loss)``      a fine-tuning did not lower its loss on held-out (dev) examples, by a
+                            paired test over those examples (:func:`loss_fell`) → "did not train".
+                            First-vs-last training batch is not a test: batches differ.
 ``matched``                 a control meant to match the method on some quantity (the variance
                             an eraser removes, how far an encoder moved) is outside the stated
                             tolerance (:func:`matched`) → "void: control not matched".
@@ -45,8 +53,10 @@ from dataclasses import dataclass
 
 from scipy import stats as sps
 
-from .power import ALPHA
+from .power import ALPHA, POWER
 
+VOID_AT_CHANCE = "void: baseline at chance"
+DID_NOT_TRAIN = "did not train"
 VOID_NOT_ERASED = "void: property not erased"
 VOID_STAGE = "void: intermediate stage did not learn"
 UNTESTABLE = "untestable: the arms are the same runs"
@@ -122,6 +132,52 @@ def stage_premise_items(score: float, n: int, floor: float, what: str = "the int
     p = float(sps.binomtest(round(score * n), n, floor, alternative="greater").pvalue)
     return Premise(p < ALPHA, VOID_STAGE, f"{what}: {score:.3f} on {n:,} test items vs its floor "
                    f"{floor:.3f}, one-sided binomial p = {p:.3f}", "stage learned")
+
+
+def binomial_mde(n: int, rate: float, power: float = POWER, alpha: float = ALPHA) -> float:
+    """The smallest gap over ``rate`` a two-sided test on ``n`` independent items detects with
+    ``power`` at ``alpha`` (normal approximation: ``(z_{1-α/2} + z_power) · √(rate(1-rate)/n)``)."""
+    z = sps.norm.ppf(1 - alpha / 2) + sps.norm.ppf(power)
+    return float(z * (rate * (1 - rate) / n) ** 0.5)
+
+
+def above_floor_items(correct: Sequence[bool], floor: float, what: str = "the baseline") -> Premise:
+    """The baseline against its floor on its **items** (``correct``: one bool per question or
+    turn, pooled over seeds; ``floor``: the rate a trivial answer scores, e.g. the majority class
+    or chance 1/N): an exact two-sided binomial test; it holds when the accuracy is above the floor
+    with p < α. The detail gives the test's minimum detectable effect (:func:`binomial_mde`), so a
+    failure on too few items says so."""
+    n = len(correct)
+    if n < 1 or not 0 < floor < 1:
+        raise ValueError(f"above_floor_items needs items and a floor rate in (0, 1), not {n} items "
+                         f"and {floor}")
+    k = int(sum(bool(c) for c in correct))
+    p = float(sps.binomtest(k, n, floor).pvalue)
+    holds = k / n > floor and p < ALPHA
+    return Premise(holds, VOID_AT_CHANCE,
+                   f"{what}: {k / n:.3f} on {n} items vs its floor {floor:.3f}, binomial p = {p:.3f}; "
+                   f"this test could see {100 * binomial_mde(n, floor):.1f} points",
+                   "baseline above floor")
+
+
+def loss_fell(before: Sequence[float], after: Sequence[float], what: str = "the fine-tuning"
+              ) -> Premise:
+    """A fine-tuning's premise: its loss on held-out examples (``before`` / ``after``: one loss
+    per example, the same examples in the same order) fell, by a one-sided paired t-test with
+    p < α. The training batches' own losses are no such test (each batch holds other examples)."""
+    b, a = [float(x) for x in before], [float(x) for x in after]
+    if len(a) != len(b) or len(a) < 2:
+        raise ValueError(f"loss_fell pairs losses example by example: {len(b)} before, {len(a)} after "
+                         "(at least 2 each)")
+    diffs = [y - x for x, y in zip(b, a)]
+    if all(d == diffs[0] for d in diffs):
+        p = 0.0 if diffs[0] < 0 else 1.0
+    else:
+        p = float(sps.ttest_rel(a, b, alternative="less").pvalue)
+    mean_b, mean_a = sum(b) / len(b), sum(a) / len(a)
+    return Premise(mean_a < mean_b and p < ALPHA, DID_NOT_TRAIN,
+                   f"{what}: dev loss {mean_b:.3f} → {mean_a:.3f} on {len(a)} examples, one-sided "
+                   f"paired t p = {p:.2g}", "trained (dev loss)")
 
 
 def arms_differ(method: Sequence, baseline: Sequence, what: str = "runs") -> Premise:

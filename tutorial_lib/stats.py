@@ -93,17 +93,17 @@ from .power import (  # noqa: F401 (re-exported: stats.holm, stats.seeds_needed,
     t_power,
 )
 from .premises import (  # noqa: F401 (re-exported: stats.Premise, stats.erasure_premise, …)
+    DID_NOT_TRAIN,
     UNTESTABLE,
     UNTESTABLE_IDENTICAL,
+    VOID_AT_CHANCE,
     VOID_NOT_ERASED,
     Premise,
     erasure_premise,
 )
 
 WITHIN_NOISE = "within noise"
-VOID_AT_CHANCE = "void: baseline at chance"
 VOID_BASELINE_DID_NOT_TRAIN = "void: baseline did not train"
-DID_NOT_TRAIN = "did not train"
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:

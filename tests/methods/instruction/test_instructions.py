@@ -133,18 +133,36 @@ def test_balanced_questions_hold_as_many_of_each_label_and_their_floor_is_a_half
 def test_heldout_tasks_are_never_trained_on_at_any_scale(scale):
     s = InstructSettings.at(scale)
     assert not set(s.heldout_tasks) & set(s.train_tasks)
-    assert s.single_task in s.train_tasks
+    assert set(s.seen_tasks) <= set(s.train_tasks)  # a seen type: the mixture trains on it
     for name in (*s.train_tasks, *s.heldout_tasks):
         tasks.spec(name)  # raises for an unknown task
     assert s.candidates is None or s.candidates >= 2
 
 
-def test_question_sets_draw_other_questions_per_seed_each_with_its_floor():
-    items, floors = instructions.question_sets(["mrpc", "cola"], 20, seed=0, balance=True)
-    again, _ = instructions.question_sets(["mrpc", "cola"], 20, seed=0, balance=True)
-    other, other_floors = instructions.question_sets(["mrpc", "cola"], 20, seed=1, balance=True)
-    assert set(items) == {"mrpc", "cola"} and items == again  # a seed's draw is fixed
-    assert [i.prompt for i in items["mrpc"]] != [i.prompt for i in other["mrpc"]]
-    for name in items:
-        assert len(items[name]) == 20 and sum(i.label for i in items[name]) == 10  # balanced
-        assert floors[name].mean == other_floors[name].mean == 0.5  # the floor of a balanced draw
+def test_the_question_pool_gives_each_seed_other_balanced_questions_with_its_floor():
+    pool = instructions.question_pool(["mrpc", "cola"], 20, [0, 1, 2], balance=True)
+    again = instructions.question_pool(["mrpc", "cola"], 20, [0, 1, 2], balance=True)
+    assert pool == again  # a fixed draw
+    for name in ("mrpc", "cola"):
+        prompts = [{i.prompt for i in pool[s][0][name]} for s in (0, 1, 2)]
+        assert all(len(p) == 20 for p in prompts) and not (prompts[0] & prompts[1] | prompts[1] & prompts[2]
+                                                           | prompts[0] & prompts[2])  # disjoint
+        for s in (0, 1, 2):
+            assert sum(i.label for i in pool[s][0][name]) == 10  # balanced per seed
+            assert pool[s][1][name].mean == 0.5
+    other = instructions.question_pool(["mrpc"], 20, [1000, 1001, 1002], balance=True)
+    assert {i.prompt for i in other[1000][0]["mrpc"]} != {i.prompt for i in pool[0][0]["mrpc"]}
+
+
+def test_content_free_questions_hold_no_content_and_no_label():
+    pair, single = instructions.content_free("rte"), instructions.content_free("sst2")
+    assert pair.prompt.count("N/A") == 2 and single.prompt.count("N/A") == 1
+    assert pair.label == single.label == -1 and pair.options == instructions.TEMPLATES["rte"][0].answers
+
+
+def test_a_dev_mixture_comes_from_the_validation_split_never_trained_on():
+    train = instructions.mixture(["sst2", "trec"], 12, seed=0)
+    dev = instructions.mixture(["sst2", "trec"], 6, seed=0, split="validation")
+    assert len(dev) == 12 and not {e.prompt for e in train} & {e.prompt for e in dev}
+    with pytest.raises(ValueError, match="split"):
+        instructions.mixture(["sst2"], 2, split="test")

@@ -133,3 +133,15 @@ def test_the_local_convai2_splits_give_pairs_from_train_and_turns_from_test():
     test = preferences.turns(convai2["test"], seed=0)
     assert len(test) == 1553 and all(len(t.candidates) == 20 for t in test)
     assert len(train) == 5468 and all(len(t.candidates) == 4 for t in train)
+
+
+def test_seed_turns_give_each_seed_other_turns_with_its_own_draw_of_candidates():
+    from tutorial_lib import data
+
+    test = data.load("convai2")["test"]
+    drawn = preferences.seed_turns(test, 12, [0, 1, 2], 4)
+    assert [len(drawn[s]) for s in (0, 1, 2)] == [4, 4, 4]
+    keys = [{(t.persona, t.history) for t in drawn[s]} for s in (0, 1, 2)]
+    assert not (keys[0] & keys[1] or keys[1] & keys[2] or keys[0] & keys[2])  # other turns
+    assert all(len(t.candidates) == 4 for s in drawn for t in drawn[s])
+    assert drawn == preferences.seed_turns(test, 12, [0, 1, 2], 4)  # a fixed draw

@@ -84,3 +84,17 @@ def test_a_run_records_each_heldout_tasks_accuracy(tok):
                   keep_model=True)
     assert set(run.columns) == {"t"} and run.scores["t"]["floor"] == 0.5
     assert 0 < run.trainable_params < run.total_params and run.model is not None
+
+
+def test_example_losses_are_each_rows_response_loss_and_a_run_keeps_them_on_dev_rows(tok):
+    rows = [instructions.render(tok, p, r) for p, r in ROWS]
+    model = tiny_lm(tok)
+    losses = sft.example_losses(model, rows, pad_id=tok.pad_token_id, batch_size=2)
+    collate = pad_collate(tok.pad_token_id)
+    for row, loss in zip(rows, losses):
+        with torch.no_grad():
+            assert loss == pytest.approx(float(zeroshot.response_loss(model, collate([row]))), abs=1e-5)
+    items = {"t": [Item("t", "is it good ?", ("yes", "no"), 0)]}
+    run = sft.run(tiny_lm(tok), tok, rows, items, {"t": Floor(0.5)}, seed=0, dev_rows=rows[:2],
+                  budget=Budget(epochs=2, batch_size=2, lr=1e-2), lora={"r": 2, "alpha": 4.0})
+    assert len(run.scores["dev"]["losses"]) == 2 and set(run.columns) == {"t"}

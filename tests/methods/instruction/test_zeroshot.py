@@ -115,3 +115,31 @@ def test_sum_and_mean_rank_differently_when_lengths_differ():
     total, count = torch.tensor([-3.0, -4.0]), torch.tensor([1, 4])
     assert zeroshot.choose(total, count) == 0
     assert zeroshot.choose(total, count, length_norm=True) == 1
+
+
+def test_the_shared_prefix_is_the_longest_common_start_but_leaves_each_prompt_a_token():
+    assert zeroshot.shared_prefix([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3]]) == 2
+    assert zeroshot.shared_prefix([[1, 2, 3], [1, 2, 3]]) == 2  # one token of its own each
+    assert zeroshot.shared_prefix([[7, 1], [8, 1]]) == 0 and zeroshot.shared_prefix([]) == 0
+
+
+def test_next_token_scores_on_the_shared_prefix_cache_equal_each_prompt_alone(tok, model):
+    prompts = [zeroshot.prompt_ids(tok, t) for t in ("is it good ?", "the plot was dull", "film")]
+    assert zeroshot.shared_prefix(prompts) > 0  # the chat template's start
+    cached = zeroshot.next_token_logps(model, prompts, batch_size=2)
+    for p, row in zip(prompts, cached):
+        with torch.no_grad():
+            alone = model(input_ids=torch.tensor([p])).logits[0, -1].log_softmax(-1)
+        assert torch.allclose(row, alone, atol=1e-4)
+
+
+def test_calibration_subtracts_the_content_free_prior_before_the_ranking(tok, model):
+    total, count = torch.tensor([-1.0, -2.0]), torch.tensor([1, 1])
+    assert zeroshot.choose(total, count) == 0
+    assert zeroshot.choose(total, count, prior=torch.tensor([-0.5, -3.0])) == 1  # -0.5 vs +1.0
+    items = [Item("sst2", p, ("negative", "positive"), y) for p, y in [("is it good ?", 1), ("dull", 0)]]
+    out = zeroshot.evaluate(model, tok, {"sst2": items}, {"sst2": Floor(0.5)}, calibrate=True)["sst2"]
+    (prior, _), = zeroshot.option_scores(model, tok, [instructions.content_free("sst2")])
+    hand = [zeroshot.choose(t, c, prior=prior) for t, c in zeroshot.option_scores(model, tok, items)]
+    assert out["calibrated answers"] == hand and len(out["answers"]) == 2
+    assert out["calibrated accuracy"] == sum(h == i.label for h, i in zip(hand, items)) / 2

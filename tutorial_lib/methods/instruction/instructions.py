@@ -135,17 +135,21 @@ def clip(text: str, tokenizer: Any, max_tokens: int) -> str:
 
 
 def mixture(task_names: Sequence[str], per_task: int | None, *, seed: int = 0, tokenizer: Any = None,
-            max_tokens: int = 96) -> list[Example]:
-    """``per_task`` training examples of each task (a fixed random subset of its train split:
-    the same for every training seed), each written with a template drawn at random (``seed``),
-    shuffled together. With a ``tokenizer``, each text is :func:`clip`-ped to ``max_tokens``."""
+            max_tokens: int = 96, split: str = "train") -> list[Example]:
+    """``per_task`` examples of each task (a fixed random subset of its ``split``: "train", the
+    same for every training seed, or "validation", a dev set the training never sees), each
+    written with a template drawn at random (``seed``), shuffled together. With a ``tokenizer``,
+    each text is :func:`clip`-ped to ``max_tokens``."""
+    if split not in ("train", "validation"):
+        raise ValueError(f"split must be 'train' or 'validation', got {split!r}")
     rng = random.Random(seed)
     out = []
     for name in task_names:
         if name not in TEMPLATES:
             raise ValueError(f"no instruction templates for task {name!r}: {sorted(TEMPLATES)}")
-        split = tasks.load_task(name, train_examples=per_task).train
-        for text, label in zip(split["text"], split["label"]):
+        rows = (tasks.load_task(name, train_examples=per_task).train if split == "train"
+                else tasks.subsample(tasks.load_task(name).validation, per_task))
+        for text, label in zip(rows["text"], rows["label"]):
             k = rng.randrange(len(TEMPLATES[name]))
             template = TEMPLATES[name][k]
             text = clip(text, tokenizer, max_tokens) if tokenizer is not None else text
@@ -196,6 +200,41 @@ def question_sets(names: Sequence[str], n: int | None, *, seed: int, tokenizer: 
     against its floor over question samples, not over identical numbers."""
     drawn = {name: heldout_items(name, n, tokenizer=tokenizer, balance=balance, seed=seed) for name in names}
     return {name: d[0] for name, d in drawn.items()}, {name: d[1] for name, d in drawn.items()}
+
+
+def question_pool(names: Sequence[str], n: int | None, seeds: Sequence[int], *, tokenizer: Any = None,
+                  balance: bool = False) -> dict[int, tuple[dict[str, list[Item]], dict[str, Floor]]]:
+    """**Disjoint** questions for every seed: ``n`` of each task per seed (None: the whole test
+    split shared out), drawn together once with the first seed and dealt out label by label (so
+    a balanced draw stays balanced per seed): ``{seed: ({task: items}, {task: majority floor})}``.
+    Pooled over the seeds they are ``n · len(seeds)`` different questions — the units of a test
+    over items (``premises.above_floor_items``), which sees far more than a test over three
+    seeds' means."""
+    seeds = list(seeds)
+    out: dict[int, tuple[dict[str, list[Item]], dict[str, Floor]]] = {s: ({}, {}) for s in seeds}
+    for name in names:
+        items, _ = heldout_items(name, None if n is None else n * len(seeds), tokenizer=tokenizer,
+                                 balance=balance, seed=seeds[0])
+        train_labels = tasks.load_task(name).train["label"]
+        rng = random.Random(seeds[0])
+        by_label = [[it for it in items if it.label == c] for c in sorted({it.label for it in items})]
+        for group in by_label:
+            rng.shuffle(group)
+        for k, seed in enumerate(seeds):
+            mine = [it for group in by_label for it in group[k::len(seeds)]]
+            out[seed][0][name] = mine
+            out[seed][1][name] = majority_floor(train_labels, [it.label for it in mine],
+                                                what=f"{name} majority class")
+    return out
+
+
+def content_free(name: str, template: int = 0) -> Item:
+    """Task ``name``'s question with "N/A" for its text (both sentences of a pair): contextual
+    calibration's content-free input (Zhao et al. 2021). What a model answers to it is its prior
+    over the answer words — the bias a rank classifier brings to every question."""
+    t = TEMPLATES[name][template]
+    text = f"N/A{tasks.SEP}N/A" if "{a}" in t.text else "N/A"
+    return Item(name, t.prompt(text), t.answers, -1)
 
 
 # --- the chat template and the loss mask ----------------------------------------------------------

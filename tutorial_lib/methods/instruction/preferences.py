@@ -66,6 +66,23 @@ def sample(turns_: Sequence[Turn], n: int | None, seed: int = 0) -> list[Turn]:
     return [turns_[i] for i in sorted(random.Random(seed).sample(range(len(turns_)), n))]
 
 
+def seed_turns(dialogues: Any, n: int | None, seeds: Sequence[int], n_candidates: int | None = None
+               ) -> dict[int, list[Turn]]:
+    """Test turns shared out among ``seeds``: ``n`` turns (None: all) drawn once with the first
+    seed and dealt out, so every seed scores **other** turns, each with its own draw of
+    ``n_candidates`` candidates (:func:`turns` with the seed). Pooled over the seeds they are
+    ``n`` different turns: the units of a test against chance (``premises.above_floor_items``)."""
+    seeds = list(seeds)
+    every = turns(dialogues)
+    picked = sorted(random.Random(seeds[0]).sample(range(len(every)), len(every) if n is None
+                                                   else min(n, len(every))))
+    out = {}
+    for k, seed in enumerate(seeds):
+        drawn = turns(dialogues, n_candidates, seed=seed)
+        out[seed] = [drawn[i] for i in picked[k::len(seeds)]]
+    return out
+
+
 def messages(turn: Turn, max_history: int = 3) -> list[dict[str, str]]:
     """The turn as a conversation: the persona as the system message, then the last
     ``max_history`` utterances, the partner's as *user* and the bot's as *assistant*, counted

@@ -26,11 +26,11 @@ from torch import nn
 from ...finetuning import Run
 from ...floors import Floor
 from ...models import count_parameters
-from ...runtime import seed_everything
+from ...runtime import device_of, seed_everything
 from ...settings import Budget
 from ...training import FitResult, Method, fit_with, pad_collate, resumable_loader
 from .instructions import Item
-from .zeroshot import evaluate, response_loss
+from .zeroshot import evaluate, response_loss, sequence_logps
 
 
 def with_lora(lm: nn.Module, *, r: int = 8, alpha: float = 16.0,
@@ -61,19 +61,41 @@ def finetune(model: nn.Module, rows: Sequence[Mapping], *, seed: int, budget: Bu
     return fit_with(model, loader, budget, method=Method(loss_fn=loss), progress=progress)
 
 
+@torch.inference_mode()
+def example_losses(model: nn.Module, rows: Sequence[Mapping], *, pad_id: int, batch_size: int = 8
+                   ) -> list[float]:
+    """Each rendered row's loss on its response: the mean negative log-likelihood per response
+    token (nats), in the rows' order — a dev set's losses before and after fine-tuning are then
+    paired example by example (``premises.loss_fell``)."""
+    model.eval()
+    collate = pad_collate(pad_id)
+    out: list[float] = []
+    for start in range(0, len(rows), batch_size):
+        batch = collate(list(rows[start: start + batch_size]))
+        args = [batch[k].to(device_of(model)) for k in ("input_ids", "attention_mask", "labels")]
+        total, count = sequence_logps(model, *args)
+        out += (-total / count.clamp(min=1)).tolist()
+    return out
+
+
 def run(lm: nn.Module, tokenizer: Any, rows: Sequence[Mapping], items: Mapping[str, Sequence[Item]],
         floors: Mapping[str, Floor], *, seed: int, budget: Budget, lora: Mapping[str, Any],
         length_norm: bool = False, name: str = "SFT", backbone: str = "smollm2",
-        keep_model: bool = False) -> Run:
+        keep_model: bool = False, dev_rows: Sequence[Mapping] = (), calibrate: bool = False) -> Run:
     """One seed: LoRA (``lora``: :func:`with_lora`'s options) on ``lm``, SFT on ``rows``, then
-    zero-shot accuracy on every held-out task (:func:`~.zeroshot.evaluate`). The run's ``scores``
-    hold each task's result, its ``columns`` each task's accuracy; ``keep_model``: the trained
+    zero-shot accuracy on every held-out task (:func:`~.zeroshot.evaluate`, ``calibrate`` as
+    there). The run's ``scores`` hold each task's result, and with ``dev_rows`` (rendered rows
+    the training never saw) ``scores["dev"]["losses"]``: each one's loss after training
+    (:func:`example_losses`); its ``columns`` each task's accuracy; ``keep_model``: the trained
     model stays on the run (``model``; else None, so that runs do not hold 540 MB each)."""
     model = with_lora(lm, seed=seed, **lora)
     fitted = finetune(model, rows, seed=seed, budget=budget, pad_id=tokenizer.pad_token_id)
     scores = evaluate(model, tokenizer, items, floors, length_norm=length_norm, max_len=budget.max_len,
-                      batch_size=budget.eval_batch_size)
+                      batch_size=budget.eval_batch_size, calibrate=calibrate)
     columns = {task: s["accuracy"] for task, s in scores.items()}
+    if dev_rows:
+        scores["dev"] = {"losses": example_losses(model, dev_rows, pad_id=tokenizer.pad_token_id,
+                                                  batch_size=budget.eval_batch_size)}
     return Run(backbone, seed, {"accuracy": sum(columns.values()) / len(columns)}, fitted.history,
                fitted.seconds, count_parameters(model, trainable_only=True), count_parameters(model),
                model=model if keep_model else None, columns=columns, name=name, scores=scores)

@@ -31,7 +31,7 @@ from ...floors import Floor
 from ...models import IGNORE_INDEX
 from ...runtime import device_of
 from ...training import pad_ids
-from .instructions import Item, chat_text
+from .instructions import Item, chat_text, content_free
 
 
 def sequence_logps(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
@@ -91,20 +91,41 @@ def prompt_ids(tokenizer: Any, prompt: str, max_len: int | None = None, room: in
     return ids if max_len is None else ids[-(max_len - room):]
 
 
+def shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
+    """How many leading tokens every prompt shares (the chat template's system message and turn
+    header), at most one short of the shortest prompt: each prompt keeps a token of its own."""
+    if not prompts:
+        return 0
+    first, limit = prompts[0], min(map(len, prompts)) - 1
+    k = 0
+    while k < limit and all(p[k] == first[k] for p in prompts):
+        k += 1
+    return k
+
+
 @torch.inference_mode()
 def next_token_logps(model: nn.Module, prompts: Sequence[Sequence[int]], batch_size: int = 8
                      ) -> list[torch.Tensor]:
     """The next-token log-probabilities ``[V]`` after each prompt, the prompts in right-padded
-    batches (shortest first): a one-token answer's score is one entry of it."""
+    batches (shortest first): a one-token answer's score is one entry of it. The prefix all
+    prompts share (:func:`shared_prefix`: the system message) runs once per batch and the rest
+    on its key/value cache, as in :func:`candidate_logps`."""
     decoder, head = model.get_decoder(), model.get_output_embeddings()
     dev = device_of(model)
+    k = shared_prefix(prompts)
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     out: list[torch.Tensor | None] = [None] * len(prompts)
     for start in range(0, len(order), batch_size):
         chunk = order[start: start + batch_size]
-        ids, mask = pad_ids([prompts[i] for i in chunk], 0)
-        hidden = decoder(input_ids=ids.to(dev), attention_mask=mask.to(dev)).last_hidden_state
-        last = hidden[torch.arange(len(chunk), device=dev), mask.sum(-1).to(dev) - 1]
+        ids, mask = pad_ids([prompts[i][k:] for i in chunk], 0)
+        ids, mask, cache = ids.to(dev), mask.to(dev), None
+        if k:
+            cache = decoder(input_ids=torch.tensor([list(prompts[0][:k])], device=dev),
+                            use_cache=True).past_key_values
+            cache.batch_repeat_interleave(len(chunk))
+        full = torch.cat([torch.ones(len(chunk), k, dtype=mask.dtype, device=dev), mask], dim=1)
+        hidden = decoder(input_ids=ids, attention_mask=full, past_key_values=cache).last_hidden_state
+        last = hidden[torch.arange(len(chunk), device=dev), mask.sum(-1) - 1]
         for i, row in zip(chunk, head(last).float().log_softmax(-1).cpu()):
             out[i] = row
     return out
@@ -128,20 +149,37 @@ def option_scores(model: nn.Module, tokenizer: Any, items: Sequence[Item], max_l
     return out
 
 
-def choose(total: torch.Tensor, count: torch.Tensor, length_norm: bool = False) -> int:
-    """The option with the highest summed log-probability (per token with ``length_norm``)."""
+def choose(total: torch.Tensor, count: torch.Tensor, length_norm: bool = False,
+           prior: torch.Tensor | None = None) -> int:
+    """The option with the highest summed log-probability (per token with ``length_norm``);
+    ``prior``: the same scores on a content-free input, subtracted first (contextual
+    calibration, Zhao et al. 2021: divide each option's probability by its probability when
+    there is nothing to read)."""
     score = total / count.clamp(min=1) if length_norm else total
-    return int(score.argmax())
+    return int((score if prior is None else score - prior).argmax())
 
 
 def evaluate(model: nn.Module, tokenizer: Any, items: Mapping[str, Sequence[Item]],
              floors: Mapping[str, Floor], *, length_norm: bool = False, max_len: int | None = None,
-             batch_size: int = 8) -> dict[str, dict[str, Any]]:
+             batch_size: int = 8, calibrate: bool = False) -> dict[str, dict[str, Any]]:
     """Every held-out task's zero-shot accuracy by ranking its options, beside its majority
-    floor: ``{task: {"accuracy", "floor", "correct" (per item)}}``."""
+    floor: ``{task: {"accuracy", "floor", "correct" and "answers" (per item: right or not, the
+    option chosen)}}``. ``calibrate``: also the same ranking after contextual calibration
+    (:func:`choose`'s ``prior``, from the task's :func:`~.instructions.content_free` question:
+    one more prompt a task) as ``"calibrated accuracy"``, ``"calibrated correct"`` and
+    ``"calibrated answers"``."""
     out = {}
     for name, task_items in items.items():
         scores = option_scores(model, tokenizer, task_items, max_len, batch_size)
-        correct = [choose(t, c, length_norm) == item.label for (t, c), item in zip(scores, task_items)]
-        out[name] = {"accuracy": float(np.mean(correct)), "floor": floors[name].mean, "correct": correct}
+        answers = [choose(t, c, length_norm) for t, c in scores]
+        correct = [a == item.label for a, item in zip(answers, task_items)]
+        out[name] = {"accuracy": float(np.mean(correct)), "floor": floors[name].mean,
+                     "correct": correct, "answers": answers}
+        if calibrate:
+            (t0, c0), = option_scores(model, tokenizer, [content_free(name)], max_len, batch_size)
+            prior = t0 / c0.clamp(min=1) if length_norm else t0
+            fixed = [choose(t, c, length_norm, prior) for t, c in scores]
+            right = [a == item.label for a, item in zip(fixed, task_items)]
+            out[name] |= {"calibrated accuracy": float(np.mean(right)), "calibrated correct": right,
+                          "calibrated answers": fixed}
     return out
