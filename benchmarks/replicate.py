@@ -35,33 +35,35 @@ import datetime as dt
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from scipy import stats as sps
-
-from tutorial_lib import config, stats
+from tutorial_lib import config, results, stats
+from tutorial_lib.methods import references
 from tutorial_lib.ops import report as reports
 from tutorial_lib.runtime import atomic_write
 
 ROOT = Path(__file__).resolve().parents[1]
-HELD_OUT_DIR = "held-out"
+HELD_OUT_DIR = results.HELD_OUT_DIR
 SEED_RULE = (f"held-out seed = seed + {config.HELD_OUT_OFFSET} for every fine-tuning seed and "
              "few-shot split (tutorial_lib.config.apply_seed_set, $TUTORIAL_SEEDS=held-out); "
              "the pretrained models are the same")
 DEFINITION = ("An effect **replicated** when the first run called it \"better\" or \"worse\", the "
               "held-out run's Δ has the same sign and its 95 % CI excludes zero. The **pooled** "
               "column tests both seed sets together (paired t over all per-seed differences where "
-              "both runs were paired, else an inverse-variance weighted z-test of the two Δs). An "
+              "both runs were paired, else an inverse-variance weighted z-test of the two Δs); its "
+              "verdict keeps a guard that failed in either run, and beside a source's number it says "
+              "\"below our MDE\" only where the pooled CI does not exclude that number. An "
               "effect within noise in the first run has nothing to replicate; a void comparison "
               "(baseline at its floor, a method that did not train, a failed premise) is reported "
               "as void, and one whose arms were the same runs as untestable (its own category).")
 CLAIMED = ("better", "worse")
 VOID_PREFIXES = ("void", stats.DID_NOT_TRAIN)
 UNTESTABLE_PREFIX = "untestable"
+effect_key = results.effect_key  # what pairs an effect of the first run with its held-out twin
+ci_of = results.ci_of  # the 95 % CI of an effect record (its ``ci95`` string), or None
 
 
 def verdict_of(effect: Mapping) -> str:
@@ -74,56 +76,15 @@ def verdict_of(effect: Mapping) -> str:
     return verdict
 
 
-def effect_key(effect: Mapping) -> str:
-    """What pairs an effect of the first run with its held-out twin."""
-    return " | ".join(str(effect.get(k, "")) for k in ("notebook", "backbone", "metric", "method",
-                                                        "baseline"))
-
-
-def ci_of(effect: Mapping) -> tuple[float, float] | None:
-    """The 95 % CI of an effect record (its ``ci95`` string), or None."""
-    text = effect.get("ci95") or ""
-    numbers = re.findall(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?", str(text).replace("−", "-"))
-    return (float(numbers[0]), float(numbers[1])) if len(numbers) == 2 else None
-
-
-def _se(effect: Mapping) -> float | None:
-    """Δ's standard error: the record's ``se``, else from its CI and ``df``."""
-    if effect.get("se") is not None:
-        return float(effect["se"])
-    ci, df = ci_of(effect), effect.get("df")
-    if ci is None or not df:
-        return None
-    return (ci[1] - ci[0]) / 2 / float(sps.t.ppf(1 - stats.ALPHA / 2, df))
-
-
 def pooled(first: Mapping, held: Mapping) -> dict | None:
-    """The test over both seed sets (module docstring); None when a side lacks n or se."""
-    n1, n2 = first.get("n"), held.get("n")
-    s1, s2 = _se(first), _se(held)
-    if not n1 or not n2 or s1 is None or s2 is None:
-        return None
-    m1, m2 = float(first["delta"]), float(held["delta"])
-    if first.get("test") == held.get("test") == "paired t":
-        n = n1 + n2
-        sd1, sd2 = s1 * math.sqrt(n1), s2 * math.sqrt(n2)
-        mean = (n1 * m1 + n2 * m2) / n
-        ss = (n1 - 1) * sd1 ** 2 + (n2 - 1) * sd2 ** 2 + n1 * (m1 - mean) ** 2 + n2 * (m2 - mean) ** 2
-        se = math.sqrt(ss / (n - 1) / n)
-        df, test = n - 1, "paired t, both seed sets"
-        crit = float(sps.t.ppf(1 - stats.ALPHA / 2, df))
-        p = 2 * float(sps.t.sf(abs(mean) / se, df)) if se > 0 else (0.0 if mean else 1.0)
-    else:
-        if s1 == 0 or s2 == 0:
-            return None
-        w1, w2 = 1 / s1 ** 2, 1 / s2 ** 2
-        mean = (w1 * m1 + w2 * m2) / (w1 + w2)
-        se = 1 / math.sqrt(w1 + w2)
-        n, df, test = n1 + n2, None, "inverse-variance z, both seed sets"
-        crit = float(sps.norm.ppf(1 - stats.ALPHA / 2))
-        p = 2 * float(sps.norm.sf(abs(mean) / se))
-    return {"delta": round(mean, 3), "ci95": f"[{mean - crit * se:+.2f}, {mean + crit * se:+.2f}]",
-            "p": p, "test": test, "n": n, "df": df}
+    """The test over both seed sets (module docstring, :func:`tutorial_lib.results.pooled_effect`),
+    each run's verdict read as :func:`verdict_of` reads it (a failed guard in either stands), and
+    where ``references.SOURCE_EFFECTS`` has the source's number, what the pooled test says of it
+    (``source_vs_pooled``: "below our MDE" only where the pooled CI does not exclude it)."""
+    source = references.source_effect(first)
+    return results.pooled_effect({**first, "verdict": verdict_of(first)},
+                                 {**held, "verdict": verdict_of(held)},
+                                 None if source is None else source.delta)
 
 
 def status(first: Mapping, held: Mapping | None) -> str:

@@ -40,6 +40,12 @@ def test_arms_that_are_the_same_runs_are_untestable():
     assert same.detail == "2 of 2 aux sets identical"
     with pytest.raises(ValueError, match="run by run"):
         premises.arms_differ([1, 2], [1])
+    with pytest.raises(ValueError, match="at least one pair"):
+        premises.arms_differ([], [])
+    # a control about one choice (07's random auxiliary subset) says which choice was the same
+    tasks = premises.arms_differ([("mr",)], [("mr",)], "task sets",
+                                 failure=premises.UNTESTABLE_SAME_TASKS)
+    assert not tasks.holds and tasks.failure.startswith("untestable: the arms trained on the same")
 
 
 def test_a_constant_answer_is_flagged():

@@ -22,7 +22,10 @@ kind (``Premise.name``)      fails when …  → verdict
 ``arms differ``             the two arms are the same runs or made identical predictions
                             (:func:`arms_differ`) → "untestable: the arms are the same runs":
                             not a null, nothing was compared. ``stats.Comparison.verdict`` also
-                            finds it alone when every paired difference is exactly zero.
+                            finds it alone when every paired difference is exactly zero. A
+                            control that asks about one choice (07's random auxiliary subset)
+                            compares only that choice → "untestable: the arms trained on the
+                            same auxiliary tasks".
 ``answers vary``            an arm gives one constant answer on every test item
                             (:func:`varied_answers`) → "void: constant answer": a rank
                             classifier stuck on one label measures the label prior, not the task.
@@ -61,6 +64,7 @@ VOID_NOT_ERASED = "void: property not erased"
 VOID_STAGE = "void: intermediate stage did not learn"
 UNTESTABLE = "untestable: the arms are the same runs"
 UNTESTABLE_IDENTICAL = "untestable: the arms gave identical results on every run"
+UNTESTABLE_SAME_TASKS = "untestable: the arms trained on the same auxiliary tasks"
 VOID_CONSTANT = "void: constant answer"
 VOID_NOT_MATCHED = "void: control not matched"
 VOID_SCORER = "void: the scorer did not learn the label"
@@ -180,14 +184,19 @@ def loss_fell(before: Sequence[float], after: Sequence[float], what: str = "the 
                    f"paired t p = {p:.2g}", "trained (dev loss)")
 
 
-def arms_differ(method: Sequence, baseline: Sequence, what: str = "runs") -> Premise:
+def arms_differ(method: Sequence, baseline: Sequence, what: str = "runs", *,
+                failure: str = UNTESTABLE) -> Premise:
     """Whether two arms are different: ``method`` and ``baseline`` are what identifies each run
     (e.g. the auxiliary tasks each seed trained on, or its predictions), in the same order. The
-    premise fails when every one is equal — the "comparison" would test a run against itself."""
+    premise fails when every one is equal — the "comparison" would test a run against itself.
+    ``failure``: the verdict then (default :data:`UNTESTABLE`; :data:`UNTESTABLE_SAME_TASKS` where
+    only the arms' choice of tasks is compared)."""
     if len(method) != len(baseline):
         raise ValueError(f"arms_differ compares run by run: {len(method)} vs {len(baseline)} {what}")
+    if not len(method):
+        raise ValueError(f"arms_differ needs at least one pair of {what}")
     same = [m == b for m, b in zip(method, baseline)]
-    return Premise(not all(same), UNTESTABLE,
+    return Premise(not all(same), failure,
                    f"{sum(same)} of {len(same)} {what} identical", "arms differ")
 
 

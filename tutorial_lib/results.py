@@ -4,6 +4,11 @@ A notebook ends with ``results.save("02_adaptation", scale, {"TREC-6 test error"
 seeds=...)``, its effects from :func:`effects`. Files go to ``$TUTORIAL_RESULTS_DIR`` (the main
 job sets it), else to the cache. The main job's report ``RESULTS.md``, built from them, is an
 operation: :mod:`tutorial_lib.ops.report`.
+
+Reading them back: what a comparison says of a source's number (:func:`source_status`: "below our
+MDE" only where the CI does not exclude it), the test over both seed sets (:func:`pooled_effect`,
+also the held-out replication's, ``benchmarks/replicate.py``) and, in a notebook, this run pooled
+with the committed run of the other seed set (:func:`pooled_with_committed`).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import datetime as dt
 import json
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -163,3 +169,165 @@ def save(notebook: Settings | str, scale: Scale, tables: dict[str, pd.DataFrame]
     }
     path = results_dir(scale) / f"{notebook}.json"
     return atomic_write(path, json.dumps(payload, indent=1))
+
+
+# --- the sources' numbers, and both seed sets together -------------------------------------------
+
+SOURCE_BELOW, SOURCE_SEEN, SOURCE_NOT_SEEN, SOURCE_OPPOSITE, SOURCE_EXCLUDED = (
+    "below our MDE", "seen", "above our MDE and not seen", "opposite sign seen",
+    "outside our 95 % CI")
+GUARD_PREFIXES = ("void", stats.DID_NOT_TRAIN, "untestable")  # a verdict no test decided
+
+
+def source_status(verdict: str, delta: float, ci95: object, mde: float | None,
+                  source_delta: float) -> str:
+    """What a comparison says about a source's number ``source_delta`` (in the record's units):
+    for a decided verdict "seen" (same sign) or "opposite sign seen"; a void or untestable
+    verdict is itself (nothing was measured to set beside the source); for a null "outside our
+    95 % CI" where the CI excludes the source's number — evidence against that size here, whatever
+    the MDE — and only otherwise "below our MDE" (this run could not have seen it: its null says
+    nothing about the source) or "above our MDE and not seen"."""
+    verdict = str(verdict)
+    if verdict in ("better", "worse"):
+        return SOURCE_SEEN if (delta > 0) == (source_delta > 0) else SOURCE_OPPOSITE
+    if verdict.startswith(GUARD_PREFIXES):
+        return verdict
+    low, high = stats.parse_ci(ci95)
+    if not (math.isnan(low) or low <= source_delta <= high):
+        return SOURCE_EXCLUDED
+    return SOURCE_BELOW if mde is not None and abs(source_delta) < mde else SOURCE_NOT_SEEN
+
+
+def effect_key(effect: Mapping) -> str:
+    """What pairs an effect of one seed set with its twin in another."""
+    return " | ".join(str(effect.get(k, "")) for k in ("notebook", "backbone", "metric", "method",
+                                                        "baseline"))
+
+
+def ci_of(effect: Mapping) -> tuple[float, float] | None:
+    """The 95 % CI of an effect record (its ``ci95`` string), or None."""
+    numbers = re.findall(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?",
+                         str(effect.get("ci95") or "").replace("−", "-"))
+    return (float(numbers[0]), float(numbers[1])) if len(numbers) == 2 else None
+
+
+def _se(effect: Mapping) -> float | None:
+    """Δ's standard error: the record's ``se``, else from its CI and ``df``."""
+    if effect.get("se") is not None:
+        return float(effect["se"])
+    ci, df = ci_of(effect), effect.get("df")
+    if ci is None or not df:
+        return None
+    return (ci[1] - ci[0]) / 2 / float(sps.t.ppf(1 - stats.ALPHA / 2, df))
+
+
+def pooled_effect(first: Mapping, second: Mapping, source_delta: float | None = None) -> dict | None:
+    """The test over both seed sets of one effect (its records in two runs): for paired t-tests
+    the paired t-test over all n₁ + n₂ per-seed differences (reconstructed exactly from each run's
+    n, Δ and standard error), otherwise an inverse-variance weighted (fixed-effect) z-test of the
+    two Δs; None when a side lacks n or se. With it: ``mde`` (what the pooled test could see),
+    ``raw verdict`` (the test alone) and ``verdict`` — a guard that failed in either run (a void or
+    untestable verdict: the first run's, else the second's) stands, since pooling more seeds does
+    not repair a premise — and, given ``source_delta``, ``source_vs_pooled``
+    (:func:`source_status`)."""
+    n1, n2 = first.get("n"), second.get("n")
+    s1, s2 = _se(first), _se(second)
+    if not n1 or not n2 or s1 is None or s2 is None:
+        return None
+    m1, m2 = float(first["delta"]), float(second["delta"])
+    if first.get("test") == second.get("test") == "paired t":
+        n = n1 + n2
+        sd1, sd2 = s1 * math.sqrt(n1), s2 * math.sqrt(n2)
+        mean = (n1 * m1 + n2 * m2) / n
+        ss = (n1 - 1) * sd1 ** 2 + (n2 - 1) * sd2 ** 2 + n1 * (m1 - mean) ** 2 + n2 * (m2 - mean) ** 2
+        se = math.sqrt(ss / (n - 1) / n)
+        df, test = n - 1, "paired t, both seed sets"
+        crit = float(sps.t.ppf(1 - stats.ALPHA / 2, df))
+        p = 2 * float(sps.t.sf(abs(mean) / se, df)) if se > 0 else (0.0 if mean else 1.0)
+    else:
+        if s1 == 0 or s2 == 0:
+            return None
+        w1, w2 = 1 / s1 ** 2, 1 / s2 ** 2
+        mean = (w1 * m1 + w2 * m2) / (w1 + w2)
+        se = 1 / math.sqrt(w1 + w2)
+        n, df, test = n1 + n2, None, "inverse-variance z, both seed sets"
+        crit = float(sps.norm.ppf(1 - stats.ALPHA / 2))
+        p = 2 * float(sps.norm.sf(abs(mean) / se))
+    higher = str(first.get("metric", "")).endswith("(higher is better)")
+    raw = (stats.WITHIN_NOISE if not p < stats.ALPHA else
+           "better" if (mean > 0) == higher else "worse")
+    guard = next((str(r.get("verdict")) for r in (first, second)
+                  if str(r.get("verdict", "")).startswith(GUARD_PREFIXES)), None)
+    mde = stats.minimum_detectable_effect(se, math.inf if df is None else df) if se > 0 else None
+    out = {"delta": round(mean, 3), "ci95": f"[{mean - crit * se:+.2f}, {mean + crit * se:+.2f}]",
+           "p": p, "test": test, "n": n, "df": df,
+           "mde": None if mde is None else round(mde, 3), "raw verdict": raw, "verdict": guard or raw}
+    if source_delta is not None:
+        out.update(source_delta=source_delta,
+                   source_vs_pooled=source_status(out["verdict"], mean, out["ci95"], mde, source_delta))
+    return out
+
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+COMMITTED_DIR = REPOSITORY / "results"  # the committed runs: results/<scale>/[held-out/]<notebook>.json
+HELD_OUT_DIR = "held-out"  # the held-out seed set's runs, beside the main run's
+_OTHER_SEED_SET = {"main": "held-out", "held-out": "main"}
+
+
+def committed_run(scale_name: str, notebook: str, seed_set_name: str) -> dict | None:
+    """The committed record of ``notebook`` at ``scale_name`` on the seed set ``main``
+    (``results/<scale>/<notebook>.json``) or ``held-out`` (``results/<scale>/held-out/…``), as
+    :func:`save` wrote it; None where there is none (a package installed without the repository,
+    as on Colab, has no committed runs)."""
+    folder = COMMITTED_DIR / scale_name
+    path = (folder / HELD_OUT_DIR if seed_set_name == "held-out" else folder) / f"{notebook}.json"
+    if seed_set_name not in _OTHER_SEED_SET or not path.exists():
+        return None
+    blob = json.loads(path.read_text())
+    return blob if blob.get("seed_set", "main") == seed_set_name else None
+
+
+def pooled_with_committed(effect: Mapping, scale: Scale, *, source_delta: float | None = None,
+                          source: str = "the source") -> tuple[dict | None, str]:
+    """This run's ``effect`` (a record of :func:`effects`, with its ``notebook``) pooled with its
+    twin in the committed run of the *other* seed set (main ↔ held-out, :func:`committed_run`) by
+    :func:`pooled_effect`, the main run's record first; and one sentence that reads it: Δ, its
+    95 % CI, p, the verdict (and the test alone where a guard decided) and, given the source's
+    number, whether the pooled CI excludes it. ``(None, why not)`` where there is no twin to pool
+    with — never an error: the cell that asks runs anywhere."""
+    notebook, this = str(effect.get("notebook", "")), seed_set()
+    other = _OTHER_SEED_SET.get(this)
+    if other is None:
+        return None, (f"no pooled result: this run's seed set ({this}) has no committed twin (only "
+                      "the main and held-out seed sets are committed)")
+    where = f"results/{scale.name}/{HELD_OUT_DIR + '/' if other == 'held-out' else ''}{notebook}.json"
+    blob = committed_run(scale.name, notebook, other)
+    if blob is None:
+        why = ("this copy of tutorial_lib was installed without the repository (as on Colab), "
+               "which holds the committed runs" if not (REPOSITORY / "notebooks").is_dir() else
+               f"no committed {other} run of this notebook at the {scale.name} scale (at classroom: "
+               f"python -m benchmarks.replicate --run --only {notebook[:2]})")
+        return None, f"no pooled result: {where} is absent — {why}"
+    twin = next((e for e in blob.get("effects", []) if effect_key(e) == effect_key(effect)), None)
+    if twin is None:
+        return None, f"no pooled result: {where} has no effect {effect_key(effect)!r}"
+    first, second = (effect, twin) if this == "main" else (twin, effect)
+    pooled = pooled_effect(first, second, source_delta)
+    if pooled is None:
+        return None, f"no pooled result: a run of {effect_key(effect)!r} has no n or standard error"
+    unit = effect.get("unit") or "points"
+    text = (f"{effect.get('method')} vs {effect.get('baseline')}, {effect.get('metric')}, pooled over "
+            f"this run ({this} seeds) and the committed {other} run (seeds {blob.get('seeds')}): "
+            f"Δ {pooled['delta']:+.2f} {unit}, 95 % CI {pooled['ci95']}, p = {pooled['p']:.3f} "
+            f"({pooled['test']}, n = {pooled['n']}) → {pooled['verdict']}")
+    if pooled["verdict"] != pooled["raw verdict"]:
+        text += f" (the test alone: {pooled['raw verdict']})"
+    if source_delta is not None:
+        low, high = stats.parse_ci(pooled["ci95"])
+        excluded = not low <= source_delta <= high
+        text += (f"; the pooled CI {'excludes' if excluded else 'does not exclude'} {source}'s "
+                 f"{source_delta:+.2f} {unit}")
+        if not excluded and pooled["verdict"] == stats.WITHIN_NOISE and pooled["mde"] is not None:
+            text += (f", {'below' if abs(source_delta) < pooled['mde'] else 'above'} the pooled MDE "
+                     f"({pooled['mde']:.2f})")
+    return pooled, text

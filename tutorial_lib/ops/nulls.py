@@ -12,11 +12,15 @@ from collections.abc import Mapping, Sequence
 
 from .. import stats
 from ..methods import references
-from ..results import power_of
-
-SOURCE_BELOW, SOURCE_SEEN, SOURCE_NOT_SEEN, SOURCE_OPPOSITE, SOURCE_EXCLUDED = (
-    "below our MDE", "seen", "above our MDE and not seen", "opposite sign seen",
-    "outside our 95 % CI")
+from ..results import (  # noqa: F401 (the statuses, re-exported: reports.SOURCE_BELOW, …)
+    SOURCE_BELOW,
+    SOURCE_EXCLUDED,
+    SOURCE_NOT_SEEN,
+    SOURCE_OPPOSITE,
+    SOURCE_SEEN,
+    power_of,
+    source_status,
+)
 
 
 def with_power(records: Sequence[dict]) -> list[dict]:
@@ -24,10 +28,11 @@ def with_power(records: Sequence[dict]) -> list[dict]:
     each record's standard error and df; a record saved before they existed gets them here) and,
     where ``references.SOURCE_EFFECTS`` holds the source's number for the comparison:
     ``source_delta``, ``runs_for_source`` (runs a repeat would need to detect it with 80 % power
-    at this run's spread) and ``source_vs_run`` — for a null: "outside our 95 % CI" (the run's
-    interval excludes the source's number: evidence against it here, whatever the MDE), else
-    "below our MDE" (this run could not have seen it: its null says nothing about the source) or
-    "above our MDE and not seen"; for a decided verdict "seen" or "opposite sign seen"."""
+    at this run's spread) and ``source_vs_run`` (:func:`tutorial_lib.results.source_status`) —
+    for a null: "outside our 95 % CI" (the run's interval excludes the source's number: evidence
+    against it here, whatever the MDE), else "below our MDE" (this run could not have seen it:
+    its null says nothing about the source) or "above our MDE and not seen"; for a decided verdict
+    "seen" or "opposite sign seen"; a void or untestable verdict is itself."""
     out = []
     for r in records:
         r = dict(r)
@@ -48,17 +53,7 @@ def _against_source(r: Mapping, delta: float) -> dict:
     paired = r.get("test") != "Welch t"
     spread = float(se) * math.sqrt(n if paired else n / 2)
     runs = stats.seeds_needed(delta, spread, paired=paired)
-    verdict = str(r.get("verdict", ""))
-    if verdict in ("better", "worse"):
-        same = (r["delta"] > 0) == (delta > 0)
-        status = SOURCE_SEEN if same else SOURCE_OPPOSITE
-    elif verdict.startswith(("void", "did not train")):
-        status = verdict
-    else:
-        low, high = stats.parse_ci(r.get("ci95"))
-        excluded = not (math.isnan(low) or low <= delta <= high)
-        status = (SOURCE_EXCLUDED if excluded else SOURCE_BELOW if abs(delta) < mde
-                  else SOURCE_NOT_SEEN)
+    status = source_status(str(r.get("verdict", "")), r["delta"], r.get("ci95"), mde, delta)
     return {"runs_for_source": None if math.isinf(runs) else int(runs), "source_vs_run": status}
 
 

@@ -238,7 +238,7 @@ def replication_markdown(directory: Path) -> str:
     rows = [{"notebook": e["notebook"], "effect": f"{e['method']} vs {e['baseline']}",
              "metric": e["metric"], "first run": _run_text(e.get("first")),
              "replication": _run_text(e.get("held_out")),
-             "pooled": _run_text(e.get("pooled")) if e.get("pooled") else "—",
+             "pooled": _pooled_text(e.get("pooled")),
              "status": e["status"]} for e in blob.get("effects", [])]
     head = (f"## Held-out replication\n\n{blob.get('definition', '')}\n\n"
             f"Held-out seeds: {blob.get('seed_rule', '')}; first run {blob.get('first_dir', '')}, "
@@ -247,6 +247,17 @@ def replication_markdown(directory: Path) -> str:
     summary = "; ".join(f"{k}: {v}" for k, v in counts.items()) or "no effects"
     table = pd.DataFrame(rows).to_markdown(index=False) if rows else ""
     return f"{head}\n{summary}\n\n{table}\n"
+
+
+def _pooled_text(pooled: Mapping | None) -> str:
+    """The pooled column: the test over both seed sets and, beside a source's number, what it says
+    of it (``source_vs_pooled``: :func:`tutorial_lib.results.source_status`; nothing where a
+    guard decided the verdict, which then says it all)."""
+    if not pooled:
+        return "—"
+    source = pooled.get("source_vs_pooled")
+    return _run_text(pooled) + ("" if source is None or source == pooled.get("verdict") else
+                                f"; source's {pooled['source_delta']:+.2f}: {source}")
 
 
 def _run_text(run: Mapping | None) -> str:

@@ -11,8 +11,11 @@ import torch
 from scipy.stats import kendalltau
 from transformers import BertConfig, BertModel
 
+from benchmarks import replicate
+from tutorial_lib import premises, results, stats
+from tutorial_lib.finetuning import Run
 from tutorial_lib.heads import HeadConfig, MultiHeadModel
-from tutorial_lib.methods.multitask import gradts, gradts_fg
+from tutorial_lib.methods.multitask import gradts, gradts_fg, multitask
 from tutorial_lib.models import Transformer, TransformerClassifier, TransformerConfig
 
 D, L, H = 16, 2, 4
@@ -406,7 +409,9 @@ def test_gradts_settings_end_to_end_on_real_glue_data(with_data, monkeypatch):
 
     assert out.main == "rte" and out.ranked == gradts.rank_auxiliaries(corr, "rte")
     assert sorted(out.ranked) == ["mrpc", "sst2"]
-    assert list(out.trial_dev) == [(out.ranked[0],), tuple(out.ranked)]  # the prefixes, max_k=2
+    # the prefixes up to max_k = 2, stopping one short of the pool's two auxiliaries (trial_k_limit:
+    # the prefix of both is the "all tasks" arm)
+    assert list(out.trial_dev) == [(out.ranked[0],)]
     assert out.chosen == gradts.select_best(out.trial_dev)
     # trial runs: one per prefix and trial seed, and never scored on test for the choice
     trials = [c for c in calls if c[0].startswith("main + top-")]
@@ -498,3 +503,112 @@ def test_floor_checks_and_the_pool(with_data, monkeypatch):
     out = gradts_fg.gradts_settings(exp, "sst2", corr, importance, single, pool=["sst2", "rte"])
     assert out.ranked == ["rte"] and out.chosen == ("rte",)
     assert {tuple(r.steps) for r in out.runs if r.name == "all tasks"} == {("sst2", "rte")}
+    # one auxiliary: GradTS-trial *is* "all tasks" (the same runs), and the comparison's premise
+    # says so (one seed here, so no verdict is tested: test_identical_arms_… has three)
+    cmp = gradts_fg.compare_arms(multitask.collect(out.runs), {"sst2": out},
+                                 {"all tasks": ["GradTS-trial", "GradTS-fg"]}, floors=exp.floors())
+    assert cmp["all tasks"].loc[("sst2", "GradTS-trial"), "premise"].startswith(
+        "arms differ: failed (1 of 1 seeds' auxiliary tasks and instances identical")
+    assert cmp["all tasks"].loc[("sst2", "GradTS-fg"), "premise"].startswith("arms differ: holds")
+
+
+# --- the arms must differ: trial_k_limit, arms_premises, compare_arms ----------------------------
+
+
+def test_trial_k_stops_one_short_of_the_pool():
+    """The prefix of every auxiliary is the "all tasks" arm: GradTS-trial tries at most n − 1."""
+    assert gradts.trial_k_limit(2, 3) == 2  # 07's first classroom run: 3 auxiliaries, unchanged
+    assert gradts.trial_k_limit(2, 2) == 1  # the held-out run's pool of two: k = 2 was "all tasks"
+    assert gradts.trial_k_limit(None, 7) == 6 and gradts.trial_k_limit(7, 7) == 6
+    assert gradts.trial_k_limit(3, 1) == 1  # one auxiliary: nothing can be left out
+    with pytest.raises(ValueError):
+        gradts.trial_k_limit(2, 0)
+    with pytest.raises(ValueError):
+        gradts.trial_k_limit(0, 3)
+
+
+def _outcome(pool, chosen, draws, scores, main="sst2", kept=500):
+    """A GradTSOutcome whose runs carry the given test scores per (setting, seed); what each run
+    trained on follows the settings (``draws``: the random subset's per seed)."""
+    seeds = list(draws)
+    aux = {"single-task": lambda s: (), "all tasks": lambda s: tuple(pool),
+           "GradTS-trial": lambda s: tuple(chosen), "GradTS-fg": lambda s: tuple(chosen),
+           gradts_fg.RANDOM_SUBSET: lambda s: tuple(draws[s])}
+    runs = [Run("minilm", s, {}, name=name, steps={main: 40, **{a: 40 for a in tasks(s)}},
+                scores={main: {"dev": {"score": v}, "test": {"score": v}}})
+            for name, tasks in aux.items() for s, v in zip(seeds, scores[name])]
+    return gradts_fg.GradTSOutcome(main, list(pool), {}, tuple(chosen),
+                                   {a: (kept, 1000) for a in chosen}, {}, 0.0, runs, dict(draws))
+
+
+AGAINST = {"single-task": None, "all tasks": ["GradTS-trial", "GradTS-fg"],
+           gradts_fg.RANDOM_SUBSET: ["GradTS-trial", "GradTS-fg"]}
+
+
+def _compared(outcome):
+    floors = {outcome.main: stats.Floor(0.504, "majority class")}
+    return gradts_fg.compare_arms(multitask.collect(outcome.runs), {outcome.main: outcome}, AGAINST,
+                                  floors=floors)
+
+
+def test_identical_arms_are_untestable_and_never_count_as_not_replicated():
+    """07's held-out run (seeds 1000-1002): two auxiliaries in the pool, GradTS-trial chose both,
+    every random draw was both — GradTS-trial, "all tasks" and the random subset were the same
+    runs. Those comparisons are untestable, as is GradTS-fg against a random "choice" that was
+    GradTS's own; GradTS-fg against all tasks (its instances differ) keeps a verdict. The first
+    run's arms differed (3 auxiliaries, GradTS-trial chose MR, the draws QNLI / TREC / QNLI):
+    its verdicts are normal, and its "better" is untestable in the held-out run, not "not
+    replicated"."""
+    same = [0.774, 0.754, 0.780]
+    held = _outcome(["mr", "trec"], ["mr", "trec"],
+                    {1000: ("mr", "trec"), 1001: ("mr", "trec"), 1002: ("mr", "trec")},
+                    {"single-task": [0.70, 0.66, 0.694], "all tasks": same, "GradTS-trial": same,
+                     "GradTS-fg": [0.770, 0.748, 0.778], gradts_fg.RANDOM_SUBSET: same})
+    cmp = _compared(held)
+    assert cmp["all tasks"].loc[("sst2", "GradTS-trial"), "verdict"] == premises.UNTESTABLE
+    assert cmp["all tasks"].loc[("sst2", "GradTS-fg"), "verdict"] == stats.WITHIN_NOISE
+    for name in ("GradTS-trial", "GradTS-fg"):
+        row = cmp[gradts_fg.RANDOM_SUBSET].loc[("sst2", name)]
+        assert row["verdict"] == premises.UNTESTABLE_SAME_TASKS
+        assert "3 of 3 seeds' auxiliary task sets identical (seed 1000: mr+trec" in row["premise"]
+    assert (cmp["single-task"].loc["sst2"].iloc[1:]["verdict"] == "better").all()
+    assert "mr (500 kept)+trec (500 kept) vs mr+trec" in cmp["all tasks"].loc[("sst2", "GradTS-fg"),
+                                                                               "premise"]
+
+    first = _outcome(["mr", "trec", "qnli"], ["mr"], {0: ("qnli",), 1: ("trec",), 2: ("qnli",)},
+                     {"single-task": [0.72, 0.70, 0.75], "all tasks": [0.76, 0.77, 0.80],
+                      "GradTS-trial": [0.80, 0.78, 0.81], "GradTS-fg": [0.81, 0.79, 0.82],
+                      gradts_fg.RANDOM_SUBSET: [0.765, 0.735, 0.765]})
+    cmp_first = _compared(first)
+    fg_random = cmp_first[gradts_fg.RANDOM_SUBSET].loc[("sst2", "GradTS-fg")]
+    assert fg_random["verdict"] == "better" and fg_random["premise"].startswith("arms differ: holds")
+    assert cmp_first["all tasks"].loc[("sst2", "GradTS-trial"), "verdict"] in ("better",
+                                                                              stats.WITHIN_NOISE)
+
+    def effects(c):
+        return [{"notebook": "07_gradts", **e} for baseline, t in c.items()
+                for e in results.effects(t.droplevel(0), metric="sst2 test score", backbone="minilm",
+                                         higher_is_better=True)]
+
+    record = replicate.replicate(effects(cmp_first), effects(cmp))
+    status = {(r["method"], r["baseline"]): r["status"] for r in record["effects"]}
+    assert status["GradTS-fg", gradts_fg.RANDOM_SUBSET].startswith("untestable in the held-out run")
+    assert "not replicated" not in record["counts"]
+    saved = effects(cmp)
+    trial_all = next(e for e in saved if (e["method"], e["baseline"]) == ("GradTS-trial", "all tasks"))
+    assert trial_all["premises"][0]["name"] == "arms differ" and not trial_all["premises"][0]["holds"]
+
+
+def test_a_random_draw_equal_to_the_choice_on_some_seeds_only_is_still_a_comparison():
+    """The control draws per seed: a draw that is GradTS's choice on one seed is that seed's
+    GradTS-trial run (a zero difference), but the other seeds differ, so the test runs."""
+    out = _outcome(["mr", "trec"], ["mr"], {0: ("mr",), 1: ("trec",), 2: ("trec",)},
+                   {"single-task": [0.72, 0.70, 0.75], "all tasks": [0.76, 0.77, 0.80],
+                    "GradTS-trial": [0.80, 0.78, 0.81], "GradTS-fg": [0.81, 0.79, 0.82],
+                    gradts_fg.RANDOM_SUBSET: [0.80, 0.74, 0.77]})
+    [p] = gradts_fg.arms_premises({"sst2": out}, gradts_fg.RANDOM_SUBSET, ["GradTS-trial"])[
+        "sst2"].values()
+    assert p.holds and p.detail.startswith("1 of 3 seeds' auxiliary task sets identical")
+    assert gradts_fg.trained_on(out, out.runs[0]) == ()  # single-task: no auxiliary
+    with pytest.raises(ValueError, match="no 'equal steps' runs"):
+        gradts_fg.arms_premises({"sst2": out}, "equal steps")

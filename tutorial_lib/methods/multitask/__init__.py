@@ -18,8 +18,9 @@ The notebook calls
         ``lm_aux_loss``, ``collect``, ``compare_each``, ``curves``, ``task_floor``; a run's ``losses``;
         ``plots.plot_sampling``, ``plot_learning_curves``, ``plot_task_losses``, ``plot_task_scores``.
     07: ``gradts.rank_auxiliaries``, ``task_correlation``; ``gradts_fg.task_importance``,
-        ``gradts_settings`` (with the ``RANDOM_SUBSET`` control), ``floor_checks``;
-        ``multitask.Experiment``, ``collect``, ``compare_each``; ``plots.plot_head_importance``,
+        ``gradts_settings`` (with the ``RANDOM_SUBSET`` control), ``floor_checks``, ``compare_arms``
+        (each comparison resting on its arms being different runs: ``arms_premises``);
+        ``multitask.Experiment``, ``collect``; ``plots.plot_head_importance``,
         ``plot_task_correlation``,
         ``plot_instance_tau``, ``plot_task_scores``.
 """

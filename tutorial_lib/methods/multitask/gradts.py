@@ -14,8 +14,9 @@ tasks those whose fingerprint ranks the heads like the main task's does.
 3. **GradTS-trial** (:func:`rank_auxiliaries`, :func:`trial_candidates`, :func:`select_best`).
    Sort the other tasks by τ with the main task. Train main + top-1, main + top-2, … and keep the
    prefix with the best score on a **held-out selection dev set**. Upstream selected on the GLUE
-   dev sets it also reported. Its control: :func:`random_subset`, as many auxiliaries drawn at
-   random.
+   dev sets it also reported. k stops one short of the whole pool (:func:`trial_k_limit`): the
+   whole pool is the "all tasks" arm. Its control: :func:`random_subset`, as many auxiliaries
+   drawn at random.
 4. **GradTS-fg** (:mod:`.gradts_fg`): one matrix per auxiliary training instance; keep the
    instances whose τ with the main task's matrix is high.
 
@@ -257,6 +258,24 @@ def trial_candidates(ranked: Sequence[str], max_k: int | None = None) -> list[li
     if k < 1:
         raise ValueError(f"max_k must be at least 1, got {max_k}")
     return [list(ranked[:i]) for i in range(1, min(k, len(ranked)) + 1)]
+
+
+def trial_k_limit(max_k: int | None, n_auxiliaries: int) -> int:
+    """GradTS-trial's largest k in a pool of ``n_auxiliaries``: ``max_k`` (None: every
+    auxiliary), and **at most n − 1** (where n ≥ 2). The prefix of all n auxiliaries *is* the
+    "all tasks" arm, and a random draw of n is the whole pool again: a choice of every auxiliary
+    makes GradTS-trial, "all tasks" and the random control the same runs, and the comparisons
+    among them test nothing (07's held-out run: two auxiliaries in the pool, both chosen). What it
+    costs: GradTS-trial may not choose every auxiliary, even where that prefix would score best
+    on dev (the last prefix is the "all tasks" arm, run anyway); a pool of n auxiliaries gives it
+    n − 1 prefixes to try. With one auxiliary nothing can be left out: k = 1, and the arms'
+    premise (``gradts_fg.arms_premises``) finds them the same runs."""
+    if n_auxiliaries < 1:
+        raise ValueError(f"GradTS-trial needs at least one auxiliary task, got {n_auxiliaries}")
+    limit = n_auxiliaries if max_k is None else min(max_k, n_auxiliaries)
+    if limit < 1:
+        raise ValueError(f"max_k must be at least 1, got {max_k}")
+    return max(1, min(limit, n_auxiliaries - 1))
 
 
 def random_subset(candidates: Sequence[str], k: int, seed: int) -> tuple[str, ...]:

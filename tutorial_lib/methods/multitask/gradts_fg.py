@@ -6,7 +6,9 @@ per-example gradients computed in batches), normalised per instance; an instance
 Kendall τ between its matrix and the main task's task-level matrix is high
 (:func:`instance_taus`, :func:`instance_filter`: τ ≥ 0.62 upstream, for bert-base's 144 heads,
 or the top fraction). :func:`gradts_settings` runs single-task, all tasks, GradTS-trial,
-GradTS-fg and the random-subset control for one main task at equal main-task budget.
+GradTS-fg and the random-subset control for one main task at equal main-task budget;
+:func:`compare_arms` compares them, each comparison resting on its arms being different runs
+(:func:`arms_premises`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ... import premises as prem
 from ... import stats
 from ...anatomy import KeyValue
 from ...batches import eval_loader, pad_collate
@@ -40,9 +43,10 @@ from .gradts import (
     rank_auxiliaries,
     select_best,
     trial_candidates,
+    trial_k_limit,
     unique_by_id,
 )
-from .multitask import Experiment, head_loss
+from .multitask import Experiment, compare_each, head_loss
 
 UPSTREAM_INSTANCE_THRESHOLD = 0.62  # GradTS-fg, bert-base-cased (12 x 12 = 144 heads)
 RANDOM_SUBSET = "random subset"  # the control: as many auxiliaries as GradTS-trial's, at random
@@ -295,7 +299,7 @@ def gradts_settings(exp: Experiment, main: str, corr: pd.DataFrame,
 
     ranked = rank_auxiliaries(corr, main)
     trial_runs: dict[tuple[str, ...], list[Run]] = {}
-    for prefix in trial_candidates(ranked, s.max_k):
+    for prefix in trial_candidates(ranked, trial_k_limit(s.max_k, len(ranked))):
         key = tuple(prefix)
         trial_runs[key] = [exp.run(f"main + top-{len(key)}", [main, *key], seed, main=main)
                            for seed in s.trial_seeds]
@@ -326,3 +330,75 @@ def gradts_settings(exp: Experiment, main: str, corr: pd.DataFrame,
              else exp.run(RANDOM_SUBSET, [main, *subset], seed, main=main)
              for seed, subset in subsets.items()]
     return GradTSOutcome(main, ranked, trial_dev, chosen, kept, taus, cutoff, runs, subsets)
+
+
+# --- the arms must differ ------------------------------------------------------------------------
+
+
+def trained_on(outcome: GradTSOutcome, run: Run) -> tuple[tuple[str, int | None], ...]:
+    """What one run of ``outcome`` trained on besides its main task: each auxiliary task it took
+    steps on (the run's own ``steps``), with the training instances it kept — GradTS-fg's kept
+    count (:func:`instance_filter`), None where it kept them all."""
+    fg = run.name == "GradTS-fg"
+
+    def kept(task: str) -> int | None:
+        k, n = outcome.kept.get(task, (None, None))
+        return k if fg and k is not None and k < n else None
+
+    return tuple(sorted((t, kept(t)) for t in run.steps if t != outcome.main))
+
+
+def _arm_key(outcome: GradTSOutcome, run: Run, tasks_only: bool) -> tuple:
+    on = trained_on(outcome, run)
+    return tuple((t, None) for t, _ in on) if tasks_only else on
+
+
+def _aux_text(key: tuple) -> str:
+    return "+".join(t if k is None else f"{t} ({k} kept)" for t, k in key) or "none"
+
+
+def arms_premises(outcomes: Mapping[str, GradTSOutcome], baseline: str,
+                  compared: Sequence[str] | None = None) -> dict[str, dict[str, stats.Premise]]:
+    """``{main: {setting: Premise}}``: for each setting compared with ``baseline`` (``compared``;
+    None: every setting of the outcome), whether its runs differ from the baseline's, seed by
+    seed (:func:`tutorial_lib.premises.arms_differ` on :func:`trained_on`). Where every seed
+    trained on the same thing the comparison is "untestable: the arms are the same runs", never
+    "within noise" (07's held-out run: GradTS-trial chose both auxiliaries of a pool of two, so
+    it, "all tasks" and every random draw were the same runs).
+
+    Against :data:`RANDOM_SUBSET` only the auxiliary *tasks* count: the control asks whether τ's
+    choice of tasks beats a random one, and a draw equal to the choice on every seed leaves
+    nothing to ask — for GradTS-fg too, whose kept instances would be the only difference left
+    (→ ``premises.UNTESTABLE_SAME_TASKS``)."""
+    control = baseline == RANDOM_SUBSET
+    out: dict[str, dict[str, stats.Premise]] = {}
+    for main, o in outcomes.items():
+        runs = {(r.name, r.seed): r for r in o.runs}
+        names = list(dict.fromkeys(r.name for r in o.runs))
+        seeds = [r.seed for r in o.runs if r.name == baseline]
+        if baseline not in names:
+            raise ValueError(f"{main}: no {baseline!r} runs to compare with (settings: {names})")
+        out[main] = {}
+        for name in (n for n in (compared or names) if n != baseline and n in names):
+            ours, theirs = ([_arm_key(o, runs[name, s], control) for s in seeds],
+                            [_arm_key(o, runs[baseline, s], control) for s in seeds])
+            p = prem.arms_differ(ours, theirs, "seeds' auxiliary task sets" if control else
+                                 "seeds' auxiliary tasks and instances",
+                                 failure=prem.UNTESTABLE_SAME_TASKS if control else prem.UNTESTABLE)
+            first = f"seed {seeds[0]}: {_aux_text(ours[0])} vs {_aux_text(theirs[0])}"
+            out[main][name] = replace(p, detail=f"{p.detail} ({first})")
+    return out
+
+
+def compare_arms(table: pd.DataFrame, outcomes: Mapping[str, GradTSOutcome],
+                 against: Mapping[str, Sequence[str] | None], *,
+                 floors: Mapping[str, stats.Floor | float]) -> dict[str, pd.DataFrame]:
+    """:func:`multitask.compare_each` (``against``: ``{baseline: the settings compared with it}``;
+    None: every other setting) with each comparison resting on its arms being different runs
+    (:func:`arms_premises`): a setting that trained on what its baseline trained on, on every
+    seed, is "untestable" — its own verdict, which the held-out replication never counts as "not
+    replicated" (``benchmarks/replicate.py``)."""
+    return {baseline: compare_each(table, {baseline: others}, floors=floors,
+                                   premises=arms_premises(outcomes, baseline, others))[baseline]
+            for baseline, others in against.items()}
+

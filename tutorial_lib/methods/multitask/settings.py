@@ -121,7 +121,8 @@ _GLUE_8 = ("mnli", "rte", "qqp", "qnli", "mrpc", "sst2", "cola", "wnli")
 class GradTSSettings(MultiTaskRuns):
     """07: per-instance head importance on ``importance_batches`` batches of each task whose
     single-task model beats its floor (the pool); for each main task in the pool:
-    single, all tasks, GradTS-trial (top-k, k ≤ ``max_k``, chosen on dev with ``trial_seeds``),
+    single, all tasks, GradTS-trial (top-k, k ≤ ``max_k`` and below the number of auxiliaries,
+    ``gradts.trial_k_limit``; chosen on dev with ``trial_seeds``),
     GradTS-fg (instances kept by τ: ``keep_fraction`` of them, or τ ≥ ``threshold``) and, with
     ``random_subsets``, a random auxiliary subset of GradTS-trial's size."""
 
