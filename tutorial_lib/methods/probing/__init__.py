@@ -15,6 +15,9 @@ Modules
     (``fit_erasers``, ``premise``), re-injection against a shuffled label.
     ``adversarial.py`` (12) — the five-arm intermediate stage (none, λ = 0, reversed, inverted
     labels, random labels), movement (linear CKA), and a syntactic target (``train_deprel``).
+    ``adversaries.py`` (12) — the stage's adversary: ``adversaries.Adversary`` (the reversed
+    gradient, or the confusion objective; an MLP head; a head re-initialised every k steps), the
+    stage's loss and handlers, the heads' helpers (``train_head_alone``, ``head_accuracy``).
     ``plots.py`` — 10–12's figures.
 
 The notebook calls
