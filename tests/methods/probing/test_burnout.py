@@ -106,21 +106,42 @@ def test_the_matched_control_stops_once_matched_and_its_premise_holds(tokenizer)
                                   tolerance=0.5, **kw)
     assert [t["steps"] for t in out.tried] == [2] and out.info["steps"] == 2  # stopped at once
     assert out.premise.holds and out.premise.name == "matched"
-    assert out.cka == out.tried[-1]["cka"] and out.info["lambda"] == 1.0
+    assert out.cka == out.tried[-1]["cka"] and out.info["lr"] == BUDGET.lr
     assert out.cka == pytest.approx(adversarial.movement(bb, out.backbone, upos_sentences(10, 5))["cka"])
     assert burnout.CONTROL.labels == "random" and burnout.CONTROL.reverse  # no POS in its targets
 
 
-def test_the_matched_control_searches_lambda_and_its_premise_fails_when_not_matched(tokenizer):  # noqa: F811
+def test_the_matched_control_searches_the_rate_and_its_premise_fails_when_not_matched(tokenizer):  # noqa: F811
     bb = tiny_backbone(tokenizer, causal=True)
     kw = dict(max_steps=4, check_every=2, head_lr=1e-2, head_warmup_steps=2, batch_size=4)
     sents, moved_on = upos_sentences(16, 1), upos_sentences(10, 5)
     never = burnout.matched_control(bb, -5.0, sents, moved_on, BUDGET, tolerance=0.01, **kw)
-    assert [(t["lambda"], t["steps"]) for t in never.tried] == [(1.0, 2), (1.0, 4), (3.0, 2), (3.0, 4)]
+    lr = BUDGET.lr
+    assert [(t["lr"], t["steps"]) for t in never.tried] == [(lr, 2), (lr, 4), (3 * lr, 2), (3 * lr, 4)]
     assert not never.premise.holds and never.premise.failure == premises.VOID_NOT_MATCHED
+    hurried = burnout.matched_control(bb, -5.0, sents, moved_on, BUDGET, tolerance=0.01,
+                                      time_limit=0.0, **kw)
+    assert {t["lr"] for t in hurried.tried} == {lr}  # no time for a second run
     assert burnout.CKA_WHAT in never.premise.detail
     over = burnout.matched_control(bb, 2.0, sents, moved_on, BUDGET, tolerance=0.01, **kw)
-    assert [t["lambda"] for t in over.tried] == [1.0, pytest.approx(1 / 3)]  # overshot: a gentler λ
+    assert [t["lr"] for t in over.tried] == [lr, pytest.approx(lr / 3)]  # overshot: a lower rate
     assert not over.premise.holds
     with pytest.raises(ValueError, match="≥ 1"):
         burnout.matched_control(bb, 0.5, sents, moved_on, BUDGET, **{**kw, "check_every": 0})
+
+
+def test_lambda_is_a_weak_knob_under_adam_when_the_adversary_is_the_encoders_only_loss(tokenizer):  # noqa: F811,E501
+    """Why the control's knob is the encoder's rate: Adam divides each update by the gradient's
+    running scale, so at λ = 0.1 the encoder moves about as far as at λ = 1 — not a tenth."""
+    bb = tiny_backbone(tokenizer, causal=True)
+    adv = upos_sentences(16, 1)
+    start = bb.encoder.state_dict()
+
+    def distance(lambda_: float) -> float:
+        moved, _ = adversarial.intermediate_stage(bb, replace(REVERSED, lambda_=lambda_), adv,
+                                                  BUDGET, seed=0, **STAGE)
+        end = moved.encoder.state_dict()
+        return float(torch.sqrt(sum(((end[k] - start[k]).float() ** 2).sum() for k in end)))
+
+    strong, gentle = distance(1.0), distance(0.1)
+    assert strong > 0 and 0.8 < gentle / strong < 1.25

@@ -15,7 +15,9 @@ reversed head at 0.2 % on its own tags, a fresh probe at 0.76 against 0.76 befor
   the cross-entropy of the head's softmax against the uniform distribution, −(1/C) Σ_c log p_c
   (the domain-confusion loss of Tzeng et al. 2015; Alvi et al. 2018 remove a bias with it). A
   confidently wrong head is as far from uniform as a right one, so it cannot be fooled that way.
-  λ weighs the confusion term against nothing the encoder is otherwise trained on.
+  λ scales the confusion term; as with the reversed gradient it is the encoder's only loss, and
+  Adam divides each update by the gradient's running scale, so λ barely changes how far the
+  encoder moves.
 * ``reinit_every=k`` — every k joint steps the head is re-initialised and retrained alone on the
   current, frozen encoder for ``retrain_steps``: the encoder cannot co-adapt with one head (a cheap
   stand-in for retraining the adversary to convergence).

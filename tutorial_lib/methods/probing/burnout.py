@@ -11,14 +11,15 @@ the treatment replicated over stage seeds.
 * :func:`matched_control` — the movement-matched control: a stage on property-free targets
   (:data:`CONTROL`: a reversed head on random tags, drawn once per word) trained until its linear
   CKA to the original encoder (:func:`~.adversarial.linear_cka`) is within a tolerance of the
-  burn-out arm's, its knobs the joint steps (checked every few) and λ (a small search); its
-  premise :func:`~tutorial_lib.premises.matched`. The trainability cost of burning POS out is
+  burn-out arm's, its knobs the joint steps (checked every few) and the encoder's rate (a small
+  search); its premise :func:`~tutorial_lib.premises.matched`. The trainability cost of burning POS out is
   then *burn-out vs this control*, not burn-out vs none.
 * :func:`stage_runs` — one stage run per seed (each target seed fine-tunes from its own).
 """
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -141,9 +142,9 @@ def fresh_probes(
 
 @dataclass(frozen=True)
 class MatchedControl:
-    """The control's stage run that was kept (``backbone``, ``info`` with its ``lambda``), its
-    ``cka`` to the original encoder, every knob value tried (``tried``: ``{"lambda", "steps",
-    "cka"}``, one per check) and the matched premise."""
+    """The control's stage run that was kept (``backbone``, ``info`` with the encoder's ``lr``), its
+    ``cka`` to the original encoder, every knob value tried (``tried``: ``{"lr", "steps", "cka"}``,
+    one per check) and the matched premise."""
 
     backbone: Backbone
     info: dict
@@ -157,14 +158,20 @@ def matched_control(
     movement_sentences: probing.Sentences, budget: Budget, *, tolerance: float = 0.05,
     max_steps: int, check_every: int, head_lr: float, head_warmup_steps: int, batch_size: int,
     seed: int = 0, arm: Arm = CONTROL, tries: int = 2, factor: float = 3.0,
+    time_limit: float | None = None,
 ) -> MatchedControl:
     """Train ``arm`` (default :data:`CONTROL`: a reversed head on random tags — no POS in its
     targets) on ``sentences`` until the linear CKA between its final word states and
     ``backbone``'s on ``movement_sentences`` (those the burn-out arm's ``target_cka`` was measured
     on) falls to ``target_cka + tolerance``, checked every ``check_every`` joint steps, at most
-    ``max_steps``. Knob search over at most ``tries`` runs: a run that overshot (below
-    ``target_cka − tolerance``) is repeated at λ / ``factor``, one that never got there at
-    λ × ``factor``. Keeps the run closest to the target; its premise is
+    ``max_steps``. The knobs: those steps, and the encoder's rate (``budget.lr``; the head keeps
+    ``head_lr``) over at most ``tries`` runs — a run that overshot (below ``target_cka −
+    tolerance``) is repeated at lr / ``factor``, one that never got there at lr × ``factor``. Not
+    λ: the reversed head's gradient is the encoder's only one, and Adam divides each update by the
+    gradient's running scale, so λ barely changes how far the encoder moves (in 12's sweep λ = 0.1
+    and 1 took MiniLM to CKA 0.14 and 0.17 in 100 steps, benchmarks/results/erasure_arms.json).
+    ``time_limit`` (seconds): no further run starts unless one as long as the last still fits in
+    it. Keeps the run closest to the target; its premise is
     ``premises.matched(cka, target_cka, tolerance, "linear CKA to the original encoder")``."""
     if check_every < 1 or max_steps < 1 or tries < 1:
         raise ValueError("matched_control needs check_every, max_steps and tries ≥ 1")
@@ -175,26 +182,29 @@ def matched_control(
         return adversarial.linear_cka(reference, moved)
 
     tried: list[dict] = []
-    best: tuple[float, Backbone, dict, float] | None = None
-    lambda_ = arm.lambda_
-    for _ in range(tries):
-        def check(model, step: int, lambda_=lambda_) -> bool:
-            tried.append({"lambda": lambda_, "steps": step, "cka": cka_of(model.encoder)})
+    best: tuple[float, Backbone, dict] | None = None
+    lr = budget.lr
+    began = time.perf_counter()
+    for attempt in range(tries):
+        elapsed = time.perf_counter() - began
+        if attempt and time_limit is not None and elapsed * (attempt + 1) / attempt > time_limit:
+            break  # another run as long as the mean one so far would not fit
+        def check(model, step: int, lr=lr) -> bool:
+            tried.append({"lr": lr, "steps": step, "cka": cka_of(model.encoder)})
             return tried[-1]["cka"] <= target_cka + tolerance
 
         start = len(tried)
         moved, info = adversarial.intermediate_stage(
-            backbone, replace(arm, lambda_=lambda_), sentences, budget, steps=max_steps,
-            head_lr=head_lr, head_warmup_steps=head_warmup_steps, batch_size=batch_size, seed=seed,
-            check=check, check_every=check_every)
+            backbone, arm, sentences, replace(budget, lr=lr), steps=max_steps, head_lr=head_lr,
+            head_warmup_steps=head_warmup_steps, batch_size=batch_size, seed=seed, check=check,
+            check_every=check_every)
         if len(tried) == start or tried[-1]["steps"] != info["steps"]:  # not checked at the end
-            tried.append({"lambda": lambda_, "steps": info["steps"], "cka": cka_of(moved.encoder)})
+            tried.append({"lr": lr, "steps": info["steps"], "cka": cka_of(moved.encoder)})
         cka = tried[-1]["cka"]
-        gap = cka - target_cka
-        if best is None or abs(gap) < abs(best[0] - target_cka):
-            best = (cka, moved, {**info, "lambda": lambda_}, gap)
-        if abs(gap) <= tolerance:
+        if best is None or abs(cka - target_cka) < abs(best[0] - target_cka):
+            best = (cka, moved, {**info, "lr": lr})
+        if abs(cka - target_cka) <= tolerance:
             break
-        lambda_ = lambda_ / factor if gap < 0 else lambda_ * factor
-    cka, moved, info, _ = best
+        lr = lr / factor if cka < target_cka else lr * factor
+    cka, moved, info = best
     return MatchedControl(moved, info, cka, tried, matched(cka, target_cka, tolerance, CKA_WHAT))
