@@ -57,6 +57,37 @@ def test_adversarial_head_gets_normal_gradients_and_the_encoder_reversed_ones():
             torch.testing.assert_close(g_adv[name], -lam * g_plain[name])  # the encoder ascends
 
 
+def test_an_mlp_head_has_a_hidden_layer_and_reset_parameters_draws_a_fresh_one():
+    head = heads.TaskHead(16, heads.HeadConfig(3, "token", hidden=8))
+    assert head.mlp[0].weight.shape == (8, 16) and head.linear.weight.shape == (3, 8)
+    before = {k: v.clone() for k, v in head.state_dict().items()}
+    head.reset_parameters()
+    after = head.state_dict()
+    assert all(not torch.equal(before[k], after[k]) for k in after if k.endswith("weight"))
+    assert torch.equal(head.linear.bias, torch.zeros(3))
+    assert float(head.linear.weight.std()) == pytest.approx(0.02, rel=0.5)
+    linear = heads.TaskHead(16, heads.HeadConfig(3, "token"))  # unchanged: the same parameters
+    assert set(linear.state_dict()) == {"linear.weight", "linear.bias"}
+    for bad in (dict(level="lm", hidden=8), dict(hidden=-1)):
+        with pytest.raises(ValueError, match="hidden"):
+            heads.HeadConfig(3, **bad)
+
+
+def test_an_mlp_adversary_sends_the_encoder_minus_lambda_times_its_gradient():
+    lam = 0.5
+    plain = heads.MultiHeadModel(tiny_encoder(), {"adv": heads.HeadConfig(3, "token", dropout=0,
+                                                                           hidden=8)})
+    adv = copy.deepcopy(plain)
+    adv.heads["adv"] = heads.TaskHead(16, heads.HeadConfig(3, "token", reverse_gradient=True,
+                                                           lambda_=lam, dropout=0, hidden=8))
+    adv.heads["adv"].load_state_dict(plain.heads["adv"].state_dict())
+    g_plain, g_adv = grads(plain, token_batch()), grads(adv, token_batch())
+    assert any(n.startswith("heads.adv.mlp") for n in g_plain)
+    for name in g_plain:
+        expected = g_plain[name] if name.startswith("heads.") else -lam * g_plain[name]
+        torch.testing.assert_close(g_adv[name], expected)
+
+
 def test_an_adversarial_head_learns_its_labels_on_a_frozen_encoder():
     model = heads.MultiHeadModel(tiny_encoder(), {
         "adv": heads.HeadConfig(3, "token", reverse_gradient=True, lambda_=1.0, dropout=0.0)})

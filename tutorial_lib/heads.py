@@ -13,6 +13,8 @@ Hugging Face encoder) and a dict of :class:`TaskHead`, each described by a :clas
   ``training.mask_tokens``;
 * ``num_labels=1`` on a sequence head: regression (STS-B) with a mean-squared-error loss;
 * ``loss_weight``: the head's weight in the summed loss;
+* ``hidden=h`` on a sequence or token head: an MLP head (one hidden layer of width h, GELU) in
+  place of the linear one — e.g. a stronger adversary (notebook 12);
 * ``reverse_gradient=True`` with strength λ: a **gradient-reversal layer** (Ganin & Lempitsky
   2015) sits between encoder and head. Forward it is the identity; backward it multiplies the
   gradient by −λ. The head still minimises its loss (it learns to read the property), while the
@@ -98,10 +100,14 @@ class HeadConfig:
     reverse_gradient: bool = False
     lambda_: float = 1.0
     dropout: float = 0.1
+    hidden: int = 0  # > 0: an MLP head with one hidden layer of this width; 0: linear
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
             raise ValueError(f"level must be one of {LEVELS}, got {self.level!r}")
+        if self.hidden < 0 or (self.hidden and self.level == "lm"):
+            raise ValueError(f"hidden must be ≥ 0, and 0 on an lm head (tied to the embeddings): "
+                             f"got {self.hidden} on a {self.level!r} head")
 
     @property
     def is_regression(self) -> bool:
@@ -109,19 +115,28 @@ class HeadConfig:
 
 
 class TaskHead(nn.Module):
-    """[gradient reversal →] dropout → linear."""
+    """[gradient reversal →] dropout → [linear → GELU, with ``cfg.hidden``] → linear."""
 
     def __init__(self, hidden_size: int, cfg: HeadConfig):
         super().__init__()
         self.cfg = cfg
         self.grl = GradientReversalLayer(cfg.lambda_) if cfg.reverse_gradient else nn.Identity()
         self.dropout = nn.Dropout(cfg.dropout)
-        self.linear = nn.Linear(hidden_size, cfg.num_labels)
+        self.mlp = (nn.Sequential(nn.Linear(hidden_size, cfg.hidden), nn.GELU()) if cfg.hidden
+                    else nn.Identity())
+        self.linear = nn.Linear(cfg.hidden or hidden_size, cfg.num_labels)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """A fresh head: the output layer N(0, 0.02) with zero bias, a hidden layer at PyTorch's
+        default initialisation."""
+        if self.cfg.hidden:
+            self.mlp[0].reset_parameters()
         nn.init.normal_(self.linear.weight, std=0.02)
         nn.init.zeros_(self.linear.bias)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return self.linear(self.dropout(self.grl(features)))
+        return self.linear(self.mlp(self.dropout(self.grl(features))))
 
 
 class LMHead(nn.Module):

@@ -15,6 +15,12 @@ Modules
     (``fit_erasers``, ``premise``), re-injection against a shuffled label.
     ``adversarial.py`` (12) — the five-arm intermediate stage (none, λ = 0, reversed, inverted
     labels, random labels), movement (linear CKA), and a syntactic target (``train_deprel``).
+    ``adversaries.py`` (12) — the stage's adversary: ``adversaries.Adversary`` (the reversed
+    gradient, or the confusion objective; an MLP head; a head re-initialised every k steps), the
+    stage's loss and handlers, the heads' helpers (``train_head_alone``, ``head_accuracy``).
+    ``burnout.py`` (12) — what the verdicts rest on: fresh linear and MLP probes out of sample
+    (``fresh_probes``, the erasure premise), the movement-matched control (``matched_control``,
+    ``CONTROL``), one stage run per seed (``stage_runs``).
     ``plots.py`` — 10–12's figures.
 
 The notebook calls
@@ -25,6 +31,6 @@ The notebook calls
         ``reinjection_metrics``; ``inlp.choose_C``, ``random_projection``,
         ``covariance_projection``; ``plots.plot_inlp_curves``, ``plot_amnesic_bars``.
     12: ``adversarial.ARMS``, ``intermediate_stage``, ``movement``, ``train_deprel``;
-        ``final_probe_accuracy``; ``finetuning.finetune``; ``plots.plot_arms``,
-        ``plot_arm_curves``.
+        ``final_probe_accuracy``; ``burnout.fresh_probes``, ``matched_control``, ``stage_runs``;
+        ``finetuning.finetune``; ``plots.plot_arms``, ``plot_arm_curves``.
 """

@@ -28,8 +28,8 @@ syntactic target more than the other; inverted and random labels leave the probe
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -38,23 +38,35 @@ from ...backbones import Backbone
 from ...config import Scale
 from ...finetuning import Run, Scored, train_and_score
 from ...heads import HeadConfig, MultiHeadModel, MultiTaskLoader, merge_batches, multihead_loss
-from ...models import IGNORE_INDEX
-from ...params import decay_groups
-from ...runtime import autocast, autocast_dtype, device
 from ...settings import Budget
 from ...training import Method, eval_loader, fit, pad_collate, resumable_loader
-from . import probing
+from . import adversaries, probing
+from .adversaries import (  # noqa: F401 (re-exported: 12 and its tests call adversarial.head_accuracy …)
+    REVERSE,
+    Adversary,
+    head_accuracy,
+    head_rate,
+    train_head_alone,
+)
 
 
 @dataclass(frozen=True)
 class Arm:
-    """One intermediate stage: which POS labels its head trains on (None: no stage) and whether
-    its gradient is reversed before the encoder."""
+    """One intermediate stage: which POS labels its head trains on (None: no stage), whether the
+    encoder is trained against the head (``reverse``: by default its gradient reversed before the
+    encoder) and how (``adversary``: :class:`~.adversaries.Adversary`, the objective and the
+    remedies for a head that is simply fooled)."""
 
     name: str
     labels: str | None  # "gold", "inverted" (a fixed permutation), "random", or None
     reverse: bool = False
     lambda_: float = 0.0  # the reversal's strength (only with reverse)
+    adversary: Adversary = field(default=REVERSE)
+
+    def __post_init__(self) -> None:
+        if self.adversary.objective != "reverse" and not self.reverse:
+            raise ValueError(f"arm {self.name!r}: the {self.adversary.objective!r} objective works "
+                             "against the head: it needs reverse=True")
 
 
 ARMS = (
@@ -86,82 +98,55 @@ def arm_labels(arm: Arm, upos: list[list[int]], n_tags: int, seed: int = 0) -> l
 def intermediate_stage(
     backbone: Backbone, arm: Arm, sentences: probing.Sentences, budget: Budget, *, steps: int,
     head_lr: float, head_warmup_steps: int, batch_size: int, seed: int = 0,
+    check: Callable[[MultiHeadModel, int], bool] | None = None, check_every: int = 0,
 ) -> tuple[Backbone, dict]:
     """``backbone`` after ``arm``'s stage: the POS head first trains alone on the frozen encoder for
     ``head_warmup_steps`` (so that a reversed head can read POS before its gradient is turned on
     the encoder), then head and encoder train together for ``steps`` at ``budget.lr`` (the head
-    at ``head_lr``); returns the new backbone and ``{"head_accuracy", "seconds"}`` (the head on
-    its own training labels). The "none" arm returns a copy of ``backbone``."""
+    at ``head_lr``), against each other as ``arm.adversary`` says (:mod:`.adversaries`).
+    ``seed`` seeds everything the stage draws (the head, the batches' order, random labels): one
+    stage run per seed replicates the treatment. ``check(model, step)``, every ``check_every``
+    joint steps, stops the stage when it returns True (a control trained until it matches).
+
+    Returns the new backbone and ``{"head_accuracy", "head_loss", "seconds", "steps", "reinits",
+    "checks"}``: the head on its own training labels, its loss over the last 5 joint steps (with
+    "confusion" the encoder's term too), the joint steps run and the steps after which the head
+    was re-initialised or checked. The "none" arm returns a copy of ``backbone``."""
     if arm.labels is None:
-        return copy.deepcopy(backbone), {"head_accuracy": float("nan"), "seconds": 0.0}
+        return copy.deepcopy(backbone), {"head_accuracy": float("nan"), "head_loss": float("nan"),
+                                         "seconds": 0.0, "steps": 0, "reinits": [], "checks": []}
     torch.manual_seed(seed)
     n_tags = len(probing.upos_names())
     relabelled = replace(sentences, upos=arm_labels(arm, sentences.upos, n_tags, seed))
-    model = MultiHeadModel(copy.deepcopy(backbone.encoder), {
-        "pos": HeadConfig(n_tags, "token", reverse_gradient=arm.reverse, lambda_=arm.lambda_)},
-        pool=backbone.pool)
+    adversary = arm.adversary
+    model = MultiHeadModel(copy.deepcopy(backbone.encoder), {"pos": adversaries.head_config(
+        n_tags, adversary, reverse=arm.reverse, lambda_=arm.lambda_)}, pool=backbone.pool)
     rows = probing.token_label_rows(backbone, relabelled, "upos")
     collate = pad_collate(backbone.pad_id)
-    seconds = train_head_alone(model, "pos", rows, collate, budget, lr=head_lr,
-                                steps=head_warmup_steps, batch_size=batch_size, seed=seed)
+
+    def alone(steps_: int, seed_: int) -> float:
+        return train_head_alone(model, "pos", rows, collate, budget, lr=head_lr, steps=steps_,
+                                batch_size=batch_size, seed=seed_)
+
+    seconds = alone(head_warmup_steps, seed)
+    retrain_steps = head_warmup_steps if adversary.retrain_steps is None else adversary.retrain_steps
+    handlers, record = adversaries.stage_handlers(
+        model, adversary, steps=steps, check=check, check_every=check_every,
+        retrain=lambda count: alone(retrain_steps, seed + 1000 * (count + 1)))
     loader = MultiTaskLoader({"pos": resumable_loader(rows, batch_size=batch_size, seed=seed + 1,
                                                       collate_fn=collate)}, main="pos")
-    seconds += fit(model, loader, lr=budget.lr, weight_decay=budget.weight_decay, steps=steps,
-                   method=Method(loss_fn=multihead_loss, param_groups=head_rate(head_lr / budget.lr)),
-                   warmup=0, schedule=None, max_norm=budget.max_norm).seconds
+    result = fit(model, loader, lr=budget.lr, weight_decay=budget.weight_decay, steps=steps,
+                 method=Method(loss_fn=adversaries.stage_loss(adversary, arm.lambda_),
+                               param_groups=head_rate(head_lr / budget.lr), on_trainer=handlers),
+                 warmup=0, schedule=None, max_norm=budget.max_norm)
+    seconds += result.seconds
     accuracy = head_accuracy(model, eval_loader(rows, budget.eval_batch_size, collate), "pos")
-    return replace(backbone, encoder=model.encoder.cpu()), {"head_accuracy": accuracy,
-                                                              "seconds": seconds}
-
-
-# --- the heads' helpers: a head's accuracy, its own rate, training it alone --------------------
-
-
-@torch.no_grad()
-def head_accuracy(model: MultiHeadModel, loader: Sequence[dict], head: str) -> float:
-    """Accuracy of one head over a loader (token heads: over the labelled positions)."""
-    dev, amp = device(), autocast_dtype()
-    model.to(dev).eval()
-    correct = total = 0
-    for batch in loader:
-        with autocast(dev, amp):
-            logits = model(batch["input_ids"].to(dev), batch["attention_mask"].to(dev),
-                           head=head).logits
-        labels = batch["labels"].to(dev)
-        keep = labels != IGNORE_INDEX
-        correct += int((logits.argmax(-1)[keep] == labels[keep]).sum())
-        total += int(keep.sum())
-    return correct / max(total, 1)
-
-
-def head_rate(scale: float):
-    """``Method.param_groups``: every parameter at the base rate, the POS head's × ``scale``."""
-    def groups(model: MultiHeadModel, lr: float, weight_decay: float) -> list[dict]:
-        head = list(model.heads["pos"].parameters())
-        return (decay_groups(model, weight_decay, exclude=head, name="model")
-                + decay_groups(model, weight_decay, params=head, name="pos head", lr_scale=scale))
-    return groups
-
-
-def train_head_alone(model: MultiHeadModel, head: str, rows, collate, budget: Budget, *,
-                      lr: float, steps: int, batch_size: int, seed: int) -> float:
-    """Train one head for ``steps`` steps with the encoder frozen (its other heads untouched);
-    returns the seconds. The head's gradient reversal does not matter here: nothing upstream
-    of it is trained."""
-    frozen = [p for p in model.encoder.parameters() if p.requires_grad]
-    for p in frozen:
-        p.requires_grad_(False)
-    try:
-        loader = MultiTaskLoader({head: resumable_loader(rows, batch_size=batch_size, seed=seed,
-                                                         collate_fn=collate)}, main=head)
-        params = list(model.heads[head].parameters())
-        return fit(model, loader, lr=lr, weight_decay=budget.weight_decay, steps=steps,
-                   method=Method(loss_fn=multihead_loss,
-                                 param_groups=lambda m, lr_, wd: decay_groups(m, wd, params=params)),
-                   warmup=0, schedule=None, max_norm=budget.max_norm).seconds
-    finally:
-        for p in frozen:
-            p.requires_grad_(True)
+    losses = adversaries.last_losses(record)
+    return replace(backbone, encoder=model.encoder.cpu()), {
+        "head_accuracy": accuracy, "head_loss": losses.get("pos", float("nan")),
+        **({"confusion": losses["confusion"]} if "confusion" in losses else {}),
+        "seconds": seconds, "steps": int(result.trainer.state.iteration),
+        "reinits": record["reinits"], "checks": record["checks"]}
 
 
 # --- (a) what a fresh probe reads, (b) how far the encoder moved --------------------------------
