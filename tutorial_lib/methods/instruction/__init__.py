@@ -20,10 +20,10 @@ Modules
 
 The notebook calls
     ``instructions.TEMPLATES``, ``mixture``, ``render``, ``render_all``, ``chat_text``,
-    ``show_mask``, ``heldout_items``; ``zeroshot.sequence_logps``, ``evaluate``;
-    ``sft.run``, ``with_lora``, ``finetune``; ``dpo.dpo_loss``, ``batch_loss``, ``finetune``;
-    ``preferences.turns``, ``sample``, ``pairs``, ``pair_turns``, ``gold_rows``, ``messages``,
-    ``score``, ``Scored.pick``, ``places``, ``hits_at_1``, ``reply``; ``plots.plot_instruction``,
-    ``plot_preferences``; and, for the fourth ConvAI2 arm, 16's chapter (*generation*):
-    ``dialogue.Turn``, ``DoubleHeads``; ``dialogue_training.cache``, ``select``, ``run``.
+    ``show_mask``, ``question_pool``; ``zeroshot.sequence_logps``, ``evaluate``; ``sft.run``,
+    ``example_losses``, ``with_lora``, ``finetune``; ``dpo.dpo_loss``, ``batch_loss``,
+    ``with_reference_logps``, ``finetune``; ``preferences.turns``, ``seed_turns``, ``sample``,
+    ``pairs``, ``gold_rows``, ``messages``, ``score``, ``hits_at_1``, ``reply``;
+    ``plots.plot_instruction``, ``plot_preferences``; ``premises.above_floor_items``,
+    ``loss_fell``, ``varied_answers`` (the comparisons' premises).
 """

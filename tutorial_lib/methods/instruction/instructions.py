@@ -192,16 +192,6 @@ def heldout_items(name: str, n: int | None, *, template: int = 0, tokenizer: Any
     return items, floor
 
 
-def question_sets(names: Sequence[str], n: int | None, *, seed: int, tokenizer: Any = None,
-                  balance: bool = False) -> tuple[dict[str, list[Item]], dict[str, Floor]]:
-    """:func:`heldout_items` of every task in ``names``, drawn with ``seed``: ``({task: items},
-    {task: its majority floor})``. One draw per seed puts the questions' sampling noise into the
-    seeds' spread, so that a model scored once per seed (the not-fine-tuned one) is tested
-    against its floor over question samples, not over identical numbers."""
-    drawn = {name: heldout_items(name, n, tokenizer=tokenizer, balance=balance, seed=seed) for name in names}
-    return {name: d[0] for name, d in drawn.items()}, {name: d[1] for name, d in drawn.items()}
-
-
 def question_pool(names: Sequence[str], n: int | None, seeds: Sequence[int], *, tokenizer: Any = None,
                   balance: bool = False) -> dict[int, tuple[dict[str, list[Item]], dict[str, Floor]]]:
     """**Disjoint** questions for every seed: ``n`` of each task per seed (None: the whole test

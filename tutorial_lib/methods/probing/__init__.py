@@ -13,8 +13,9 @@ Modules
     ``amnesic.py`` (11) — where the LM head reads (``lm_positions``), the LM under an edit
     (``lm_metrics``, ``projection_table``), both erasers per seed with their premise
     (``fit_erasers``, ``premise``), re-injection against a shuffled label.
-    ``adversarial.py`` (12) — the five-arm intermediate stage (none, λ = 0, reversed, inverted
-    labels, random labels), movement (linear CKA), and a syntactic target (``train_deprel``).
+    ``adversarial.py`` (12) — the intermediate stage's arms (none, λ = 0, reversed, inverted
+    labels, random labels; any ``Arm`` with an ``Adversary``), movement (linear CKA), and a
+    syntactic target (``train_deprel``).
     ``adversaries.py`` (12) — the stage's adversary: ``adversaries.Adversary`` (the reversed
     gradient, or the confusion objective; an MLP head; a head re-initialised every k steps), the
     stage's loss and handlers, the heads' helpers (``train_head_alone``, ``head_accuracy``).
@@ -30,7 +31,8 @@ The notebook calls
     11: ``amnesic.lm_positions``, ``lm_metrics``, ``fit_erasers``, ``premise``, ``projection_table``,
         ``reinjection_metrics``; ``inlp.choose_C``, ``random_projection``,
         ``covariance_projection``; ``plots.plot_inlp_curves``, ``plot_amnesic_bars``.
-    12: ``adversarial.ARMS``, ``intermediate_stage``, ``movement``, ``train_deprel``;
-        ``final_probe_accuracy``; ``burnout.fresh_probes``, ``matched_control``, ``stage_runs``;
-        ``finetuning.finetune``; ``plots.plot_arms``, ``plot_arm_curves``.
+    12: ``adversarial.ARMS``, ``Arm``, ``intermediate_stage``, ``linear_cka``, ``train_deprel``,
+        ``final_probe_accuracy``; ``adversaries.Adversary``; ``burnout.fresh_probes``,
+        ``word_states``, ``matched_control``; ``finetuning.finetune``; ``plots.plot_arms``,
+        ``plot_arm_curves``.
 """

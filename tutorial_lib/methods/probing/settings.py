@@ -109,19 +109,25 @@ class AmnesicSettings(Settings):
 
 @dataclass(frozen=True)
 class AdversarialSettings(Settings):
-    """12: the adversarial-head experiment on ``backbone``. An intermediate stage per arm
-    (:data:`adversarial.ARMS`) on ``stage_sentences`` UD sentences: the POS head trains alone on
-    the frozen encoder for ``head_warmup_steps`` steps, then head and encoder together for
-    ``stage_steps`` (the encoder at ``stage_lr``, the head at ``head_lr``; the reversed arm at
-    ``lambda_``), seed ``stage_seed``. Then, from every arm's encoder: a fresh UPOS probe
-    (``probe_train`` / ``probe_test`` sentences), linear CKA to the original encoder, and
-    fine-tuning on the two targets for each of ``seeds`` — UD relations on ``deprel_train``
-    sentences (dev ``deprel_dev``, test ``deprel_test``) and TREC-6 on ``trec_train`` questions
-    (dev ``trec_dev``) —
-    with ``budget``. Stage, probe and target sentences are disjoint slices of UD train (test
-    sentences from UD test). ``head_lr`` 1e-2 with a head-only warm-up: the sweep of the old 11's
-    adversary (benchmarks/adversary_budget.py, in git history) — at the encoder's rate and without
-    the warm-up the λ = 0 head stayed at the majority rate."""
+    """12: the adversarial-head experiment on ``backbone``. An intermediate stage per arm on
+    ``stage_sentences`` UD sentences: the POS head trains alone on the frozen encoder for
+    ``head_warmup_steps`` steps, then head and encoder together for ``stage_steps`` (the encoder at
+    ``stage_lr``, the head at ``head_lr``; a reversed head at ``lambda_``). The demonstration arms
+    (:data:`adversarial.ARMS`: POS at λ = 0, the reversed head, inverted and random labels) run once,
+    seed ``stage_seed``; the **burn-out** arm (a reversed head re-initialised and retrained every
+    ``burnout_reinit_every`` joint steps) and its **movement-matched control** (a reversed head on
+    random tags, at ``control_lr``, trained until its linear CKA to the original encoder on the
+    first ``movement_sentences`` UD test sentences is within ``control_tolerance`` of the burn-out
+    arm's, checked every ``control_check_every`` steps up to ``control_max_steps``) run once per
+    seed of ``seeds``. From every stage's encoder: fresh linear and MLP UPOS probes out of sample
+    (``probe_train`` sentences; dev and test ``probe_test``), linear CKA to the original encoder;
+    from none, the burn-out arm and the control, fine-tuning on the two targets for each of
+    ``seeds`` (each on its own stage run) — UD relations on ``deprel_train`` sentences (dev
+    ``deprel_dev``, test ``deprel_test``) and TREC-6 on ``trec_train`` questions (dev
+    ``trec_dev``) — with ``budget``. Stage, probe and target sentences are disjoint slices of UD
+    train (test sentences from UD test). ``head_lr`` 1e-2 with a head-only warm-up: the sweep of
+    the old 11's adversary (benchmarks/adversary_budget.py, in git history) — at the encoder's rate
+    and without the warm-up the λ = 0 head stayed at the majority rate."""
 
     notebook: ClassVar[str] = "12_adversarial_heads"
     also_needs: ClassVar[AlsoNeeds] = AlsoNeeds(tasks=("trec",), datasets=("ud-ewt",))
@@ -136,7 +142,20 @@ class AdversarialSettings(Settings):
     head_lr: float = 1e-2
     lambda_: float = 1.0
     stage_batch_size: int = 16
-    stage_seed: Seed = 0
+    stage_seed: Seed = 0  # the demonstration arms' one stage run (the burn-out arm and its control: seeds)
+    # issue 59's probe (benchmarks/results/burnout_probe.json, seed 0): of four adversaries — the
+    # reversed gradient, the confusion objective, the head re-initialised and retrained every 10
+    # joint steps, an MLP head — the re-initialised one left the least UPOS to a fresh probe
+    burnout_reinit_every: int = 10
+    # the movement-matched control (a reversed head on random tags) trains until its linear CKA to
+    # the original encoder, on the first movement_sentences UD test sentences, is within
+    # control_tolerance of the burn-out arm's, checked every control_check_every joint steps; at
+    # the stage's rate it stopped near CKA 0.13, at 3e-4 it reached the burn-out arm's in 15 steps
+    control_lr: float = 3e-4
+    control_max_steps: int = 80
+    control_check_every: int = 5
+    control_tolerance: float = 0.05
+    movement_sentences: int = 100
     probe_train: int = 400
     probe_test: int | None = 200
     probe_max_iter: int = 200
@@ -149,15 +168,20 @@ class AdversarialSettings(Settings):
     budget: Budget = Budget(epochs=2, lr=3e-4, batch_size=16, group_by_length=True)
 
     scales: ClassVar[Overrides] = {
-        "smoke": dict(stage_sentences=48, stage_steps=4, head_warmup_steps=4, probe_train=40,
+        "smoke": dict(stage_sentences=48, stage_steps=4, head_warmup_steps=4, burnout_reinit_every=2,
+                      control_max_steps=6, control_check_every=2, movement_sentences=16, probe_train=40,
                       probe_test=30, probe_max_iter=50, deprel_train=32, deprel_dev=16,
                       deprel_test=16, trec_train=96, trec_dev=32, seeds=(0, 1),
                       budget=Budget(epochs=1, lr=3e-4, batch_size=16, group_by_length=True)),
         "gpu": dict(stage_sentences=4000, stage_steps=600, head_warmup_steps=200,
+                    burnout_reinit_every=150, control_max_steps=1200, control_check_every=75,
+                    movement_sentences=500,
                     stage_batch_size=32, probe_train=2000, probe_test=1000, deprel_train=2000,
                     deprel_dev=500, deprel_test=1000, trec_train=None, trec_dev=None,
                     seeds=(0, 1, 2, 3, 4), budget=Budget(epochs=3, lr=1e-4, batch_size=32)),
         "paper": dict(backbone="bert-base-uncased", stage_sentences=8000, stage_steps=2000,
+                      burnout_reinit_every=500, control_max_steps=4000, control_check_every=250,
+                      movement_sentences=1000,
                       head_warmup_steps=500, stage_batch_size=32, probe_train=4000,
                       probe_test=None, deprel_train=None, deprel_dev=1000, deprel_test=None,
                       trec_train=None, trec_dev=None, seeds=ALL_SEEDS,
