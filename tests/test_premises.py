@@ -128,6 +128,8 @@ REQUIRED = [("06_multitask", "sequential", "stage learned"),
             ("11_amnesic_probing", "UPOS", "erased out of sample"),
             ("11_amnesic_probing", "position", "erased out of sample"),
             ("11_amnesic_probing", "re-injected", "erased out of sample"),
+            ("12_adversarial_heads", "burn-out", "erased out of sample", "burn-out vs control"),
+            ("12_adversarial_heads", "burn-out", "matched", "burn-out vs control"),
             ("17_instruction_tuning_and_preferences", "", "baseline above floor", "accuracy"),
             ("17_instruction_tuning_and_preferences", "", "baseline above floor", "Hits@1")]
 
