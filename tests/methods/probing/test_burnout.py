@@ -8,23 +8,15 @@ import numpy as np
 import pytest
 import torch
 
+# the adversary tests' stage: the reversed arm, its budget and sizes, 17 tags (an autouse fixture)
+from test_adversaries import BUDGET, REVERSED, STAGE, seventeen_tags  # noqa: F401, E402
+
 # the tiny backbone, sentences and the fixtures (fp32, tokenizer) of the amnesic tests
 from test_amnesic import LINES, WORDS, fp32, tiny_backbone, tokenizer, upos_sentences  # noqa: F401
 
 from tutorial_lib import premises
 from tutorial_lib.methods.probing import adversarial, burnout, probing
-from tutorial_lib.methods.probing.adversarial import Arm
-from tutorial_lib.settings import Budget
 from tutorial_lib.tokenization import train_wordpiece
-
-REVERSED = Arm("reversed POS", "gold", reverse=True, lambda_=1.0)
-BUDGET = Budget(batch_size=4, lr=5e-3, eval_batch_size=8)
-STAGE = dict(steps=4, head_lr=1e-2, head_warmup_steps=2, batch_size=4)
-
-
-@pytest.fixture(autouse=True)
-def seventeen_tags(monkeypatch):
-    monkeypatch.setattr(probing, "upos_names", lambda: [f"TAG{i}" for i in range(17)])
 
 
 def named(s: probing.Sentences, prefix: str) -> probing.Sentences:
