@@ -24,8 +24,8 @@ Each part is timed (``time.perf_counter``); the table is printed and written to
 ``benchmarks/results/burnout_probe.json`` (smoke: a temporary file, unless ``--out``). At
 classroom it is sized to finish in ≤ 6 minutes on the 2-core machine.
 
-    TUTORIAL_DATA_DIR=/work/shared/data .venv/bin/python -m benchmarks.burnout_probe
-    TUTORIAL_DATA_DIR=/work/shared/data .venv/bin/python -m benchmarks.burnout_probe --scale smoke
+    TUTORIAL_DATA_DIR=../shared/data .venv/bin/python -m benchmarks.burnout_probe
+    TUTORIAL_DATA_DIR=../shared/data .venv/bin/python -m benchmarks.burnout_probe --scale smoke
 """
 
 from __future__ import annotations
