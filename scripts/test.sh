@@ -8,6 +8,7 @@
 # offline (HF_HUB_OFFLINE=1): every dataset comes from the local copy or the Hub's cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+unset PYTHONDONTWRITEBYTECODE  # .pyc written once, read by every later process (scripts/pytest_all.sh)
 # Before anything is installed: Python >= 3.11, and where the data comes from (scripts/data_source.py):
 # TUTORIAL_DATA_DIR if set (empty: the Hub's cache a prefetch filled, as ci.yml does), else
 # ../shared/data where it exists, else the Hub — prefetched here first when it can be reached,

@@ -16,6 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+unset PYTHONDONTWRITEBYTECODE  # as scripts/pytest_all.sh: .pyc written once, read after
 build_only=0
 if [ "${1:-}" = "--build-only" ]; then build_only=1; shift; fi
 venv=.venv-floors
