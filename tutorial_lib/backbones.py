@@ -53,7 +53,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from . import pretraining
+from . import data, pretraining
 from .config import Scale, cache_dir
 from .models import POOLS, SequenceClassifier, TransformerClassifier, TransformerLM
 from .pretraining import OURS, get_tokenizer, model_config
@@ -261,8 +261,8 @@ class Backbone:
         if not isinstance(split, Mapping) and not hasattr(split, "column_names"):
             ids = self.encode([r["text"] for r in split], max_len)
             return [{"input_ids": i, "labels": int(r["label"])} for i, r in zip(ids, split)]
-        ids = self.encode(split["text"], max_len)
-        return [{"input_ids": i, "labels": y} for i, y in zip(ids, split["label"])]
+        ids = self.encode(data.column(split, "text"), max_len)
+        return [{"input_ids": i, "labels": y} for i, y in zip(ids, data.column(split, "label"))]
 
     # --- the LM head's interface (prompting and DART, notebook 09) -------------------------------
 

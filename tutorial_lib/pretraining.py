@@ -85,7 +85,8 @@ def corpus_lines(scale: Scale, split: str, settings: PretrainingSettings | None 
     """Non-empty, cleaned lines of the pretraining corpus (optionally truncated)."""
     s = recipe(scale, settings)
     limit = s.max_train_lines if split == "train" else s.max_valid_lines
-    rows = data.load(s.corpus, validation_fraction=0.0)[split]["text"]
+    rows = data.load(s.corpus, validation_fraction=0.0)[split]
+    rows = data.column(rows, "text")
     lines = [clean_wikitext(r) for r in rows]
     lines = [ln for ln in lines if ln]
     return lines[:limit] if limit else lines

@@ -141,19 +141,20 @@ class Task:
     def majority_baseline(self, split: str = "test") -> dict[str, float]:
         """The metrics of always predicting the most frequent training label (regression: the
         training mean) on ``split``: the floor every table states."""
-        labels = np.asarray(getattr(self, split)["label"])
-        train = np.asarray(self.train["label"])
+        labels = np.asarray(data.column(getattr(self, split), "label"))
+        train = np.asarray(data.column(self.train, "label"))
         guess = train.mean() if self.is_regression else np.bincount(train).argmax()
         return self.metrics(np.full(len(labels), guess), labels)
 
 
 def _split(ds: Dataset, fraction: float, stratify: bool) -> tuple[Dataset, Dataset]:
-    """``datasets``' ``train_test_split`` (stratified by label when ``stratify``). Its row indices
+    """``datasets``' ``train_test_split`` (stratified by label when ``stratify``; the same rows
+    from :func:`data.split_indices`, which reads the labels at once). Its row indices
     depend only on the number of rows, the labels (when stratified), ``fraction`` and the seed, so
     they are kept in the cache under a digest of those and read back by every later process: a
     stratified split of MNLI's 393k rows takes seconds, and each notebook kernel and test process
     would pay it again. A missing or unreadable entry is computed as before."""
-    labels = np.asarray(ds["label"]) if stratify else np.zeros(0)
+    labels = np.asarray(data.column(ds, "label")) if stratify else np.zeros(0)
     key = hashlib.sha256(b"|".join([str((len(ds), fraction, stratify, SPLIT_SEED)).encode(),
                                     labels.tobytes(), str(labels.dtype).encode()])).hexdigest()[:24]
     path = config.cache_dir("splits") / f"{key}.npz"
@@ -162,10 +163,8 @@ def _split(ds: Dataset, fraction: float, stratify: bool) -> tuple[Dataset, Datas
             return ds.select(saved["train"]), ds.select(saved["test"])
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         pass
-    kwargs = {"stratify_by_column": "label"} if stratify else {}
-    rows = ds.add_column("__row", np.arange(len(ds)))
-    parts = rows.train_test_split(test_size=fraction, seed=SPLIT_SEED, **kwargs)
-    train, test = (np.asarray(parts[k]["__row"], dtype=np.int64) for k in ("train", "test"))
+    train, test = (np.asarray(i, dtype=np.int64) for i in data.split_indices(
+        ds, fraction, SPLIT_SEED, "label" if stratify else None))
 
     def save(tmp: Path) -> None:
         with tmp.open("wb") as f:
@@ -360,7 +359,7 @@ def few_shot_pool(task: Task) -> Dataset:
 @functools.cache
 def _sst2_sentences() -> Dataset:
     sst5 = load_task("sst5").pool
-    pairs = [(t, y) for t, y in zip(sst5["text"], sst5["label"]) if y != 2]
+    pairs = [(t, y) for t, y in zip(data.column(sst5, "text"), data.column(sst5, "label")) if y != 2]
     glue = {"-lrb-": "(", "-rrb-": ")", "\\/": "/"}
 
     def spelled(text: str) -> str:
@@ -382,13 +381,14 @@ def few_shot(
     if task.is_regression:
         raise TaskError(f"few-shot splits need classes; {task.name} is a regression task")
     pool = few_shot_pool(task)
-    labels, texts = pool["label"], pool["text"]
+    labels, texts = data.column(pool, "label"), data.column(pool, "text")
     train_idx, dev_idx = sample_indices(labels, k, seed, dev_k if dev_k else k or 16)
     test = subsample(task.test, test_examples)
 
     def rows(indices: Sequence[int]) -> list[dict]:
         return [{"text": texts[i], "label": int(labels[i])} for i in indices]
 
-    test_rows = [{"text": t, "label": int(y)} for t, y in zip(test["text"], test["label"])]
+    test_rows = [{"text": t, "label": int(y)}
+                 for t, y in zip(data.column(test, "text"), data.column(test, "label"))]
     return FewShotSplit(task.name, k, seed, rows(train_idx), rows(dev_idx), test_rows,
                         task.label_names)

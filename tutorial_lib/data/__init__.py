@@ -103,6 +103,7 @@ local copy), :mod:`.hub` (loading from the Hub and normalising it), :mod:`.loadi
 Hub path checks its downloads against), :mod:`.environment` and :mod:`.errors`.
 """
 
+from .columns import column, split_indices, train_test_split
 from .environment import DATA_ENV_VAR, data_dir
 from .errors import DataError
 from .loading import clear_cache, fingerprint, load, source_of
@@ -166,11 +167,14 @@ __all__ = [
     "DatasetSpec",
     "HubSpec",
     "clear_cache",
+    "column",
     "data_dir",
     "fingerprint",
     "list_datasets",
     "load",
     "source_of",
     "split_by_dialogue",
+    "split_indices",
+    "train_test_split",
     "verify_file",
 ]

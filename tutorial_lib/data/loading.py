@@ -12,6 +12,7 @@ from typing import Any
 
 from datasets import DatasetDict
 
+from .columns import train_test_split
 from .environment import DATA_DIR_PLACEHOLDER, DATA_ENV_VAR, data_dir
 from .errors import DataError
 from .hub import load_hub
@@ -88,11 +89,9 @@ def carve_validation(
     if "train" not in dd or "validation" in dd or validation_fraction == 0:
         return dd
     try:
-        parts = dd["train"].train_test_split(
-            test_size=validation_fraction, seed=seed, stratify_by_column=spec.stratify
-        )
+        parts = train_test_split(dd["train"], validation_fraction, seed, spec.stratify)
     except ValueError:  # too few rows per class to stratify (tiny datasets only)
-        parts = dd["train"].train_test_split(test_size=validation_fraction, seed=seed)
+        parts = train_test_split(dd["train"], validation_fraction, seed)
     out = {"train": parts["train"], "validation": parts["test"]}
     if "test" in dd:
         out["test"] = dd["test"]

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader
 
+from ... import data
 from ...anatomy import truncated
 from ...backbones import Backbone
 from ...finetuning import Run, train_and_score
@@ -180,8 +181,8 @@ def transfer_text(task: Task, n: int | None, seed: int = 1) -> list[str]:
     """``n`` texts of ``task``'s labelled pool that are in neither its train nor its validation
     split (a fixed random choice by ``seed``), to be used *without* their labels: unlabelled
     transfer text for the teacher to label."""
-    used = set(task.train["text"]) | set(task.validation["text"])
-    pool = task.pool.shuffle(seed=seed)["text"]
+    used = set(data.column(task.train, "text")) | set(data.column(task.validation, "text"))
+    pool = data.column(task.pool.shuffle(seed=seed), "text")
     out = []
     for text in pool:
         if n is not None and len(out) >= n:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ... import tasks
+from ... import data, tasks
 from ...floors import Floor, majority_floor
 from ...models import IGNORE_INDEX
 
@@ -149,7 +149,7 @@ def mixture(task_names: Sequence[str], per_task: int | None, *, seed: int = 0, t
             raise ValueError(f"no instruction templates for task {name!r}: {sorted(TEMPLATES)}")
         rows = (tasks.load_task(name, train_examples=per_task).train if split == "train"
                 else tasks.subsample(tasks.load_task(name).validation, per_task))
-        for text, label in zip(rows["text"], rows["label"]):
+        for text, label in zip(data.column(rows, "text"), data.column(rows, "label")):
             k = rng.randrange(len(TEMPLATES[name]))
             template = TEMPLATES[name][k]
             text = clip(text, tokenizer, max_tokens) if tokenizer is not None else text
@@ -162,7 +162,7 @@ def balanced(split: Any, n: int | None, num_labels: int, seed: int | None = None
     """``n // num_labels`` rows of every label of ``split`` (a random draw with ``seed``; None:
     the tasks' split seed; ``n`` None: as many of each as the rarest label has), in the split's
     order."""
-    labels = np.asarray(split["label"])
+    labels = np.asarray(data.column(split, "label"))
     per = min(int((labels == c).sum()) for c in range(num_labels))
     per = per if n is None else min(per, n // num_labels)
     rng = np.random.default_rng(tasks.SPLIT_SEED if seed is None else seed)
@@ -186,9 +186,10 @@ def heldout_items(name: str, n: int | None, *, template: int = 0, tokenizer: Any
     else:
         test = task.test.shuffle(seed=seed).select(range(n))
     t = TEMPLATES[name][template]
+    texts, labels = data.column(test, "text"), data.column(test, "label")
     items = [Item(name, t.prompt(clip(x, tokenizer, max_tokens) if tokenizer is not None else x),
-                  t.answers, int(y)) for x, y in zip(test["text"], test["label"])]
-    floor = majority_floor(task.train["label"], test["label"], what=f"{name} majority class")
+                  t.answers, int(y)) for x, y in zip(texts, labels)]
+    floor = majority_floor(data.column(task.train, "label"), labels, what=f"{name} majority class")
     return items, floor
 
 
@@ -205,7 +206,7 @@ def question_pool(names: Sequence[str], n: int | None, seeds: Sequence[int], *, 
     for name in names:
         items, _ = heldout_items(name, None if n is None else n * len(seeds), tokenizer=tokenizer,
                                  balance=balance, seed=seeds[0])
-        train_labels = tasks.load_task(name).train["label"]
+        train_labels = data.column(tasks.load_task(name).train, "label")
         rng = random.Random(seeds[0])
         by_label = [[it for it in items if it.label == c] for c in sorted({it.label for it in items})]
         for group in by_label:

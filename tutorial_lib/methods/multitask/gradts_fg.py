@@ -23,8 +23,8 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ... import data, stats
 from ... import premises as prem
-from ... import stats
 from ...anatomy import KeyValue
 from ...batches import eval_loader, pad_collate
 from ...evaluation import logits_step
@@ -172,7 +172,8 @@ def floor_checks(exp: Experiment, single: Mapping[str, Run], *, resamples: int =
     floors, rows = exp.floors(), {}
     for t, run in single.items():
         preds, labels = _test_predictions(exp, run.model, t)
-        guess = np.full_like(labels, np.bincount(np.asarray(exp.data[t].task.train["label"])).argmax())
+        train_labels = np.asarray(data.column(exp.data[t].task.train, "label"))
+        guess = np.full_like(labels, np.bincount(train_labels).argmax())
         score = compute_metrics(t, preds, labels)["score"]
         deltas = []
         for _ in range(resamples):

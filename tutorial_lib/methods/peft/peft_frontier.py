@@ -32,6 +32,7 @@ from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 from torch import nn
 from transformers import AutoModel, AutoTokenizer, BitsAndBytesConfig
 
+from ... import data
 from ...backbones import Backbone, load_backbone
 from ...config import Scale
 from ...evaluation import evaluate
@@ -257,9 +258,9 @@ def qlora_run(name: str, task: Task, budget: Budget, *, steps: int, seed: int = 
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
     def rows(split: object) -> list[dict]:  # a causal LM: the end-of-text token is pooled
-        ids = tokenizer(list(split["text"]), add_special_tokens=False)["input_ids"]
+        ids = tokenizer(data.column(split, "text"), add_special_tokens=False)["input_ids"]
         return [{"input_ids": i[: 126] + [tokenizer.eos_token_id], "labels": y}
-                for i, y in zip(ids, split["label"])]
+                for i, y in zip(ids, data.column(split, "label"))]
 
     model = qlora_classifier(name, task.num_labels)
     train = resumable_loader(rows(task.train), seed=seed, batch_size=budget.batch_size,

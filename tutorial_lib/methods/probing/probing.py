@@ -103,10 +103,10 @@ def load_sentences(split: str, n: int | None, seed: int = 0, offset: int = 0) ->
     stop = len(ds) if n is None else min(len(ds), offset + n)
     ds = ds.select(range(offset, stop))
     return Sentences(
-        tokens=list(ds["tokens"]),
-        upos=[list(r) for r in ds["upos"]],
-        deprel=[[deprel_index(d) for d in row] for row in ds["deprel"]],
-        sent_ids=list(ds["sent_id"]),
+        tokens=data.column(ds, "tokens"),
+        upos=[list(r) for r in data.column(ds, "upos")],
+        deprel=[[deprel_index(d) for d in row] for row in data.column(ds, "deprel")],
+        sent_ids=data.column(ds, "sent_id"),
     )
 
 

@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
+from ... import data
 from ...backbones import Backbone
 from ...config import Scale
 from ...finetuning import Run, Scored, train_and_score
@@ -369,7 +370,8 @@ def finetune_qa(backbone_name: str, train: Any, test: Any, budget: Budget, seed:
         return SpanExtractor(bb.encoder)
 
     def rows(bb: Backbone) -> list[dict]:
-        enc = windows(bb.tokenizer, train["question"], train["context"], train["answers"],
+        question, context, answers = (data.column(train, c) for c in ("question", "context", "answers"))
+        enc = windows(bb.tokenizer, question, context, answers,
                       max_length=min(max_length, bb.max_len), stride=stride)
         out = [{"input_ids": i, "labels": [s, e]}
                for i, s, e in zip(enc["input_ids"], enc["start_positions"], enc["end_positions"])]
@@ -377,9 +379,9 @@ def finetune_qa(backbone_name: str, train: Any, test: Any, budget: Budget, seed:
         return out
 
     def answerer(bb: Backbone, split: Any) -> Callable[[nn.Module], list[str]]:
-        contexts = list(split["context"])
-        ev = windows(bb.tokenizer, split["question"], contexts, max_length=min(max_length, bb.max_len),
-                     stride=stride)
+        contexts = data.column(split, "context")
+        ev = windows(bb.tokenizer, data.column(split, "question"), contexts,
+                     max_length=min(max_length, bb.max_len), stride=stride)
 
         def answer(model: nn.Module) -> list[str]:
             logits = position_logits(model, ev["input_ids"], bb.pad_id, budget.eval_batch_size)
@@ -389,12 +391,12 @@ def finetune_qa(backbone_name: str, train: Any, test: Any, budget: Budget, seed:
 
     def score(model: nn.Module, bb: Backbone) -> Scored:
         answers = answerer(bb, test)(model)
-        scores = squad_scores(answers, [a["text"] for a in test["answers"]])
+        scores = squad_scores(answers, [a["text"] for a in data.column(test, "answers")])
         return Scored(scores, {"exact_match": scores["exact_match"], "f1": scores["f1"],
                                "train_windows": windows_seen[-1]}, answers)
 
     def validate(bb: Backbone) -> Callable[[nn.Module], dict]:
-        answer, refs = answerer(bb, dev), [a["text"] for a in dev["answers"]]
+        answer, refs = answerer(bb, dev), [a["text"] for a in data.column(dev, "answers")]
         return lambda model: squad_scores(answer(model), refs)
 
     return train_and_score(backbone_name, seed, scale=scale, budget=budget, method=method,

@@ -35,6 +35,7 @@ from seqeval.scheme import IOB2
 from torch import nn
 from transformers import BatchEncoding, PreTrainedTokenizerBase
 
+from ... import data
 from ...backbones import Backbone
 from ...config import Scale
 from ...finetuning import Run, Scored, train_and_score
@@ -343,19 +344,20 @@ def finetune_ner(backbone_name: str, train: dict, test: dict, names: Sequence[st
         return TokenClassifier(bb.encoder, len(names))
 
     def rows(bb: Backbone) -> list[dict]:
-        enc = tokenize_and_align(bb.tokenizer, train["tokens"], train["ner_tags"],
+        enc = tokenize_and_align(bb.tokenizer, data.column(train, "tokens"), data.column(train, "ner_tags"),
                                  max_length=max_len(bb), all_pieces=all_pieces, names=names)
         return [{"input_ids": i, "labels": y} for i, y in zip(enc["input_ids"], enc["labels"])]
 
     def score(model: nn.Module, bb: Backbone) -> Scored:
-        pred = predict_tags(model, bb, test["tokens"], names, max_len(bb), budget.eval_batch_size)
-        scores = entity_scores([[names[t] for t in tags] for tags in test["ner_tags"]], pred)
+        tokens = data.column(test, "tokens")
+        pred = predict_tags(model, bb, tokens, names, max_len(bb), budget.eval_batch_size)
+        scores = entity_scores([[names[t] for t in tags] for tags in data.column(test, "ner_tags")], pred)
         return Scored(scores, ner_columns(scores), pred)
 
     def validate(bb: Backbone) -> Callable[[nn.Module], dict]:
-        gold = [[names[t] for t in tags] for tags in dev["ner_tags"]]
+        gold = [[names[t] for t in tags] for tags in data.column(dev, "ner_tags")]
         return lambda model: ner_columns(entity_scores(gold, predict_tags(
-            model, bb, dev["tokens"], names, max_len(bb), budget.eval_batch_size)))
+            model, bb, data.column(dev, "tokens"), names, max_len(bb), budget.eval_batch_size)))
 
     def max_len(bb: Backbone) -> int:
         return min(budget.max_len or bb.max_len, bb.max_len)
