@@ -193,9 +193,10 @@ def write_report_section(directory: Path) -> Path | None:
 
 def run_held_out(scale: str, held_dir: Path, only: Sequence[str] | None, seeds: str = "held-out") -> int:
     """Execute the notebooks with the seed set ``seeds`` (held-out, or an integer offset) into
-    ``held_dir`` (never in place). The executed copies keep only what was printed and no figures
-    are kept (their numbers are in ``<notebook>.json``: ``scripts/strip_outputs.py``), so the
-    held-out run does not double the tracked tree every device call carries (issue 63)."""
+    ``held_dir`` (never in place). The executed copies keep only what was printed
+    (``scripts/strip_outputs.py``) and stay outside the tree (git-ignored: replication reads only
+    ``<notebook>.json``), so the held-out run does not double the tracked tree every device call
+    carries (issue 63)."""
     env = {**os.environ, config.SEEDS_ENV_VAR: seeds}
     cmd = [sys.executable, str(ROOT / "scripts" / "run_notebooks.py"), "--scale", scale,
            "--out", str(held_dir), "--strip-rich-outputs", *(["--only", *only] if only else [])]

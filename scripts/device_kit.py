@@ -3,7 +3,7 @@ folder that travels with one device call (the working tree plus carried paths: 6
 
     python scripts/device_kit.py estimate --notebooks 01-05 --scale gpu         # here: seconds
     python scripts/device_kit.py build --notebooks all --scale smoke            # here, online
-    python scripts/device_kit.py build --notebooks 03-05 --scale gpu
+    python scripts/device_kit.py build --notebooks 01-05 --scale gpu
     bash scripts/device_run.sh .device/smoke-all -- <command>                    # there, offline
 
 The GPU machine (one H100/H200, 16 cores, no network) runs an image with Python 3.12, CUDA torch,

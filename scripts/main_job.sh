@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: set up .venv if needed, then execute every notebook in order at one scale
 # (default classroom), saving the executed notebooks and the report results/<scale>/RESULTS.md
-# (with its figures); a notebook that fails is reported there and the job exits 1 at the end.
+# (it says where each figure lies in them); a notebook that fails is reported there and the job exits 1 at the end.
 #   bash scripts/main_job.sh                 # classroom scale, notebooks executed in place
 #   bash scripts/main_job.sh --scale smoke   # any scale; see scripts/run_notebooks.py --help
 #   bash scripts/main_job.sh --resume        # after an interruption: skip the notebooks whose

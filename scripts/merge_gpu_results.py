@@ -1,7 +1,7 @@
 """Merge the per-notebook results folders of the GPU workflow's legs into one results folder.
 
 Each leg of ``.github/workflows/notebooks-gpu.yml`` uploads its ``results/gpu`` (the executed
-notebook, its tables, figures, a ``wall_times.json`` and a ``peak_memory.json`` with one entry
+notebook, its tables, a ``wall_times.json`` and a ``peak_memory.json`` with one entry
 each) as an artifact
 ``gpu-<notebook>``; the report job downloads them all into one folder and calls this script, then
 ``run_notebooks.py --report-only`` writes RESULTS.md from the merged folder.

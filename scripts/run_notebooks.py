@@ -3,24 +3,25 @@
 At classroom scale (the default) notebooks are executed *in place*, so the committed notebooks
 carry the outputs of this run; at any other scale the executed copies go to
 ``results/<scale>/notebooks/`` unless ``--inplace`` is given. Each notebook saves its tables
-through ``tutorial_lib.results``; this script extracts each executed notebook's figures into
-``results/<scale>/figures/`` and gathers tables, figures, wall times and reference numbers into
-``results/<scale>/RESULTS.md``.
+through ``tutorial_lib.results``; this script gathers tables, wall times and reference numbers
+into ``results/<scale>/RESULTS.md``, which says where each figure lies in the executed notebook
+(none is copied beside it: issue 63).
 
 **Nothing good is lost.** Each notebook runs into a staging folder ``results/<scale>/.staging/
 <notebook>/`` (``TUTORIAL_RESULTS_DIR`` points there, so ``results.save`` writes there; the
-executed notebook and its figures go there too). Only when the notebook finished without error
-are its outputs swapped in (the executed notebook, ``<notebook>.json``, its figures, its wall
-time). A notebook that fails (an exception in a cell, a dead kernel, a cell timeout) or is
-interrupted (Ctrl-C, SIGTERM) leaves its previous outputs byte-identical; its failed execution is
-moved to ``results/<scale>/failed/<notebook>/`` (with ``failure.json``: the one-line error, when)
-for reading, and the report says in its section that it failed, why, and that the results shown
-are the last good ones, with their date. A failure stays in the report until the notebook runs
-without error again. The job goes on to the next notebook (an interruption stops it); the exit
-status is then 1 (130 when interrupted). ``RESULTS.md``, ``effects.json`` and ``wall_times.json``
-are rewritten only when some notebook's outputs were swapped in (or with ``--report-only``); when
-none was, the report naming the failures goes to ``results/<scale>/failed/RESULTS.md``, so a
-failed run changes nothing but ``failed/``.
+executed notebook goes there too). Only when the notebook finished without error are its
+outputs swapped in (the executed notebook, ``<notebook>.json``, its wall time). A notebook that
+fails (an exception in a cell, a dead kernel, a cell timeout) or is interrupted (Ctrl-C,
+SIGTERM) leaves its previous outputs byte-identical; its failed execution is moved to
+``results/<scale>/failed/<notebook>/`` (with ``failure.json``: the one-line error, when) for
+reading, as a record (what it printed and its traceback; its figures stripped:
+``scripts/strip_outputs.py``), and the report says in its section that it failed, why, and that
+the results shown are the last good ones, with their date. A failure stays in the report until
+the notebook runs without error again. The job goes on to the next notebook (an interruption
+stops it); the exit status is then 1 (130 when interrupted). ``RESULTS.md``, ``effects.json``
+and ``wall_times.json`` are rewritten only when some notebook's outputs were swapped in (or with
+``--report-only``); when none was, the report naming the failures goes to
+``results/<scale>/failed/RESULTS.md``, so a failed run changes nothing but ``failed/``.
 
 ``--resume`` continues an interrupted (or partly failed) job: it skips every notebook that
 finished without error after the last change to anything it depends on, and runs the rest.
@@ -44,10 +45,11 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import nbformat
@@ -280,42 +282,55 @@ def _move(source: Path, target: Path) -> None:
 
 
 def swap_in(stage: Path, out: Path, notebook: Path, executed: Mapping, destination: Path,
-            strip: bool = False) -> list[Path]:
+            strip: bool = False) -> list[str]:
     """Move a notebook's outputs from ``stage`` into place: the executed notebook to
-    ``destination``, ``<notebook>.json`` and its figures into ``out`` (the notebook's older figures
-    go; so does an older ``.json`` when this run saved none). ``strip``: a record, not a lesson:
-    the executed notebook keeps only what was printed and no figure is kept
-    (``scripts/strip_outputs.py``). Returns the figures' paths."""
+    ``destination`` and ``<notebook>.json`` into ``out`` (an older ``.json`` goes when this run
+    saved none). No figure is copied out of the notebook: the report points to them in it
+    (issue 63). ``strip``: a record, not a lesson: the executed notebook keeps only what was
+    printed (``scripts/strip_outputs.py``). Returns where the kept notebook's figures lie
+    (:func:`tutorial_lib.ops.report.notebook_figures`)."""
     stem = notebook.stem
-    staged_figures = [] if strip else reports.save_figures(executed, stage, stem)
     if strip:
         strip_outputs.strip_file(stage / notebook.name)
-    old = set(reports.figure_paths(out, stem))
     _move(stage / notebook.name, destination)
     saved = stage / f"{stem}.json"
     if saved.exists():
         _move(saved, out / saved.name)
     else:  # finished, saved nothing: no stale numbers (the report says it saved none)
         (out / saved.name).unlink(missing_ok=True)
-    placed = []
-    for figure in staged_figures:
-        placed.append(out / reports.FIGURES_DIR / figure.name)
-        _move(figure, placed[-1])
-    for stale in old - set(placed):
-        stale.unlink()
     shutil.rmtree(stage, ignore_errors=True)
-    return placed
+    return [] if strip else reports.notebook_figures(executed)
 
 
 def keep_failed(stage: Path, out: Path, notebook: Path, error: str, seconds: float) -> Path:
     """Move a failed execution (the notebook as far as it ran, whatever it saved) from ``stage`` to
-    ``out/failed/<notebook>/`` with its ``failure.json``; the last good outputs are not touched."""
+    ``out/failed/<notebook>/`` with its ``failure.json``; the last good outputs are not touched.
+    The failed notebook is a record (what it printed, its traceback): its rich outputs are
+    stripped (``scripts/strip_outputs.py``; a committed one travels with every device call)."""
+    if (stage / notebook.name).is_file():
+        with contextlib.suppress(OSError, ValueError):  # cut short: kept as it is
+            strip_outputs.strip_file(stage / notebook.name)
     target = reports.failed_dir(out, notebook.stem)
     shutil.rmtree(target, ignore_errors=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     os.replace(stage, target)
     reports.record_failure(out, notebook.stem, error, seconds)
     return target
+
+
+def git_ignored(paths: Iterable[Path]) -> set[Path]:
+    """Those of ``paths`` that git ignores (no clone has them: the report links none of them,
+    e.g. the held-out run's executed copies, kept outside the tree, issue 63); none outside a
+    git work tree."""
+    paths = list(paths)
+    if not paths:
+        return set()
+    try:
+        done = subprocess.run(["git", "check-ignore", "-z", "--stdin"], cwd=ROOT, capture_output=True,
+                              input=b"\0".join(os.fsencode(p) for p in paths), timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    return {Path(os.fsdecode(p)) for p in done.stdout.split(b"\0") if p} if done.returncode == 0 else set()
 
 
 def write_report(out: Path, notebooks: Sequence[Path], destination: Mapping[str, Path],
@@ -325,8 +340,10 @@ def write_report(out: Path, notebooks: Sequence[Path], destination: Mapping[str,
     names = [nb.stem for nb in notebooks]
     times_path = out / "wall_times.json"
     times = json.loads(times_path.read_text()) if times_path.exists() else {}
+    there = {stem: dest for stem, dest in destination.items() if dest.exists()}
+    hidden = git_ignored(there.values())
     links = {stem: Path(os.path.relpath(dest, at)).as_posix()
-             for stem, dest in destination.items() if dest.exists()}
+             for stem, dest in there.items() if dest not in hidden}
     report = reports.report_markdown(out, names, times, this_run=this_run, links=links, at=at)
     atomic_write(at / reports.REPORT_NAME, report)
     if at == out:
@@ -347,8 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cpu-lock", type=Path, help="hold this lock file (flock) while each "
                         "notebook runs, so other jobs that take it only run between notebooks")
     parser.add_argument("--strip-rich-outputs", action="store_true", help="executed copies keep "
-                        "only what was printed, and no figures are kept (scripts/strip_outputs.py; "
-                        "not with the committed notebooks, whose outputs are the lesson)")
+                        "only what was printed (scripts/strip_outputs.py; not with the committed "
+                        "notebooks, whose outputs are the lesson)")
     parser.add_argument("--resume", action="store_true", help="skip the notebooks whose results "
                         "are newer than everything they depend on (an interrupted job goes on)")
     parser.add_argument("--start-within", type=float, metavar="MINUTES", help="start no notebook "

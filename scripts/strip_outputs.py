@@ -2,19 +2,22 @@
 keeping what was printed.
 
 An executed copy of a notebook that is not the teaching material (the held-out run under
-``results/<scale>/held-out/notebooks/``) is a record of what ran: its numbers are in
-``<notebook>.json`` beside it, and its plots are those of the committed notebook on other seeds.
-Its figures, HTML tables and LaTeX made the held-out run 7.4 MiB of the tracked tree, which every
-device call carries (64 MiB a call, issue 63). So every output keeps only its ``text/plain``
-(streams and errors stay as they are); an ``image/png`` becomes a line saying which figure went;
-the notebook's metadata (``tutorial_stripped``) says what went, how many bytes, and why. The
-stripped outputs of the committed held-out run are in git history (before issue 63).
+``results/<scale>/held-out/notebooks/``, a failed execution under ``results/<scale>/failed/``) is
+a record of what ran: its numbers are in ``<notebook>.json``, and its plots are those of the
+committed notebook on other seeds (or its traceback says why there are none). Its figures, HTML
+tables and LaTeX made the held-out run 7.4 MiB of the tracked tree, which every device call
+carries (64 MiB a call, issue 63). So every output keeps only its ``text/plain`` (streams and
+errors stay as they are); an ``image/png`` becomes a line saying which figure went; the
+notebook's metadata (``tutorial_stripped``) says what went, how many bytes, and why. The held-out
+run's executed copies are, besides, kept outside the tree (git-ignored; replication reads only
+its ``<notebook>.json``); the last committed ones are in git history (``git show
+ed78f54:results/classroom/held-out/notebooks/02_adaptation.ipynb``), and their figures before that.
 
-    python scripts/strip_outputs.py results/classroom/held-out/notebooks/*.ipynb
+    python scripts/strip_outputs.py results/classroom/failed/*/*.ipynb
 
-``scripts/run_notebooks.py --strip-rich-outputs`` (what ``benchmarks.replicate --run`` passes)
-applies it to each executed copy before it is swapped in, and keeps no figures for it. Stripping
-twice changes nothing.
+``scripts/run_notebooks.py`` applies it to a failed execution it keeps, and with
+``--strip-rich-outputs`` (what ``benchmarks.replicate --run`` passes) to each executed copy before
+it is swapped in. Stripping twice changes nothing.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ WHY = ("rich outputs (figures, HTML, LaTeX) stripped to keep the tracked tree sm
 def strip(notebook: dict, stem: str) -> dict:
     """``notebook`` (nbformat v4 as a dict) with every output's data reduced to :data:`KEPT`, in
     place; an ``image/png`` becomes a text line ``[figure <k> of <stem>: stripped]`` (k in cell
-    order, as ``report.save_figures`` numbers them). Records what went in the metadata; returns it."""
+    order, as ``report.notebook_figures`` numbers them). Records what went in the metadata; returns it."""
     removed: dict[str, int] = {}
     figure = 0
     for cell in notebook.get("cells", []):

@@ -481,9 +481,11 @@ def _digests(root: Path) -> dict[str, str]:
 def test_a_failed_main_job_run_keeps_the_last_good_results_byte_identical(tmp_path, monkeypatch):
     """Real kernels on a synthetic notebook, executed in place as at classroom scale: a run that
     raises midway (after saving new results and a new figure), or is stopped by SIGTERM, leaves
-    every earlier output byte-identical (notebook, results, figures, report, wall times) and adds
-    only failed/, whose RESULTS.md names the failure, its one-line reason and the date of the
-    results shown. (A good run after it clears failed/: the test above.)"""
+    every earlier output byte-identical (notebook, results, report, wall times) and adds only
+    failed/, whose RESULTS.md names the failure, its one-line reason and the date of the results
+    shown, and points to their figures in the last good notebook; the failed execution is kept
+    with its traceback, its figure stripped. No figure is copied out of a notebook (issue 63).
+    (A good run after it clears failed/: the test above.)"""
     root = _synthetic_project(tmp_path / "project")
     rn = _run_notebooks_module(monkeypatch, root)
     out = root / "results" / "smoke"
@@ -494,8 +496,9 @@ def test_a_failed_main_job_run_keeps_the_last_good_results_byte_identical(tmp_pa
     assert rn.main(argv) == 0
     good = _digests(root)
     assert {"notebooks/02_flaky.ipynb", "results/smoke/02_flaky.json", "results/smoke/RESULTS.md",
-            "results/smoke/figures/02_flaky_01.png", "results/smoke/wall_times.json",
-            "results/smoke/effects.json"} <= set(good)
+            "results/smoke/wall_times.json", "results/smoke/effects.json"} <= set(good)
+    assert not [k for k in good if k.endswith(".png")]  # the figure stays in the notebook
+    assert "- figure 1" in (out / "RESULTS.md").read_text().split("## 02_flaky")[-1]
     last_good = json.loads((out / "02_flaky.json").read_text())["date"]
     # the kernel's peak memory, from the probe cell the job appends and then removes
     peak = json.loads((out / "peak_memory.json").read_text())["02_flaky"]
@@ -512,13 +515,17 @@ def test_a_failed_main_job_run_keeps_the_last_good_results_byte_identical(tmp_pa
     assert all(k.startswith("results/smoke/failed/") for k in set(now) - set(good))
     kept = out / "failed" / "02_flaky"
     assert (kept / "02_flaky.json").exists()  # it did save new results before it raised
-    assert "boom midway" in (kept / "02_flaky.ipynb").read_text()
+    failed_copy = json.loads((kept / "02_flaky.ipynb").read_text())
+    assert "boom midway" in json.dumps(failed_copy)  # the traceback stays
+    assert "[figure 1 of 02_flaky: stripped]" in json.dumps(failed_copy)
+    assert failed_copy["metadata"]["tutorial_stripped"]["removed_bytes"]["image/png"] > 0
     report = (out / "failed" / "RESULTS.md").read_text()
     section = report.split("## 02_flaky")[-1]
     assert "**Last attempt failed: 02_flaky.**" in report
     assert "`RuntimeError: boom midway`" in section
     assert f"The results shown are the last good ones, from the run of {last_good}." in section
-    assert "(02_flaky/02_flaky.ipynb)" in section and "(../figures/02_flaky_01.png)" in section
+    assert "(02_flaky/02_flaky.ipynb)" in section
+    assert "[02_flaky.ipynb](../../../notebooks/02_flaky.ipynb), where they are embedded" in section
 
     marker = tmp_path / "kernel.pid"
     monkeypatch.setenv("FLAKY", "hang")

@@ -1,5 +1,5 @@
-"""The main job's results report: saving, figures, RESULTS.md, and the report of this test run's
-notebooks (executed once, by nbval)."""
+"""The main job's results report: saving, where the figures lie, RESULTS.md, and the report of this
+test run's notebooks (executed once, by nbval)."""
 
 import base64
 import importlib.util
@@ -113,14 +113,33 @@ def test_report_without_effects_has_no_glance_section(tmp_path):
     assert "Results at a glance" not in reports.report_markdown(tmp_path, ["02_adaptation"])
 
 
-def test_save_figures_numbers_them_and_drops_stale_ones(tmp_path):
-    assert [p.name for p in reports.save_figures(fake_notebook(3), tmp_path, "02_a")] == [
-        "02_a_01.png", "02_a_02.png", "02_a_03.png"]
-    (tmp_path / "figures" / "02_ab_01.png").write_bytes(b"another notebook's")
-    reports.save_figures(fake_notebook(2), tmp_path, "02_a")
-    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == [
-        "02_a_01.png", "02_a_02.png", "02_ab_01.png"]
-    assert (tmp_path / "figures" / "02_a_01.png").read_bytes() == b"\x89PNG fake"
+def test_notebook_figures_are_numbered_in_cell_order_under_their_section():
+    nb = fake_notebook(2)
+    nb["cells"] = [{"cell_type": "code", "source": "early()", "outputs": nb["cells"][1]["outputs"][:1]},
+                   *nb["cells"],
+                   {"cell_type": "markdown", "source": ["Some text\n", "## Curves\n", "more"]},
+                   {"cell_type": "markdown", "source": "no heading here"},
+                   {"cell_type": "code", "source": "plot()", "outputs": [
+                       {"output_type": "stream", "text": "# not a heading"},
+                       *nb["cells"][1]["outputs"][:1]]}]
+    assert reports.notebook_figures(nb) == ["", "x", "x", "Curves"]
+    assert reports.notebook_figures(fake_notebook(0)) == []
+
+
+def test_report_tables_carry_no_padding_and_render_the_same(tmp_path):
+    """pandas pads every cell to its column's widest (half of RESULTS.md was spaces and dashes,
+    issue 63): the report writes each row compact, with the same cells and alignment colons."""
+    padded = pd.DataFrame({"method": ["a", "a much longer name", "-"],
+                           "error": [0.5, 12.25, 3.0]}).to_markdown(index=False)
+    assert "a    " in padded and "|:---------" in padded  # what pandas writes
+    _write(tmp_path, "02_adaptation", tables={"t": {"markdown": padded, "records": [{}] * 3}})
+    report = reports.report_markdown(tmp_path, ["02_adaptation"])
+    assert ("| method | error |\n| :--- | ---: |\n| a | 0.5 |\n| a much longer name | 12.25 |\n"
+            "| - | 3 |") in report
+    rows = [line for line in report.splitlines() if line.startswith("|")]
+    assert rows and not [r for r in rows if "  " in r or "----" in r]
+    assert "hardware   : CPU test" in report  # fenced blocks keep their spaces
+    assert reports.compact_tables(report) == report
 
 
 def test_references_mark_recalled_numbers_unverified():
@@ -149,9 +168,12 @@ def test_report_has_every_notebooks_section_references_and_figures(tmp_path):
     _write(tmp_path, "02_adaptation", seeds={"small": [0, 1, 2], "MiniLM": [0]},
            seeds_source="notebook", notes="a note from the run")
     _write(tmp_path, "09_dart", seeds=[13, 21], seeds_source="notebook")
-    reports.save_figures(fake_notebook(2), tmp_path, "02_adaptation")
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "02_adaptation.ipynb").write_text(json.dumps(fake_notebook(2)))
+    (tmp_path / "notebooks" / "09_dart.ipynb").write_text(json.dumps(fake_notebook(0)))
     report = reports.report_markdown(tmp_path, names, {"02_adaptation": 12.3},
-                                     links={"02_adaptation": "notebooks/02_adaptation.ipynb"})
+                                     links={"02_adaptation": "notebooks/02_adaptation.ipynb",
+                                            "09_dart": "notebooks/09_dart.ipynb"})
     by_name = sections(report)
     assert [h for h in by_name if h[:2].isdigit()] == names
     for name in names:
@@ -169,9 +191,12 @@ def test_report_has_every_notebooks_section_references_and_figures(tmp_path):
     assert "93.5 (0.5)" in nine and "**unverified**" in nine
     # a notebook without results still has its section
     assert "No results" in ten and "10_probing.json" in ten and "None: the reference notes" in ten
-    links = FIGURE_LINK.findall(report)
-    assert links == ["figures/02_adaptation_01.png", "figures/02_adaptation_02.png"]
-    assert all((tmp_path / link).is_file() for link in links)
+    # the figures are pointed to in the executed notebook, not copied beside the report (issue 63)
+    assert not FIGURE_LINK.findall(report) and not (tmp_path / "figures").exists()
+    assert ("### Figures\n\nIn the executed notebook [02_adaptation.ipynb](notebooks/02_adaptation.ipynb)"
+            in two)
+    assert "- figure 1, under “x”\n- figure 2, under “x”\n" in two
+    assert "Figures" not in nine and "Figures" not in one  # none drawn; no executed notebook
 
 
 def test_report_says_which_sections_are_from_earlier_runs_and_which_failed(tmp_path):
@@ -196,19 +221,22 @@ def test_a_failed_notebook_shows_its_last_good_results_said_to_be_so(tmp_path):
     names = ["01_pretraining", "02_adaptation"]
     _write(tmp_path, "01_pretraining")
     _write(tmp_path, "02_adaptation", date="2026-01-02 03:04 UTC")
-    reports.save_figures(fake_notebook(1), tmp_path, "02_adaptation")
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "02_adaptation.ipynb").write_text(json.dumps(fake_notebook(1)))
     reports.record_failure(tmp_path, "02_adaptation", "DataError: cannot load trec: offline", 3.0,
                            date="2026-02-01 00:00 UTC")
     (reports.failed_dir(tmp_path, "02_adaptation") / "02_adaptation.ipynb").write_text("{}")
     assert set(reports.read_failures(tmp_path)) == {"02_adaptation"}
     report = reports.report_markdown(tmp_path, names, this_run=["02_adaptation"],
+                                     links={"02_adaptation": "../notebooks/02_adaptation.ipynb"},
                                      at=tmp_path / reports.FAILED_DIR)
     two = sections(report)["02_adaptation"]
     assert "Last attempt failed: 02_adaptation" in report.split("## Environment")[0]
     assert "**Last attempt failed** (2026-02-01 00:00 UTC): `DataError: cannot load trec: offline`" in two
     assert "The results shown are the last good ones, from the run of 2026-01-02 03:04 UTC." in two
     assert "(02_adaptation/02_adaptation.ipynb)" in two and "0.123" in two
-    assert "(../figures/02_adaptation_01.png)" in two  # links relative to where the report lies
+    # the last good run's figures, in its executed notebook, linked from where the report lies
+    assert "[02_adaptation.ipynb](../notebooks/02_adaptation.ipynb), where they are embedded" in two
     assert "last attempt failed" in sections(report)["Contents"]
     assert "Last attempt failed" not in sections(report)["01_pretraining"]
     reports.clear_failure(tmp_path, "02_adaptation")

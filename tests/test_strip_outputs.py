@@ -1,12 +1,15 @@
-"""scripts/strip_outputs.py: executed copies kept as records (the held-out run) keep what was
-printed and lose their figures, HTML and LaTeX (issue 63: the tracked tree travels with every
-device call); run_notebooks.py applies it when it swaps an executed copy in, and keeps no figures."""
+"""scripts/strip_outputs.py: executed copies kept as records (the held-out run, a failed execution)
+keep what was printed and lose their figures, HTML and LaTeX (issue 63: the tracked tree travels
+with every device call); run_notebooks.py applies it to a failed execution it keeps and, for a
+record, when it swaps an executed copy in; it copies no figure out of any notebook."""
 
 import base64
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.script_helpers import load_script
 
@@ -77,11 +80,11 @@ def test_the_command_strips_in_place_and_refuses_the_teaching_notebooks(tmp_path
     assert taught.read_bytes() == before
 
 
-def test_run_notebooks_strips_the_executed_copy_and_keeps_no_figures(tmp_path):
+def test_run_notebooks_copies_no_figure_and_strips_the_executed_copy_of_a_record(tmp_path):
+    """No figure leaves a notebook (the report points to them in it, issue 63); with ``strip`` (a
+    record: the held-out run) the executed copy keeps only what was printed."""
     rn = load_script("run_notebooks")
     stage, out = tmp_path / "stage", tmp_path / "out"
-    (out / "figures").mkdir(parents=True)
-    (out / "figures" / "02_adaptation_01.png").write_bytes(b"an older run's")
     for strip in (False, True):
         stage.mkdir()
         executed = _notebook()
@@ -90,19 +93,51 @@ def test_run_notebooks_strips_the_executed_copy_and_keeps_no_figures(tmp_path):
         figures = rn.swap_in(stage, out, Path("notebooks/02_adaptation.ipynb"), executed, dest,
                              strip=strip)
         kept = dest.read_text()
-        if not strip:  # as before: figures extracted, the notebook whole
-            assert [f.name for f in figures] == ["02_adaptation_01.png", "02_adaptation_02.png"]
-            assert figures[0].read_bytes() == b"\x89PNG fake" and PNG in kept
-    assert figures == [] and not list((out / "figures").iterdir())  # the older ones went too
-    assert "tutorial_stripped" in json.loads(kept)["metadata"] and PNG not in kept
+        assert not stage.exists() and not (out / "figures").exists()
+        if not strip:  # the lesson: the notebook whole, its figures where they lie in it
+            assert figures == ["t", "t"] and PNG in kept
+    assert figures == [] and "tutorial_stripped" in json.loads(kept)["metadata"] and PNG not in kept
 
 
-def test_the_committed_held_out_notebooks_are_stripped():
-    """The held-out run's executed copies: no embedded figures or HTML (re-strip with the command),
-    and no figures beside them."""
-    held = sorted(REPO.glob("results/*/held-out/notebooks/*.ipynb"))
-    assert held and not list(REPO.glob("results/*/held-out/figures/*"))
-    for path in held:
+def test_a_failed_execution_is_kept_stripped(tmp_path):
+    rn = load_script("run_notebooks")
+    stage, out = tmp_path / "stage", tmp_path / "out"
+    stage.mkdir()
+    (stage / "02_adaptation.ipynb").write_text(json.dumps(_notebook(), indent=1))
+    kept = rn.keep_failed(stage, out, Path("notebooks/02_adaptation.ipynb"), "ValueError: x", 1.0)
+    record = json.loads((kept / "02_adaptation.ipynb").read_text())
+    assert PNG not in json.dumps(record) and record["cells"][2]["outputs"][3]["ename"] == "ValueError"
+    assert json.loads((kept / "failure.json").read_text())["error"] == "ValueError: x"
+    stage.mkdir()
+    (stage / "02_adaptation.ipynb").write_text('{"cells": [')  # cut short: kept as it is
+    kept = rn.keep_failed(stage, out, Path("notebooks/02_adaptation.ipynb"), "killed", 1.0)
+    assert (kept / "02_adaptation.ipynb").read_text() == '{"cells": ['
+
+
+def _git(*args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
+    if done.returncode == 128:
+        pytest.skip(f"not a git work tree here (a copy of the tree): {done.stderr.strip()}")
+    return done
+
+
+def test_the_tracked_results_hold_no_figure_copies_and_no_held_out_executed_copies():
+    """Issue 63 (the tracked tree travels with every device call): no PNG copies under results/,
+    and the held-out run's executed copies stay outside the tree (git-ignored), its results JSON
+    (what benchmarks/replicate.py reads) tracked; an executed copy tracked as a record (a failed
+    execution) has no embedded figures or HTML (re-strip with the command)."""
+    tracked = _git("ls-files", "results").stdout.splitlines()
+    assert [p for p in tracked if p.startswith("results/classroom/held-out/") and p.endswith(".json")]
+    assert not [p for p in tracked if p.endswith(".png") or "/held-out/notebooks/" in p]
+    probes = ["results/classroom/figures/02_adaptation_01.png", "results/gpu/figures/01_pretraining_01.png",
+              "results/classroom/held-out/figures/x.png",
+              "results/classroom/held-out/notebooks/02_adaptation.ipynb"]
+    assert _git("check-ignore", "--no-index", *probes).stdout.split() == probes
+    rn = load_script("run_notebooks")
+    held_out_copy, lesson = REPO / probes[-1], REPO / "notebooks" / "02_adaptation.ipynb"
+    assert rn.git_ignored([held_out_copy, lesson]) == {held_out_copy}  # the report links only the lesson
+    records = [REPO / p for p in tracked if p.endswith(".ipynb") and "/failed/" in p]
+    for path in records:
         nb = json.loads(path.read_text())
         kinds = {k for cell in nb["cells"] for out in cell.get("outputs", []) for k in out.get("data", {})}
         assert kinds <= {"text/plain"}, (f"{path.name} holds {sorted(kinds - {'text/plain'})}: run "

@@ -7,8 +7,8 @@ them (``tests/test_layering.py``):
   (``python -m tutorial_lib.ops.prefetch --scale gpu``);
 * :mod:`~tutorial_lib.ops.bundle`: the offline bundle for a node without internet
   (``prefetch --bundle``; ``scripts/install_bundle.sh``);
-* :mod:`~tutorial_lib.ops.report`: the main job's ``RESULTS.md``, figures, failures, effects,
-  Holm's correction, replication and peak-memory tables (``scripts/run_notebooks.py``);
+* :mod:`~tutorial_lib.ops.report`: the main job's ``RESULTS.md`` (where its figures lie), failures,
+  effects, Holm's correction, replication and peak-memory tables (``scripts/run_notebooks.py``);
 * :mod:`~tutorial_lib.ops.seed_plan`: the gpu scale's seeds from the power analysis, and docs/gpu.md's
   table of them (``python -m tutorial_lib.ops.seed_plan --write docs/gpu.md``);
 * :mod:`~tutorial_lib.ops.fingerprints`: the local copy's content fingerprints, compared with the

@@ -1,5 +1,5 @@
-"""The main job's report ``RESULTS.md``, its figures, failures and effects: an operation, never
-read by a notebook (``scripts/run_notebooks.py`` and ``benchmarks/replicate.py`` call it).
+"""The main job's report ``RESULTS.md``, where its figures lie, failures and effects: an operation,
+never read by a notebook (``scripts/run_notebooks.py`` and ``benchmarks/replicate.py`` call it).
 
 :func:`report_markdown` builds the report from what each notebook saved
 (:func:`tutorial_lib.results.save`): every number in it comes from the run that saved it, each
@@ -13,7 +13,6 @@ says so in its section (:func:`read_failures`).
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import json
 import os
@@ -38,44 +37,86 @@ from .nulls import (  # noqa: F401 (SOURCE_*: re-exported beside with_power)
 )
 
 REPORT_NAME = "RESULTS.md"
-FIGURES_DIR = "figures"
 FOLD_ROWS = 25  # tables longer than this are folded (<details>) in the report
+
+
+# ------------------------------------------------------------------------------------ tables
+
+_PIPE = re.compile(r"(?<!\\)\|")  # a cell border: a pipe not escaped
+_RULE = re.compile(r"(:?)-+(:?)")  # a cell of the delimiter row: its alignment colons
+
+
+def compact_table_row(line: str, delimiter: bool = False) -> str:
+    """A markdown table row without the padding that aligns its columns in the source
+    (``pandas.to_markdown`` pads every cell to its column's widest): the same cells and, in the
+    ``delimiter`` row (a table's second), the same alignment colons, so it renders the same, in a
+    fraction of the bytes (the padding was half of RESULTS.md, issue 63).
+
+    >>> compact_table_row("| a     |   b | -   |")
+    '| a | b | - |'
+    >>> compact_table_row("|:------|----:|-----|", delimiter=True)
+    '| :--- | ---: | --- |'
+    """
+    cells = [c.strip() for c in _PIPE.split(line.strip())[1:-1]]
+    if delimiter and all(_RULE.fullmatch(c) for c in cells):
+        cells = [_RULE.sub(r"\1---\2", c) for c in cells]
+    return "| " + " | ".join(cells) + " |"
+
+
+def compact_tables(text: str) -> str:
+    """``text`` with every markdown table row compacted (:func:`compact_table_row`); fenced code
+    blocks are left as they are."""
+    out, fenced, row = [], False, 0
+    for line in text.split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        stripped = line.strip()
+        if not fenced and len(stripped) > 1 and stripped[0] == "|" and stripped[-1] == "|":
+            out.append(compact_table_row(line, delimiter=row == 1))
+            row += 1
+        else:
+            out.append(line)
+            row = 0
+    return "\n".join(out)
 
 
 # ----------------------------------------------------------------------------------- figures
 
 
-def figure_paths(directory: Path, notebook: str) -> list[Path]:
-    """``<directory>/figures/<notebook>_<k>.png``, in order of k."""
-    pattern = re.compile(rf"{re.escape(notebook)}_(\d+)\.png")
-    found = [(int(m.group(1)), p) for p in (Path(directory) / FIGURES_DIR).glob(f"{notebook}_*.png")
-             if (m := pattern.fullmatch(p.name))]
-    return [p for _, p in sorted(found)]
+def notebook_figures(executed: Mapping) -> list[str]:
+    """Where each figure (``image/png`` output) of an executed notebook (nbformat v4, as a dict)
+    lies, in cell order: the heading of the markdown section above it ("" before any heading).
+    The report points to the figures in the executed notebook, where they are embedded, instead of
+    keeping a copy of each beside it (2.6 MiB of PNGs in the tracked tree, which every device call
+    carries: issue 63). Figure k here is the k-th ``image/png`` output, as
+    ``scripts/strip_outputs.py`` numbers them."""
+    places, heading = [], ""
+    for cell in executed.get("cells", []):
+        if cell.get("cell_type") == "markdown":
+            source = cell.get("source", "")
+            lines = ("".join(source) if isinstance(source, list) else source).splitlines()
+            titles = [line.lstrip("#").strip() for line in lines if line.startswith("#")]
+            heading = titles[-1] if titles else heading
+        elif cell.get("cell_type") == "code":
+            places += [heading for out in cell.get("outputs", []) if "image/png" in out.get("data", {})]
+    return places
 
 
-def clear_figures(directory: Path, notebook: str) -> None:
-    for path in figure_paths(directory, notebook):
-        path.unlink()
-
-
-def save_figures(executed: Mapping, directory: Path, notebook: str) -> list[Path]:
-    """Write every ``image/png`` output of an executed notebook (nbformat v4, as a dict) to
-    ``<directory>/figures/<notebook>_<k>.png`` (k = 01, 02, … in cell order), replacing the
-    notebook's earlier figures. Returns the paths."""
-    clear_figures(directory, notebook)
-    images = [out["data"]["image/png"] for cell in executed.get("cells", [])
-              if cell.get("cell_type") == "code" for out in cell.get("outputs", [])
-              if "image/png" in out.get("data", {})]
-    if not images:
-        return []
-    folder = Path(directory) / FIGURES_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for k, data in enumerate(images, start=1):
-        path = folder / f"{notebook}_{k:02d}.png"
-        path.write_bytes(base64.b64decode("".join(data) if isinstance(data, list) else data))
-        paths.append(path)
-    return paths
+def figures_markdown(notebook: Path, link: str) -> str:
+    """The report's "Figures" of one notebook: each figure of the executed ``notebook`` (at
+    ``link`` from the report), by number and the section it lies in; "" when it has none (or
+    cannot be read)."""
+    try:
+        places = notebook_figures(json.loads(Path(notebook).read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return ""
+    if not places:
+        return ""
+    lines = [f"### Figures\n\nIn the executed notebook [{Path(link).name}]({link}), where they are "
+             "embedded (no copies are kept beside this report):\n"]
+    lines += [f"- figure {k}" + (f", under “{place}”" if place else "")
+              for k, place in enumerate(places, start=1)]
+    return "\n".join(lines) + "\n"
 
 
 # ----------------------------------------------------------------------------------- failures
@@ -245,7 +286,7 @@ def replication_markdown(directory: Path) -> str:
             f"replication {blob.get('held_out_dir', '')} ({blob.get('date', '')}).\n")
     counts = pd.Series([r["status"] for r in rows]).value_counts().to_dict() if rows else {}
     summary = "; ".join(f"{k}: {v}" for k, v in counts.items()) or "no effects"
-    table = pd.DataFrame(rows).to_markdown(index=False) if rows else ""
+    table = compact_tables(pd.DataFrame(rows).to_markdown(index=False)) if rows else ""
     return f"{head}\n{summary}\n\n{table}\n"
 
 
@@ -339,8 +380,8 @@ def report_markdown(directory: Path, notebooks: Sequence[str] | None = None,
     last attempt failed (default: :func:`read_failures` of ``directory``): their sections show the
     last good results, said to be so, and link the failed execution; ``links``: ``{notebook: path
     of the executed notebook relative to at}``; ``at``: the folder the report is written to
-    (default ``directory``), which every link is relative to. Figures are the
-    ``figures/<notebook>_<k>.png`` files in ``directory``.
+    (default ``directory``), which every link is relative to. Figures are pointed to in the
+    executed notebook of ``links`` (:func:`figures_markdown`), not copied.
     """
     directory = Path(directory)
     at = Path(at) if at is not None else directory
@@ -459,9 +500,7 @@ def report_markdown(directory: Path, notebooks: Sequence[str] | None = None,
         if blob is not None:
             if blob.get("notes"):
                 parts.append(f"### Notes\n\n{blob['notes']}\n")
-            figures = figure_paths(directory, name)
+            figures = figures_markdown(at / links[name], links[name]) if name in links else ""
             if figures:
-                parts.append("### Figures\n")
-                parts.extend(f"![{name}, figure {k}]({link(p)})\n"
-                             for k, p in enumerate(figures, start=1))
-    return "\n".join(parts)
+                parts.append(figures)
+    return compact_tables("\n".join(parts))
