@@ -120,7 +120,8 @@ ALLOWED: dict[str, dict[str, str]] = {
     "*": {r"(?:under|below|above|alpha =|α =?|not below|at) 0\.05\b":
           "α, the verdict rule's level (tutorial_lib.stats.ALPHA), not a result"},
     "01": {r"temperature 0\.8": "pretraining.generate's default temperature: a setting, not printed",
-           r"below 0\.8": "the self-check's specification of BERT's 80/10/10 rule, a constant of the method"},
+           r"below 0\.8|80% become": "BERT's 80/10/10 rule (Devlin et al. 2019; section 5, the self-check), "
+                                     "a constant of the method"},
     "03": {r"2\.4 million": "what solution 1 prints for m = 256, which the committed run did not train"},
     "05": {r"1\.3⁷ ≈ 6\.3": "arithmetic in exercise 1: ξ = 1.3 over the seven groups below the head",
            r"below 1e-9": "exercise 3's prediction for the compounding schedule it asks for (not run)",
@@ -479,7 +480,7 @@ def quotes(markdown: str, where: str, stem: str) -> list[Quote]:
                 add((number,), "million", start, scale=1e6)
             elif minutes and run_time:
                 add((number,), "run time", start)
-            elif "." in plain or "e" in plain.lower():
+            elif "." in plain or "e" in plain.lower() or PERCENT_AFTER.match(text[end:]):
                 kind = f"unit: {unit.group(1)}" if minutes else (
                     "points" if POINTS_AFTER.match(text[end:]) else "decimal")
                 add((number,), kind, start, percent=bool(PERCENT_AFTER.match(text[end:])))
