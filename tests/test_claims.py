@@ -61,7 +61,10 @@ FORMS = {
 VERDICTS = {"better": {"better"}, "worse": {"worse"}, "within noise": {"within noise"},
             "beyond noise": {"better", "worse"}, "void": {"void"}, "did not train": {"did not train"}}
 VERDICT_WORDS = re.compile(r"\b(better|worse|within noise|beyond noise|void|did not train)\b")
-SKIP = re.compile(r"```.*?```|`[^`]*`|\$\$.*?\$\$|\$[^$]*\$|\]\([^)]*\)|<[^>]+>", re.S)
+# Code, math, link targets and HTML tags; a tag is a real one (``<details>``, ``</summary>``), so the
+# ``<`` of an inequality ("with < 5 % trained") no longer skips everything up to the next ``>`` — it
+# once skipped 03's "What this run shows" and its exercises whole (issue 61), 08's too.
+SKIP = re.compile(r"```.*?```|`[^`]*`|\$\$.*?\$\$|\$[^$]*\$|\]\([^)]*\)|</?[A-Za-z][^<>\n]*>", re.S)
 
 # Numbers in claim form that are not results, per notebook ("*": every notebook), with the reason.
 ALLOWED: dict[str, dict[str, str]] = {
@@ -74,10 +77,10 @@ ALLOWED: dict[str, dict[str, str]] = {
 }
 
 # Notebooks whose committed prose quotes numbers the committed results do not hold (found by
-# this test; the lead rewrites the prose when re-running them). None today: 03, 04 and 08 were
-# rewritten to quote only their committed results (branch wire), 06's budget-sweep numbers left its
-# prose and README row with issue 21's re-sizing (branch mtl).
-FAILING_TODAY: set[str] = set()
+# this test; the lead rewrites the prose when re-running them). 03: its "What this run shows" (cell
+# 22) was typed from an older run, which this test missed until issue 61 fixed SKIP; it is to be
+# printed by a code cell (tests/test_numbers.py's PENDING) when 03 is re-run.
+FAILING_TODAY: set[str] = {"03_adapters_and_freezing"}
 README_FAILING_TODAY: set[str] = set()
 
 
@@ -250,8 +253,10 @@ def check(markdown: str, results: Results, allowed: Mapping[str, str] = {}) -> l
 
 
 def notebook_prose(path: Path) -> str:
+    """The markdown cells, each with its code, math and tags blanked on its own (nothing skipped runs
+    from one cell into the next)."""
     cells = json.loads(path.read_text())["cells"]
-    return "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    return "\n\n".join(SKIP.sub(" ", "".join(c["source"])) for c in cells if c["cell_type"] == "markdown")
 
 
 def committed_results(stem: str) -> Results:

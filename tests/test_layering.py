@@ -29,8 +29,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "tutorial_lib"
 PACKAGE = "tutorial_lib"
 LAYERS = [
-    {"config", "hashing", "power", "floors"},  # hashing: the one file sha256 (data and
-    # integrity), imports nothing; power and floors: the arithmetic stats re-exports (scipy only)
+    {"config", "hashing", "power", "floors", "rounding"},  # hashing: the one file sha256 (data
+    # and integrity), imports nothing; power and floors: the arithmetic stats re-exports (scipy
+    # only); rounding: the one rule every shown number follows (decimal only)
     {"runtime", "data", "show", "selfcheck", "settings", "premises"},  # premises: what a verdict
     # rests on (power's α), re-exported by stats  # show: the notebooks' source viewer;
     # selfcheck: a learner's function against the library's on random inputs; settings: each

@@ -66,9 +66,11 @@ class Scale:
 
 _SMOKE = Scale("smoke", "CI: checks that every cell runs; the numbers mean nothing.",
                tiny_hub_models=True)
-_CLASSROOM = Scale("classroom", "A 2-core laptop: ~2.5 min of bf16 pretraining per objective on "
-                                "WikiText-2.")
-_GPU = Scale("gpu", "One GPU, bf16 autocast.")
+_CLASSROOM = Scale("classroom", "A 2-core laptop: a few minutes of pretraining per objective on "
+                                "WikiText-2; each notebook's time is in the README's table.")
+# (The notes name no precision and no time: the precision line below them is the run's, and the
+# times are the committed runs' in results/classroom/wall_times.json — tests/test_numbers.py.)
+_GPU = Scale("gpu", "One GPU, in the autocast precision it is fast at (the precision line).")
 _PAPER = Scale("paper", "The 2019 tutorial's hyperparameters (Transformer-XL WT103 base); needs a "
                         "GPU cluster.")
 

@@ -11,13 +11,14 @@ Modules
     ``feature_extraction.py`` (03) — a frozen backbone, cached hidden states, ELMo's ``ScalarMix``.
     ``unfreezing.py`` (04) — gradual unfreezing and chain-thaw as a ``training.Method``.
     ``discriminative.py`` (05) — per-layer rates (ξ^depth) and slanted triangular schedules.
+    ``readings.py`` (03) — "What this run shows", computed from the run's tables.
     ``plots.py`` — 03–05's figures.
     03's adapters live in :mod:`tutorial_lib.methods.peft.adapters` (13 builds on them).
 
 The notebook calls
     03: ``feature_extraction.feature_extraction_runs``, ``ScalarMix``, ``mix_weights``;
         ``peft.adapters.add_adapters``, ``freeze_for_adapters``; ``plots.plot_cost_vs_error``,
-        ``plot_mix_weights``.
+        ``plot_mix_weights``; ``readings.what_to_train`` (its reading, once 03 is re-run).
     04: ``unfreezing.Unfreezing``, ``UnfreezingHandler``; ``plots.plot_timelines``.
     05: ``discriminative.discriminative_groups``, ``layer_param_groups``, ``stlr``,
         ``stlr_schedule``, ``compounding_lrs``; ``plots.plot_schedules``, ``plot_group_lrs``.
