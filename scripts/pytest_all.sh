@@ -9,7 +9,7 @@
 #      report built from them (tests/test_results.py, marked after_notebooks).
 # PY: the interpreter (default .venv/bin/python). JUNIT_DIR: also write each call's JUnit XML there
 # (per-test times: scripts/gpu_runs.sh sums them per notebook). SKIP_NETWORK=1: leave out the tests
-# marked network (scripts/test.sh runs them in a process of their own). Extra arguments go to pytest.
+# marked network but not network_in_ci (the Colab resolution runs anyway). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -34,7 +34,7 @@ workers=${TEST_WORKERS:-2}
 junit() { [ -n "${JUNIT_DIR:-}" ] && echo "--junitxml=$JUNIT_DIR/$1.xml"; true; }
 TUTORIAL_NOTEBOOKS_RAN_SINCE=$(date +%s)
 "$PY" -m pytest -q -W ignore::DeprecationWarning -n "$workers" --dist loadfile \
-  -m "not after_notebooks${SKIP_NETWORK:+ and not network}" $(junit tests-and-notebooks) \
+  -m "not after_notebooks${SKIP_NETWORK:+ and (not network or network_in_ci)}" $(junit tests-and-notebooks) \
   --nbval-lax --nbval-current-env --nbval-cell-timeout=600 \
   notebooks tests "$@"
 if [ $# -eq 0 ]; then  # every notebook ran: check that each saved its results, build the report

@@ -80,6 +80,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "network: asks the package index (pip resolutions); "
                                        "skipped offline, left out with SKIP_NETWORK=1 "
                                        "(scripts/pytest_all.sh)")
+    config.addinivalue_line("markers", "network_in_ci: a network test the test command runs even "
+                                       "with SKIP_NETWORK=1 (the Colab resolution, issue 60)")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -237,6 +237,7 @@ def test_the_fake_colab_is_what_pip_sees(tmp_path):
 
 
 @pytest.mark.network
+@pytest.mark.network_in_ci  # the one resolution CI runs (about 20 s of a worker)
 def test_installing_the_package_on_colab_replaces_no_compiled_package(colab_plan):
     preinstalled = colab_packages()
     plan = ", ".join(f"{n}=={i['version']}" for n, i in sorted(colab_plan.items()))
