@@ -12,7 +12,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.collections import PathCollection  # noqa: E402
 
-from tutorial_lib import stats  # noqa: E402
+from tutorial_lib import plots, stats  # noqa: E402
 from tutorial_lib.methods.adaptation import plots as adaptation
 from tutorial_lib.methods.forgetting import plots as forgetting_plots
 from tutorial_lib.methods.generation import decoding
@@ -329,3 +329,23 @@ def test_the_dialogue_figure_leaves_a_second_ranking_out_of_the_perplexity_panel
     hits, ppl = fig.axes
     assert len(hits.patches) == 6 and len(ppl.patches) == 4
     assert all("LM ranking" not in t.get_text() for t in ppl.get_xticklabels())
+
+
+def test_read_learning_curves_says_whether_each_curve_still_moved():
+    """Three seeds whose error keeps falling over the second half read as "still improving"; flat
+    noisy ones as no change; one validation per run as no curve; a single seed is not tested."""
+    from types import SimpleNamespace
+
+    def run(errors):
+        return SimpleNamespace(history=SimpleNamespace(
+            evals=[{"epoch": i + 1, "error": e} for i, e in enumerate(errors)]))
+
+    falling = [run([0.5, 0.4, 0.3, 0.2 - d]) for d in (0.0, 0.01, 0.02)]
+    flat = [run([0.5, 0.3, 0.3 + d, 0.3 - d]) for d in (0.01, -0.02, 0.015)]
+    text = plots.read_learning_curves({"falling": falling, "flat": flat, "one": [run([0.4])],
+                                       "single": [run([0.5, 0.4, 0.3])]}).split("\n")
+    assert text[0].startswith("falling: error 50.0 % at the first validation, 19.0 % at the last")
+    assert text[0].endswith("still improving at the end (the budget stopped it)")
+    assert text[1].endswith("no change beyond noise at the end")
+    assert text[2] == "one: one validation per run, no curve"
+    assert "one run, not tested" in text[3]

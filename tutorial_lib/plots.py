@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from . import stats
 from .training import History
 
 
@@ -57,6 +58,35 @@ def plot_learning_curves(
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+def read_learning_curves(runs: Mapping[str, Sequence], metric: str = "error",
+                         lower_is_better: bool = True, percent: bool = True) -> str:
+    """What :func:`plot_learning_curves` shows, computed: one line per curve with its mean at the
+    first and the last validation, and whether it still moved at the end — each seed's change over
+    the second half of its training (the last validation minus the one nearest the middle epoch),
+    tested across seeds against 0 with the verdict rule (``stats.against_floor``). "Still
+    improving" says the budget, not the method, ended the run."""
+    unit, points, k = (" %", " points", 100.0) if percent else ("", "", 1.0)
+    lines = []
+    for name, results in runs.items():
+        evals = [r.history.evals for r in results]
+        if not evals or min(len(e) for e in evals) < 2:
+            lines.append(f"{name}: one validation per run, no curve")
+            continue
+        first = np.mean([e[0][metric] for e in evals]) * k
+        last = np.mean([e[-1][metric] for e in evals]) * k
+        changes = [e[-1][metric] - min(e[:-1], key=lambda x: abs(x["epoch"] - e[-1]["epoch"] / 2))[metric]
+                   for e in evals]
+        c = stats.against_floor([k * d for d in changes], 0.0)
+        word = {"better": "still improving at the end (the budget stopped it)",
+                "worse": "getting worse at the end"}.get(c.raw_verdict(not lower_is_better),
+                                                          "no change beyond noise at the end")
+        tested = "one run, not tested" if c.test == "none" else f"p = {c.p:.3f}"
+        lines.append(f"{name}: {metric} {first:.1f}{unit} at the first validation, {last:.1f}{unit} at "
+                     f"the last; {c.delta:+.1f}{points} over the second half "
+                     f"({tested}): {word}")
+    return "\n".join(lines)
 
 
 def plot_confusion(
