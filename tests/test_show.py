@@ -54,3 +54,13 @@ def _shown(path: Path) -> list[tuple[str, bool]]:
 def test_every_promised_source_reaches_the_cells_outputs(path):
     missing = [name for name, ok in _shown(path) if not ok]
     assert missing == [], f"{path.stem}: show.source output missing for {missing}"
+
+
+def test_span_finds_a_nested_function_and_names_a_missing_marker():
+    from tutorial_lib import training
+
+    first, last = show.span(training.create_trainer, "def update", "return loss.item()")
+    lines = show.source_text(training.create_trainer, (first, last)).splitlines()
+    assert lines[0].strip().startswith("def update") and lines[-1].strip() == "return loss.item()"
+    with pytest.raises(ValueError, match="no such line"):
+        show.span(training.create_trainer, "no such line", "return")

@@ -105,22 +105,24 @@ def _test_size(row: pd.Series) -> dict:
         low, high = stats.parse_ci(row["95% CI"])
         se = round((high - low) / 2 / float(sps.t.ppf(1 - stats.ALPHA / 2, df)), 4)
     out = {"n": None if n is None else int(n), "df": df, "se": se}
-    return out | power_of(out | {"ci95": row.get("95% CI"), "verdict": row.get("verdict"),
-                                 "test": row.get("test")})
+    record = out | {"ci95": row.get("95% CI"), "verdict": row.get("verdict"), "test": row.get("test")}
+    return out | power_of(record, mde=_number(row.get("MDE")))
 
 
-def power_of(record: Mapping) -> dict:
+def power_of(record: Mapping, mde: float | None = None) -> dict:
     """An effect record's power: ``mde`` (the minimum detectable effect at 80 % power,
     :func:`tutorial_lib.stats.minimum_detectable_effect`, from its ``se`` and ``df``) and, for a
     within-noise verdict whose CI lies inside ±MDE, ``no_larger_than`` (the CI's farther end).
-    McNemar's (test items) from its normal CI; None where the record has no standard error."""
+    McNemar's (test items) from its normal CI; None where the record has no standard error.
+    ``mde``: the comparison table's own MDE, when it has one — the number the notebook prints,
+    not one rebuilt from the CI as printed (rounded), which could differ in the last digit."""
     se, df = record.get("se"), record.get("df")
     low, high = stats.parse_ci(record.get("ci95"))
     if record.get("test") == "McNemar" and not math.isnan(low):  # items: the CI is a normal one
         se, df = (high - low) / 2 / float(sps.norm.ppf(1 - stats.ALPHA / 2)), math.inf
     if se is None or df is None or pd.isna(se) or pd.isna(df):
         return {"mde": None, "no_larger_than": None}
-    mde = stats.minimum_detectable_effect(float(se), float(df))
+    mde = mde if mde is not None else stats.minimum_detectable_effect(float(se), float(df))
     bound = (stats.equivalence_bound(low, high, mde)
              if record.get("verdict") == stats.WITHIN_NOISE else None)
     return {"mde": round(mde, 3), "no_larger_than": None if bound is None else round(bound, 3)}

@@ -24,6 +24,19 @@ def source_text(obj: object, lines: tuple[int, int] | None = None) -> str:
     return text.rstrip() + "\n"
 
 
+def span(obj: object, first: str, last: str) -> tuple[int, int]:
+    """The 1-based lines of ``obj``'s source from the first line containing ``first`` to the next
+    containing ``last`` (inclusive): a nested function, shown with :func:`source`'s ``lines``.
+    A marker not found is an error that names it (the source changed: update the call)."""
+    text = source_text(obj).splitlines()
+    start = next((i for i, line in enumerate(text, 1) if first in line), None)
+    end = None if start is None else next(
+        (i for i, line in enumerate(text, 1) if i >= start and last in line), None)
+    if start is None or end is None:
+        raise ValueError(f"{first if start is None else last!r} is not in the source of {header(obj)}")
+    return start, end
+
+
 def header(obj: object) -> str:
     """The first line shown above ``obj``'s source: ``# module.qualname``."""
     module = inspect.getmodule(obj)
