@@ -349,3 +349,19 @@ def test_read_learning_curves_says_whether_each_curve_still_moved():
     assert text[1].endswith("no change beyond noise at the end")
     assert text[2] == "one: one validation per run, no curve"
     assert "one run, not tested" in text[3]
+
+
+def test_read_pretraining_says_how_much_of_the_fall_came_last():
+    from types import SimpleNamespace
+
+    def history(losses):
+        return SimpleNamespace(evals=[{"split": "validation", "step": 100 * (i + 1), "loss": x}
+                                      for i, x in enumerate(losses)])
+
+    text = plots.read_pretraining({"a": history([6.0, 5.0, 4.5]), "b": history([6.0, 5.0, 5.1]),
+                                   "c": history([6.0])}).split("\n")
+    assert text[0] == ("a: validation loss 6.000 at step 100, 4.500 at step 300; the last 100 "
+                       "steps changed it by -0.500 nats (33 % of the fall since step 100): "
+                       "still falling at the end")
+    assert text[1].endswith("no longer falling at the end")
+    assert text[2] == "c: one validation, no curve"

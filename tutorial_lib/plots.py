@@ -40,6 +40,26 @@ def plot_pretraining(histories: Mapping[str, History], smooth: int = 25) -> plt.
     return fig
 
 
+def read_pretraining(histories: Mapping[str, History]) -> str:
+    """What :func:`plot_pretraining` shows, computed: per run, the validation loss at its first
+    and last evaluation and how much of the whole fall came in the last interval (one run, no
+    test: a large share says the loss was still falling when the budget ended the run)."""
+    lines = []
+    for name, h in histories.items():
+        evals = [r for r in h.evals if r["split"] == "validation"]
+        if len(evals) < 2:
+            lines.append(f"{name}: one validation, no curve")
+            continue
+        first, before, last = evals[0], evals[-2], evals[-1]
+        fall, tail = first["loss"] - last["loss"], before["loss"] - last["loss"]
+        share = f"{100 * tail / fall:.0f} % of the fall since step {first['step']}" if fall > 0 else "no fall"
+        lines.append(f"{name}: validation loss {first['loss']:.3f} at step {first['step']}, "
+                     f"{last['loss']:.3f} at step {last['step']}; the last {last['step'] - before['step']} "
+                     f"steps changed it by {-tail:+.3f} nats ({share}): "
+                     f"{'still falling at the end' if tail > 0 else 'no longer falling at the end'}")
+    return "\n".join(lines)
+
+
 def plot_learning_curves(
     runs: Mapping[str, Sequence], metric: str = "error", title: str = "validation error"
 ) -> plt.Figure:
