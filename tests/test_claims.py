@@ -80,7 +80,7 @@ ALLOWED: dict[str, dict[str, str]] = {
 # this test; the lead rewrites the prose when re-running them). 03: its "What this run shows" (cell
 # 22) was typed from an older run, which this test missed until issue 61 fixed SKIP; it is to be
 # printed by a code cell (tests/test_numbers.py's PENDING) when 03 is re-run.
-FAILING_TODAY: set[str] = {"03_adapters_and_freezing"}
+FAILING_TODAY: set[str] = set()
 README_FAILING_TODAY: set[str] = set()
 
 

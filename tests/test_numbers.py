@@ -134,12 +134,7 @@ ALLOWED: dict[str, dict[str, str]] = {
 # Markdown cells whose numbers are a run's but typed from another run, to be replaced by a code cell
 # that prints the reading from the run's results: notebook → {the cell's opening words: which code
 # cell is to print it}. Read by test_a_pending_reading_is_still_typed_from_another_run (xfail).
-PENDING: dict[str, dict[str, str]] = {
-    "03_adapters_and_freezing": {
-        "What this run shows (classroom, 3 seeds).":
-            "cell 22 is typed from an older run: to be printed by a code cell after cell 21 (section 7's "
-            "comparison) calling tutorial_lib.methods.adaptation.readings.what_to_train, then 03 re-run"},
-}
+PENDING: dict[str, dict[str, str]] = {}  # 03's cell 22: printed by readings.what_to_train since its re-run
 
 
 # --- the evidence: what a run printed and saved --------------------------------------------------------
