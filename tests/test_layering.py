@@ -287,3 +287,23 @@ def test_the_tests_mirror_the_chapters():
         assert module.is_file(), f"{path.relative_to(ROOT.parent)} tests no module {module.name}"
     chapters = {p.name for p in (ROOT / "methods").iterdir() if (p / "__init__.py").is_file()}
     assert chapters == {p.name for p in tests.iterdir() if p.is_dir() and p.name != "__pycache__"}
+
+
+def test_the_chapter_catalogue_names_each_chapters_notebooks():
+    """The table in ``tutorial_lib/methods/__init__.py`` against where each notebook's settings
+    class lives (issue 62: five chapters had wrong notebook numbers)."""
+    import re
+    from collections import defaultdict
+
+    from tutorial_lib import methods
+
+    actual = defaultdict(set)
+    for cls in methods.NOTEBOOK_SETTINGS:
+        parts = cls.__module__.split(".")
+        if parts[1] == "methods":
+            actual[parts[2]].add(int(cls.notebook[:2]))
+    table = {}
+    for name, numbers in re.findall(r"^(\w+)\s+(\d\d(?:-\d\d)?)\s", methods.__doc__, re.M):
+        first, _, last = numbers.partition("-")
+        table[name] = set(range(int(first), int(last or first) + 1))
+    assert table == dict(actual)

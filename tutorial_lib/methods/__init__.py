@@ -7,17 +7,17 @@ adaptation      02-05       feature extraction, gradual unfreezing, discriminati
 multitask       06-07       multi-task and sequential fine-tuning, GradTS
 tdt             08          regularised fine-tuning and task-guided (TDT) regularisation
 prompts         09          prompt-based few-shot classifiers and DART
-probing         10-11       probes, INLP and amnesic probing, the adversarial head
-forgetting      12          sequential transfer's forgetting, its regularisers, distillation
-peft            13          adapters (also 03's), LoRA, (IA)³, prompt/prefix tuning, BitFit
-token_tasks     14          named entities (token labels) and extractive QA (spans)
-generation      15          decoding and the dialogue model
+probing         10-12       probes, INLP and amnesic probing, adversarial heads, burn-out
+forgetting      13          sequential transfer's forgetting, its regularisers, distillation
+peft            14          adapters (also 03's), LoRA, (IA)³, prompt/prefix tuning, BitFit
+token_tasks     15          named entities (token labels) and extractive QA (spans)
+generation      16          decoding and the dialogue model
 instruction     17          instruction tuning (SFT) and preference optimisation (DPO)
 ==============  ==========  ==============================================================
 
 A chapter holds its method modules, ``settings.py`` (its notebooks' settings classes) and
 ``plots.py``. Chapters build on the core (``tutorial_lib/*.py``) and never on each other
-(``tests/test_layering.py``); notebooks 01 and 02 need no chapter (``pretraining`` with its
+(``tests/test_layering.py``); notebook 01 needs no chapter (``pretraining`` with its
 ``PretrainingSettings``, and ``finetuning`` are core: every chapter uses them).
 
 Importing this package imports every chapter's settings (nothing heavier), so
