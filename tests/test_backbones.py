@@ -304,8 +304,19 @@ def test_layer_groups_of_a_llama_decoder():
 
 
 def test_layer_groups_refuse_an_unknown_model():
-    with pytest.raises(TypeError, match="TransformerLM"):
-        layer_groups(TransformerLM(tiny_classifier().config))
+    with pytest.raises(TypeError, match="Linear"):
+        layer_groups(torch.nn.Linear(2, 2))
+
+
+def test_layer_groups_of_our_language_model_put_the_tied_output_layer_first():
+    """A language model's head is its output layer (18's LM stage with discriminative rates):
+    tied to the token embeddings, so that parameter sits in the head and the embeddings both, and
+    ``layer_param_groups`` keeps it in the first (the head's full rate)."""
+    lm = TransformerLM(tiny_classifier(n_layer=2).config)
+    layers = layer_groups(lm, merge_final_norm=True)
+    assert [layer.name for layer in layers] == ["head", "block 2 + ln_f", "block 1", "embeddings"]
+    assert layers[0].parameters()[0] is lm.transformer.tok_emb.weight
+    assert {id(p) for layer in layers for p in layer.parameters()} == {id(p) for p in lm.parameters()}
 
 
 def test_classifier_reads_the_pool_it_is_given_and_refuses_an_unknown_one():

@@ -162,7 +162,8 @@ class Layer(NamedTuple):
 
 
 def layer_groups(model: nn.Module, merge_final_norm: bool = False) -> list[Layer]:
-    """The layers of a classifier (a ``head`` on an ``encoder``) from the top down: head, [final
+    """The layers of a classifier (a ``head`` on an ``encoder``; or a language model, whose head
+    is its output layer) from the top down: head, [final
     norm,] layer N … layer 1, embeddings — numbered as :data:`LAYER_NUMBERING` says.
 
     Ours: ``head, ln_f, block N … block 1, embeddings`` (token and position embeddings; a tied
@@ -170,8 +171,10 @@ def layer_groups(model: nn.Module, merge_final_norm: bool = False) -> list[Layer
     ``merge_final_norm`` puts the final norm together with the top layer (the norm that layer's
     output goes through), which is what gradual unfreezing and discriminative rates use.
     """
-    try:
-        parts = anatomy(model.encoder)
+    try:  # a classifier's encoder, or a language model's base (its head: the output layer)
+        encoder = model.encoder if hasattr(model, "encoder") else model.base_model
+        head = model.head if hasattr(model, "head") else model.get_output_embeddings()
+        parts = anatomy(encoder)
     except (AttributeError, TypeError) as err:
         raise TypeError(f"layer_groups does not know the layers of {type(model).__name__}") from err
     word, norm_name = parts.names
@@ -181,4 +184,4 @@ def layer_groups(model: nn.Module, merge_final_norm: bool = False) -> list[Layer
     if norm is not None and merge_final_norm:
         layers[0] = Layer(f"{layers[0].name} + {norm_name}", (*layers[0].modules, norm))
         top = []
-    return [Layer("head", (model.head,)), *top, *layers, Layer("embeddings", parts.embeddings)]
+    return [Layer("head", (head,)), *top, *layers, Layer("embeddings", parts.embeddings)]

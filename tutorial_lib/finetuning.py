@@ -114,6 +114,7 @@ def train_and_score(
     collate: Callable[[int], Callable] = pad_collate,
     validate: Callable[[Backbone], Callable[[nn.Module], dict]] | None = None,
     evals_per_epoch: int = 2,
+    evaluate_every: int | None = None,
     progress: bool = False,
     keep_model: bool = False,
     checkpoint_dir: str | Path | None = None,
@@ -126,7 +127,8 @@ def train_and_score(
     ``lr``: the rate instead of the method's or the budget's; ``collate``: ``pad_id`` → the
     loader's batch maker (default right-padding; e.g. one that also stacks a teacher's logits).
     ``scale``: where a backbone named here is loaded from. ``validate(backbone)``: a function of the model
-    whose metrics go into the history ``evals_per_epoch`` times a pass. ``checkpoint_dir``:
+    whose metrics go into the history ``evals_per_epoch`` times a pass (``evaluate_every``:
+    every so many steps instead, e.g. for a run of many passes over a few labels). ``checkpoint_dir``:
     checkpoint at every validation; a killed run, re-run, ends with the weights of an
     uninterrupted one. ``backbone_name`` may be a :class:`~tutorial_lib.backbones.Backbone` itself
     (e.g. an encoder after an intermediate stage): each run then starts from a copy of it."""
@@ -150,7 +152,8 @@ def train_and_score(
             row = history.log_eval(engine.state.iteration, "validation", check(model))
             row["epoch"] = engine.state.iteration / len(loader)
 
-        options = {"evaluate": log, "evaluate_every": max(1, len(loader) // evals_per_epoch)}
+        every = evaluate_every or max(1, len(loader) // evals_per_epoch)
+        options = {"evaluate": log, "evaluate_every": every}
     fitted = fit_with(model, loader, budget, method=method, steps=steps, lr=lr, history=history,
                       checkpoint_dir=checkpoint_dir,
                       progress=f"{backbone_name} seed {seed}" if progress else None, **options)

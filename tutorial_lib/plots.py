@@ -102,6 +102,8 @@ def read_learning_curves(runs: Mapping[str, Sequence], metric: str = "error",
         word = {"better": "still improving at the end (the budget stopped it)",
                 "worse": "getting worse at the end"}.get(c.raw_verdict(not lower_is_better),
                                                           "no change beyond noise at the end")
+        if c.test != "none" and word.startswith("no change"):
+            word += f" (this test could see {c.mde():.1f}{points})"
         tested = "one run, not tested" if c.test == "none" else f"p = {c.p:.3f}"
         lines.append(f"{name}: {metric} {first:.1f}{unit} at the first validation, {last:.1f}{unit} at "
                      f"the last; {c.delta:+.1f}{points} over the second half "

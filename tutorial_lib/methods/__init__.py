@@ -13,6 +13,7 @@ peft            14          adapters (also 03's), LoRA, (IA)³, prompt/prefix tu
 token_tasks     15          named entities (token labels) and extractive QA (spans)
 generation      16          decoding and the dialogue model
 instruction     17          instruction tuning (SFT) and preference optimisation (DPO)
+unlabelled      18          target-task LM fine-tuning (TAPT), consistency training, self-training
 ==============  ==========  ==============================================================
 
 A chapter holds its method modules, ``settings.py`` (its notebooks' settings classes) and
@@ -36,6 +37,7 @@ from .probing import settings as _probing  # noqa: F401
 from .prompts import settings as _prompts  # noqa: F401
 from .tdt import settings as _tdt  # noqa: F401
 from .token_tasks import settings as _token_tasks  # noqa: F401
+from .unlabelled import settings as _unlabelled  # noqa: F401
 
 NOTEBOOK_SETTINGS: tuple[type[settings.Settings], ...] = settings.registered()
 """Every notebook's settings class, in notebook order (each with its ``notebook`` name)."""

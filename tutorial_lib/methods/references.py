@@ -32,6 +32,7 @@ from .peft.settings import PEFTSettings
 from .probing.settings import AmnesicSettings
 from .prompts.settings import DARTSettings
 from .tdt.settings import TDTSettings
+from .unlabelled.settings import UnlabelledSettings
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,19 @@ REFERENCES: tuple[Reference, ...] = (
               "≈ 56–57 vs ≈ 94", "% accuracy", "Elazar et al. 2021 Table 2, recalled", False,
               "removing dep / POS hurts far more than as many random directions; copy the cells "
               "from the TACL PDF before quoting"),
+    # 18 · unlabelled text
+    Reference(UnlabelledSettings.notebook,
+              "ULMFiT with 100 labelled examples vs training from scratch", "matches 100× more data",
+              "", "Howard & Ruder 2018, abstract (IMDb, TREC-6, AG; LM fine-tuning included)", True,
+              "the abstract as quoted by the ACL Anthology and arXiv pages; their semi-supervised "
+              "variant (the LM stage on 50–100k unlabelled examples) matches 50× and 100× more data "
+              "on IMDb and AG (their talk slides)"),
+    Reference(UnlabelledSettings.notebook, "UDA: IMDb test error with 20 labelled examples", "4.20",
+              "%", "Xie et al. 2019, abstract (BERT-large, back-translation), recalled", False,
+              "better than the previous state of the art trained on 25,000 labels; check the abstract"),
+    Reference(UnlabelledSettings.notebook, "TAPT over RoBERTa-base", "gains on all eight tasks",
+              "", "Gururangan et al. 2020, Table 5, recalled", False,
+              "largest on the smallest datasets; TAPT's text is the task's own training text"),
 )
 
 # 14 · parameter-efficient fine-tuning (appended)

@@ -1,0 +1,41 @@
+"""Notebook 18: The labelled / unlabelled split and the runner's evaluation cadence."""
+
+
+import torch
+
+from tutorial_lib.backbones import Backbone
+from tutorial_lib.finetuning import train_and_score
+from tutorial_lib.methods.unlabelled import experiments
+from tutorial_lib.models import TransformerConfig, TransformerLM
+from tutorial_lib.settings import Budget
+from tutorial_lib.tokenization import train_wordpiece
+
+TRAIN = ["what is the capital of france ?", "who wrote hamlet ?", "how far is the moon ?",
+         "when did the war end ?", "what does a cat eat ?", "where is the river nile ?"]
+TEST = ["which planet is the largest ?", "why is the sky blue ?"]
+
+
+
+def tiny_ours() -> Backbone:
+    tok = train_wordpiece(TRAIN * 5, vocab_size=120)
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=len(tok), d_model=16, n_layer=2, n_head=2, d_ff=32,
+                            max_len=16, dropout=0.0)
+    return Backbone("ours", "causal", tok, TransformerLM(cfg), 16)
+
+
+def test_per_class_takes_k_of_each_label_and_leaves_the_rest_to_the_pool():
+    labels = [0, 1, 2] * 10
+    labelled, rest = experiments.per_class(labels, 3, seed=4)
+    assert sorted(labels[i] for i in labelled) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert not set(labelled) & set(rest) and len(labelled) + len(rest) == len(labels)
+    assert experiments.per_class(labels, 3, seed=4) == (labelled, rest)  # the seed decides
+    assert experiments.per_class(labels, 3, seed=5)[0] != labelled
+
+
+def test_train_and_score_evaluates_every_given_number_of_steps():
+    model_rows = [{"input_ids": [1, 5, 6, 2], "labels": i % 3} for i in range(8)]
+    run = train_and_score(tiny_ours(), 0, budget=Budget(batch_size=2), steps=6,
+                          build=lambda b: b.classifier(3), rows=lambda b: model_rows,
+                          validate=lambda b: (lambda m: {"error": 0.5}), evaluate_every=2)
+    assert [e["step"] for e in run.history.evals] == [2, 4, 6]
