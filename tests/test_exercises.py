@@ -406,6 +406,9 @@ ACTIONS = {("01_pretraining", 2): "Interrupt"}  # interrupt the cell halfway: it
 @pytest.mark.parametrize("stem, number", _recommended_params())
 def test_each_recommended_exercise_changes_an_output(stem, number):
     label, body = solution_for(stem, number)
+    assert solved_numbers([label]) == {number}, (
+        f"{stem}: recommended exercise {number} shares the solution {label!r}: give it its own (12's "
+        "'1–4' had code for exercise 2 only)")
     if (stem, number) in ACTIONS:
         action = ACTIONS[stem, number]
         assert action in exercises(REPO / "notebooks" / f"{stem}.ipynb")[number] and action in body
