@@ -119,21 +119,29 @@ def test_the_checks_catch_what_they_are_for():
 # must say what to look for: every solution's prose (its code aside) states an expectation — the word
 # "expect" or "should", in a sentence that names something concrete (a number, a direction, a
 # verdict). And the exercises the teacher's guide recommends must *do* something on the committed
-# run: the recommended solution's code changes a value that reaches a printed result. Read
-# statically (``ast``, nothing runs): a value changes where
+# run: the recommended solution's code changes a value that reaches a printed result, and it has a
+# solution of its own (12's shared "1–4" had code for exercise 2 only). Read statically (``ast``,
+# nothing runs; values evaluated from literals and the settings class at the classroom scale, the
+# committed run's), a value changes where
 #
 # * a ``.replace(...)`` (``settings.replace``, ``budget.replace``, ``dataclasses.replace``) gives a
-#   setting another value than the committed run's (the settings class at the classroom scale);
-# * a keyword argument of a function the notebook's code also calls gets a value other than every
-#   one of the notebook's calls gives it (both evaluated from literals and the classroom settings);
-# * a function the solution imports, and the notebook's code never calls, is called with a literal
-#   argument (a new measurement, e.g. a non-linear probe);
+#   setting another value than the committed run's;
+# * a keyword argument or a string-keyed dict entry (a method's spec) gets a value that none of the
+#   notebook's keyword arguments or dict entries of that name has;
+# * a positional argument of a function the notebook's code also calls gets another value than the
+#   notebook's calls give it there, or another of the notebook's objects, or is left at its default;
+# * a function or ``lambda`` of the solution's own is passed in (a new behaviour);
+# * a function the notebook's code never calls is called (a new measurement, e.g. a non-linear
+#   probe), with an evaluable argument or from a module (``np.corrcoef``);
 #
 # and it reaches a printed result if the statement holding it, or one that uses a name it (or a
 # statement using one of its names) bound, prints, draws, rebinds ``settings`` (the notebook's cells
 # below print from it) or is the cell's last expression. A change or a print inside an ``if`` block
 # does not count: whether that branch runs depends on the run (14's exercise 6 widened only grids
 # whose choice sat at an edge; the committed run had none, so it printed "nothing to widen").
+# What the static reading cannot see — an exercise whose expected effect the committed run already
+# shows (11's exercise 1 once expected the premise guard to void INLP, which it already did) — is
+# for the expectation test and the reader.
 
 GUIDE = REPO / "docs" / "teaching.md"
 GUIDE_SECTION = re.compile(r"^## (\d\d_\w+) — ", re.M)
@@ -282,6 +290,7 @@ def value_changes(stem: str, code: str) -> list[tuple[int, str]]:
     tree = ast.parse(code)
     env, skip = _bind(tree, base), _in_if_body(tree)
     defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     modules = {a.asname or a.name.split(".")[0] for m in (notebook, tree) for n in ast.walk(m)
                if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
 
@@ -339,8 +348,9 @@ def value_changes(stem: str, code: str) -> list[tuple[int, str]]:
                     same_place = [c.args[j] for c in theirs if j < len(c.args)]
                     if differs(mine, [_evaluate(a, nb_env) for a in same_place]):
                         changes.append((i, f"{name}(argument {j + 1}): a value the notebook does not pass"))
-                    elif (not mine and isinstance(arg, ast.Name) and same_place
-                          and all(ast.unparse(a) != arg.id for a in same_place)):
+                    elif (not mine and isinstance(arg, ast.Name) and arg.id not in bound and same_place
+                          and all(ast.unparse(a) != arg.id for a in same_place)):  # another of the
+                        # notebook's objects (09: its bad verbalizer, scored zero-shot only, now trained)
                         changes.append((i, f"{name}(argument {j + 1} = {arg.id}): another input"))
             elif not theirs and (
                     any(_evaluate(a, env) for a in [*node.args, *(k.value for k in node.keywords)])
