@@ -437,6 +437,12 @@ def test_every_solution_states_what_to_expect(path):
                        "(an 'expect' or 'should' sentence that names something concrete)")
 
 
+def test_the_action_exemptions_are_recommended_exercises():
+    recommended = recommended_exercises(GUIDE.read_text())
+    stale = [key for key in ACTIONS if key[1] not in recommended.get(key[0], [])]
+    assert not stale, f"ACTIONS lists exercises the guide no longer recommends: {stale}"
+
+
 def test_the_value_checks_catch_what_they_are_for():
     stem = "12_adversarial_heads"
     assert changed_outputs(stem, "settings = settings.replace(lambda_=0.1)")
