@@ -27,6 +27,11 @@ The guide is parsed simply: a notebook's section runs from its level-2 heading
   and 15 load from the cache``) are those whose code calls ``pretraining.ensure`` (the call that
   loads 01's models, or pretrains them first); the Colab line's "today 01 only" names the notebooks
   of ``tutorial_lib.config.GPU_RECORD`` (the recorded gpu-scale runs).
+* **Provenance**: the "What the timings mean" bullet names, per CPU (``on an idle 2-core <CPU>``,
+  with the precision it names for that CPU if any), each notebook once in a clause
+  ``<numbers> on <date> [in fp32 | with bf16 pinned]``; the date must be the committed run's
+  (``results/classroom/<stem>.json``'s ``date``), the CPU its ``hardware`` line's and the precision
+  its ``precision`` line's (issue 61: 12's date and precision were once wrong there).
 * **MDEs and bounds**: every number quoted as ``MDE … points`` (or ``MDEs of/from …``) must be an
   MDE the notebook prints (its saved comparison tables' ``MDE`` column), and every ``|Δ| ≤ X
   points`` a ``no_larger_than`` of that notebook's effects in ``results/classroom/effects.json``,
@@ -274,8 +279,54 @@ def check_named_notebooks(text: str) -> list[str]:
     return problems
 
 
+TIMINGS = re.compile(r"\*\*What the timings mean\.\*\*(.*?)min in all", re.S)
+CPU_GROUP = re.compile(r"on\s+an\s+idle\s+2-core\s+(Intel\s+Xeon|AMD\s+EPYC)([^:]*):")
+CLAUSE = re.compile(r"((?:\d\d(?:–\d\d)?(?:,\s+and\s+|,\s+|\s+and\s+)?)+)\s+on\s+(\d{4}-\d\d-\d\d)"
+                    r"(\s+in\s+fp32|\s+with\s+bf16\s+pinned)?")
+
+
+def _numbers(listed: str) -> list[str]:
+    """``"01–04, 07 and 12"`` → ``["01", "02", "03", "04", "07", "12"]``."""
+    out = []
+    for a, b in re.findall(r"(\d\d)(?:–(\d\d))?", listed):
+        out += [f"{n:02d}" for n in range(int(a), int(b or a) + 1)]
+    return out
+
+
+def check_provenance(text: str) -> list[str]:
+    found = TIMINGS.search(text)
+    if not found:
+        return ["no '**What the timings mean.**' bullet"]
+    body, problems, seen = found.group(1), [], []
+    groups = list(CPU_GROUP.finditer(body))
+    if not groups:
+        return ["the timings bullet names no CPU ('on an idle 2-core <CPU>')"]
+    for g, nxt in zip(groups, [*groups[1:], None]):
+        cpu = " ".join(g.group(1).split())
+        default = "bf16 autocast" if "bf16 autocast" in " ".join(g.group(2).split()) else None
+        for listed, date, how in CLAUSE.findall(body[g.end(): nxt.start() if nxt else len(body)]):
+            precision = "fp32" if "fp32" in how else "bf16 autocast" if "bf16" in how else default
+            for number in _numbers(listed):
+                stem = next((s for s in STEMS if s.startswith(number + "_")), None)
+                if stem is None:
+                    problems.append(f"the timings name notebook {number}, which does not exist")
+                    continue
+                seen.append(stem)
+                run = _json(CLASSROOM / f"{stem}.json")
+                env = dict(re.findall(r"^(\w+)\s*:\s*(.*)$", run["environment"], re.M))
+                if run["date"][:10] != date:
+                    problems.append(f"{stem}: the guide says {date}, its committed run {run['date'][:10]}")
+                if cpu not in env.get("hardware", "").replace("(R)", ""):
+                    problems.append(f"{stem}: the guide says {cpu}, its run {env.get('hardware')!r}")
+                if precision != env.get("precision", "").strip():
+                    problems.append(f"{stem}: the guide says {precision}, its run {env.get('precision')!r}")
+    problems += [f"the timings name {s} {seen.count(s)} times" for s in set(seen) if seen.count(s) > 1]
+    problems += [f"the timings do not say where {s} ran" for s in STEMS if s not in seen]
+    return problems
+
+
 CHECKS = [check_sections, check_times, check_gpu, check_exercises, check_effect_numbers,
-          check_named_notebooks]
+          check_named_notebooks, check_provenance]
 
 
 # --- the guide ----------------------------------------------------------------------------------------
@@ -329,6 +380,11 @@ def _edits():
         ("an MDE changed", check_effect_numbers, mde, bad_mde),
         ("01's users misnamed", check_named_notebooks, "02, 06, 10 and 15 load", "02, 06, 10 and 14 load"),
         ("the gpu record misnamed", check_named_notebooks, "(today 01 only,", "(today 01 and 02 only,"),
+        ("a run's date changed", check_provenance, "08, 12 and 17 on 2026-12-07",
+         "08 and 17 on 2026-12-07, 12 on 2026-12-06"),
+        ("a run's precision changed", check_provenance, "and 11 on 2026-12-07 in fp32",
+         "and 11 on 2026-12-07"),
+        ("a notebook left out", check_provenance, "Xeon: 05, 10 and 13–16", "Xeon: 05, 10 and 13, 15, 16"),
     ]
 
 
