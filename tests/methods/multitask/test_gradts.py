@@ -3,6 +3,7 @@ normalisation, per-example gradients, Kendall τ and the selection helpers (tiny
 milliseconds), and GradTS's four settings end to end on real GLUE data (smoke scale)."""
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -301,9 +302,30 @@ def test_instance_taus_match_scipy_including_ties_and_constants():
     inst = torch.rand(50, L, H, generator=g).mul(3).round()
     inst[7] = 0.5  # constant -> NaN
     taus = gradts_fg.instance_taus(main, inst)
-    expected = [kendalltau(main.flatten().numpy(), m.flatten().numpy()).statistic for m in inst]
+    # in float64: scipy >= 1.18 returns tau in its inputs' dtype, and float32 ones round it at
+    # 1e-8 (the first GPU image's scipy 1.18 failed this test with float32 inputs, 2026-11-27)
+    expected = [kendalltau(main.flatten().double().numpy(), m.flatten().double().numpy()).statistic
+                for m in inst]
     np.testing.assert_allclose(taus.numpy(), expected, rtol=1e-12, atol=1e-12)
     assert math.isnan(taus[7])
+
+
+def test_kendall_tau_is_float64_whatever_scipy_does_with_float32(monkeypatch):
+    """scipy 1.18 keeps float32 inputs' dtype in kendalltau's statistic; kendall_tau hands it
+    float64 and reads ``.statistic``, so the value is the same under scipy 1.17 and 1.18."""
+    seen = []
+
+    def like_scipy_118(x, y):
+        seen.append((x.dtype, y.dtype))
+        return SimpleNamespace(statistic=np.asarray(kendalltau(x, y).statistic, dtype=x.dtype),
+                               pvalue=None)
+
+    monkeypatch.setattr(gradts, "kendalltau", like_scipy_118)
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.rand(L, H, generator=g), torch.rand(L, H, generator=g)  # float32
+    assert seen == [] and gradts.kendall_tau(a, b) == kendalltau(a.double().numpy().ravel(),
+                                                                  b.double().numpy().ravel()).statistic
+    assert seen == [(np.float64, np.float64)]
 
 
 # --- selection ------------------------------------------------------------------------------------
