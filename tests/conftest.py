@@ -20,13 +20,39 @@ def local_data_dir() -> Path | None:
     return path if path.is_dir() else None
 
 
+TEST_DEVICE_ENV = "TUTORIAL_TEST_DEVICE"
+"""``cpu`` (the default) or ``cuda``: where the unit tests run on a machine with a GPU."""
+
+
+def device_mode(environ=os.environ) -> str:
+    """The unit tests' device from $TUTORIAL_TEST_DEVICE: ``cpu`` unless it says ``cuda``."""
+    mode = environ.get(TEST_DEVICE_ENV, "cpu").strip().lower() or "cpu"
+    if mode not in ("cpu", "cuda"):
+        raise pytest.UsageError(f"{TEST_DEVICE_ENV}={mode!r}: choose cpu or cuda")
+    return mode
+
+
+
+
+def on_cuda() -> bool:
+    """True when the unit tests run on CUDA (TUTORIAL_TEST_DEVICE=cuda on a GPU machine)."""
+    return device_mode() == "cuda" and torch.cuda.is_available()
+
+
 @pytest.fixture(autouse=True)
-def unit_tests_on_the_cpu(monkeypatch):
-    """The unit tests run on the CPU on every machine: they compare against CPU references and
-    build their inputs where the CPU CI does. On a GPU machine they see no CUDA; the notebooks,
-    executed by nbval in kernels of their own, do (scripts/gpu_runs.sh --tests), and
+def unit_tests_device(monkeypatch):
+    """By default the unit tests run on the CPU on every machine: they compare against CPU
+    references and build their inputs where the CPU CI does. On a GPU machine they then see no
+    CUDA, and neither do the processes they start (kernels, torchrun, subprocesses); the notebooks,
+    executed by nbval in kernels of their own, do (scripts/gpu_runs.sh --tests).
+
+    With TUTORIAL_TEST_DEVICE=cuda (the first call of docs/gpu.md) they see the GPU: the library
+    puts models on it (runtime.device), and the tests build their inputs on the model's device
+    (``tests.tiny.tensors_equal`` compares across devices); what only holds on a CPU skips with the reason.
     tests/test_devices.py checks on any machine that every helper feeds a model on its device."""
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    if device_mode() == "cpu":
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +101,8 @@ def tiny_bert(minilm_tokenizer):
 
 
 def pytest_configure(config):
+    if device_mode() == "cuda" and not torch.cuda.is_available():
+        raise pytest.UsageError(f"{TEST_DEVICE_ENV}=cuda, but torch sees no CUDA device here")
     config.addinivalue_line("markers", "after_notebooks: runs after every other test and notebook "
                                        "of the session (it reads what the notebooks saved)")
     config.addinivalue_line("markers", "network: asks the package index (pip resolutions); "
@@ -82,6 +110,10 @@ def pytest_configure(config):
                                        "(scripts/pytest_all.sh)")
     config.addinivalue_line("markers", "network_in_ci: a network test the test command runs even "
                                        "with SKIP_NETWORK=1 (the Colab resolution, issue 60)")
+
+
+def pytest_report_header(config):
+    return f"unit tests' device: {device_mode()} ({TEST_DEVICE_ENV})"
 
 
 def pytest_collection_modifyitems(config, items):
