@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
+from on_device import TEST_DEVICE_ENV, device_mode
 
-from tutorial_lib.backbones import Backbone, BackboneError, model_path
+from tutorial_lib.backbones import Backbone, BackboneError, WeightsNotInstalled, model_path
 from tutorial_lib.config import DATA_ENV_VAR
 
 REPO = Path(__file__).resolve().parents[1]
@@ -18,25 +19,6 @@ def local_data_dir() -> Path | None:
     env = os.environ.get(DATA_ENV_VAR)
     path = Path(env).expanduser() if env else REPO.parent / "shared" / "data"
     return path if path.is_dir() else None
-
-
-TEST_DEVICE_ENV = "TUTORIAL_TEST_DEVICE"
-"""``cpu`` (the default) or ``cuda``: where the unit tests run on a machine with a GPU."""
-
-
-def device_mode(environ=os.environ) -> str:
-    """The unit tests' device from $TUTORIAL_TEST_DEVICE: ``cpu`` unless it says ``cuda``."""
-    mode = environ.get(TEST_DEVICE_ENV, "cpu").strip().lower() or "cpu"
-    if mode not in ("cpu", "cuda"):
-        raise pytest.UsageError(f"{TEST_DEVICE_ENV}={mode!r}: choose cpu or cuda")
-    return mode
-
-
-
-
-def on_cuda() -> bool:
-    """True when the unit tests run on CUDA (TUTORIAL_TEST_DEVICE=cuda on a GPU machine)."""
-    return device_mode() == "cuda" and torch.cuda.is_available()
 
 
 @pytest.fixture(autouse=True)
@@ -53,6 +35,16 @@ def unit_tests_device(monkeypatch):
     if device_mode() == "cpu":
         monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A test that loads an offline model whose package is a config-only copy (a device kit's)
+    skips with the loader's message instead of failing: the weights are absent, not wrong."""
+    try:
+        return (yield)
+    except WeightsNotInstalled as exc:
+        pytest.skip(f"model weights not installed here: {exc}")
 
 
 @pytest.fixture(scope="module")

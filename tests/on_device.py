@@ -1,0 +1,48 @@
+"""What a GPU machine's test run differs in (tests/conftest.py, docs/gpu.md's first call): the
+unit tests' device (TUTORIAL_TEST_DEVICE) and the offline models a device kit carries
+config-only."""
+
+import os
+
+import pytest
+import torch
+
+from tutorial_lib import backbones
+from tutorial_lib.backbones import BackboneError, model_path
+
+TEST_DEVICE_ENV = "TUTORIAL_TEST_DEVICE"
+"""``cpu`` (the default) or ``cuda``: where the unit tests run on a machine with a GPU."""
+
+
+def device_mode(environ=os.environ) -> str:
+    """The unit tests' device from $TUTORIAL_TEST_DEVICE: ``cpu`` unless it says ``cuda``."""
+    mode = environ.get(TEST_DEVICE_ENV, "cpu").strip().lower() or "cpu"
+    if mode not in ("cpu", "cuda"):
+        raise pytest.UsageError(f"{TEST_DEVICE_ENV}={mode!r}: choose cpu or cuda")
+    return mode
+
+
+def on_cuda() -> bool:
+    """True when the unit tests run on CUDA (TUTORIAL_TEST_DEVICE=cuda on a GPU machine)."""
+    return device_mode() == "cuda" and torch.cuda.is_available()
+
+
+def missing_weights(name: str) -> str | None:
+    """Why offline model ``name`` cannot be loaded with its weights here (a device kit carries
+    MiniLM and SmolLM2 config-only at the smoke scale), or None when it can. Converts nothing."""
+    spec = backbones.LOCAL_MODELS[name]
+    try:
+        if spec.gguf_file is None:
+            model_path(name)
+        elif not (backbones._package_dir(spec) / spec.gguf_file).is_file():
+            return f"{name}'s package has no {spec.gguf_file} (config-only): {spec.install}"
+    except BackboneError as exc:
+        return str(exc)
+    return None
+
+
+def needs_weights(name: str) -> None:
+    """Skip the calling test, with the reason, where ``name``'s weights are not installed."""
+    why = missing_weights(name)
+    if why:
+        pytest.skip(f"needs {name}'s weights: {why}")
