@@ -2,6 +2,7 @@
 compressed, refused in seconds with a split into calls that fit, the kits docs/gpu.md's calls
 carry within the limit, and the sizes that page quotes regenerated from the estimate."""
 
+import ast
 import json
 import re
 import sys
@@ -137,3 +138,41 @@ def test_docs_gpu_md_quotes_the_estimate(inventories):
     pairs = zip(map(float, re.findall(number, quoted)), map(float, re.findall(number, fresh)))
     assert all(abs(q - f) <= 0.5 for q, f in pairs), "regenerate docs/gpu.md's kit sizes"
     assert "smollm2's weights are read by notebooks 01, 09, 10, 11, 14, 16, 17" in quoted
+
+
+# --- the test command's data (--with-tests) ---------------------------------------------------------
+
+
+def _strings(path: Path) -> set[str]:
+    return {n.value for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+
+def data_the_tests_name(root: Path) -> set[str]:
+    """Files of the local copy the unit tests read: every registered file of a dataset whose name
+    a test spells as a string (``load_local("qqp")``, a parametrised "mpqa"), and every file whose
+    name or path in the copy a test spells ("eng.train")."""
+    from tutorial_lib.data.registry import list_datasets, lookup
+
+    spelled = set().union(*(_strings(p) for p in sorted(REPO.joinpath("tests").rglob("*.py"))))
+    read = {rel for name in set(list_datasets()) & spelled for rel in lookup(name).local_files}
+    return read | {rel for _, rel in kit_plan.tests_data_files(root)
+                   if rel in spelled or Path(rel).name in spelled}
+
+
+def test_a_with_tests_kit_carries_every_data_file_the_tests_read(data_dir):
+    """The 2026-11-27 kit carried the notebooks' datasets only, and 25 unit tests failed on the
+    H200 for data it lacked (GLUE's QQP, QNLI, WNLI, STS-B; SentEval's MPQA, SUBJ, SST-5; the
+    CoNLL-2003 originals): each is among what the tests name, and the kit now carries it."""
+    read = data_the_tests_name(data_dir)
+    carried = {rel for _, rel in kit_plan.tests_data_files(data_dir)}
+    assert read <= carried, sorted(read - carried)
+    folders = {"/".join(rel.split("/")[:2]) for rel in read}
+    h200 = {"glue/QQP", "glue/QNLI", "glue/WNLI", "glue/STS-B", "senteval/MPQA", "senteval/SUBJ",
+            "senteval/SST-5"}
+    assert h200 <= folders and {"conll2003/eng.train", "conll2003/eng.testb"} <= read
+    from tutorial_lib.data.registry import lookup
+
+    notebooks_only = {rel for name in prefetch.needs("smoke").dataset_names
+                      for rel in lookup(name).local_files}
+    assert read - notebooks_only, "the notebooks' datasets alone would do: --with-tests is moot"
