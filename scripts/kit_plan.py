@@ -391,6 +391,8 @@ def estimate(notebooks: str, scale: str, with_tests: bool = False, write: Path |
 DOCS = REPO / "docs" / "gpu.md"
 DOCS_KITS = (("smoke", "all", True), ("gpu", "01-05", False))
 """The kits docs/gpu.md's calls carry: (scale, --notebooks, --with-tests)."""
+DOCS_CALLS = {("smoke", "all", True): "calls 1 and 3", ("gpu", "01-05", False): "call 2"}
+"""Which of docs/gpu.md's prepared calls carries each kit (its table names them)."""
 BEGIN, END = "<!-- kit-sizes: start -->", "<!-- kit-sizes: end -->"
 
 
@@ -412,13 +414,14 @@ def docs_block(invs: dict[str, Inventory], limit: int = PAYLOAD_LIMIT) -> str:
     lines = [f"Estimated by `python scripts/device_kit.py estimate --write docs/gpu.md` (conservative: "
              f"see `scripts/kit_plan.py`) with the working tree at {any_inv.tree / MIB:.1f} MiB; a call "
              f"may carry {limit / MIB:.0f} MiB (the tool takes 64).", "",
-             "| kit | wheels | models | data | cache | calls (tree + kit, each) |",
-             "|---|---|---|---|---|---|"]
+             "| kit | carried by | wheels | models | data | cache | calls (tree + kit, each) |",
+             "|---|---|---|---|---|---|---|"]
     for scale, spec, with_tests in DOCS_KITS:
         inv = invs[scale]
         numbers = _numbers(inv, spec)
         p = inv.parts(numbers, with_tests)
-        lines.append(f"| {scale} {spec}{' with tests' if with_tests else ''} | {p['wheels'] / MIB:.1f} | "
+        lines.append(f"| {scale} {spec}{' with tests' if with_tests else ''} | "
+                     f"{DOCS_CALLS[(scale, spec, with_tests)]} | {p['wheels'] / MIB:.1f} | "
                      f"{p['models'] / MIB:.1f} | {p['data'] / MIB:.1f} | {p['cache'] / MIB:.1f} | "
                      f"{calls_text(inv, numbers, limit, with_tests)} |")
     gpu = invs["gpu"]

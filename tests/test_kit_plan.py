@@ -176,3 +176,43 @@ def test_a_with_tests_kit_carries_every_data_file_the_tests_read(data_dir):
     notebooks_only = {rel for name in prefetch.needs("smoke").dataset_names
                       for rel in lookup(name).local_files}
     assert read - notebooks_only, "the notebooks' datasets alone would do: --with-tests is moot"
+
+
+# --- the prepared calls -----------------------------------------------------------------------------
+
+
+def prepared_calls(text: str) -> list[dict]:
+    """docs/gpu.md's prepared calls: each fenced block that starts with ``carry:`` (its kit, the
+    run tool's timeout_s and the command, as pasted into the tool)."""
+    calls = []
+    for block in re.findall(r"```\n(carry: .*?)\n```", text, re.S):
+        carry, timeout, command = block.splitlines()
+        calls.append({"carry": json.loads(carry.removeprefix("carry: ")),
+                      "timeout_s": int(timeout.removeprefix("timeout_s: ")), "command": command})
+    return calls
+
+
+def test_docs_gpu_md_has_one_prepared_script_per_call():
+    """Call 1: nbval at smoke and the unit tests on CUDA; call 2: 02-05 at the gpu scale under the
+    T4 cap; call 3: throughput eager and compiled. Each carries a kit the estimate sizes (the kit
+    table names its call), fits the tool (timeout_s <= 600, a command of <= 2,000 characters) and
+    gives gpu_runs.sh a budget that ends before the tool's timeout."""
+    calls = prepared_calls(kit_plan.DOCS.read_text())
+    assert len(calls) == 3
+    kits = {f".device/{scale}-{spec}" + ("-tests" if tests else ""): name
+            for (scale, spec, tests), name in kit_plan.DOCS_CALLS.items()}
+    for number, call in enumerate(calls, 1):
+        (kit,) = call["carry"]
+        assert f"call {number}" in kits[kit] or f"calls {number}" in kits[kit] or \
+            f"and {number}" in kits[kit], (number, kit)
+        assert call["timeout_s"] <= 600 and len(call["command"]) <= 2000
+        assert f"scripts/device_run.sh {kit} -- bash scripts/gpu_runs.sh " in call["command"]
+        minutes = int(re.search(r"--minutes (\d+)", call["command"])[1])
+        assert minutes * 60 + 20 <= call["timeout_s"], number
+        assert f"tee $OUT/call{number}.log" in call["command"]
+    one, two, three = (c["command"] for c in calls)
+    assert "--tests" in one and "--notebooks" not in one and "--throughput" not in one
+    assert 'TUTORIAL_GPU_MEMORY_GIB=15' in two and '--notebooks "02 03 04 05"' in two
+    assert '--throughput "eager compile"' in three
+    runs = (REPO / "scripts" / "gpu_runs.sh").read_text()
+    assert "TUTORIAL_TEST_DEVICE=${TUTORIAL_TEST_DEVICE:-cuda}" in runs  # call 1's unit tests on CUDA
