@@ -124,3 +124,17 @@ def test_probing_features_feed_the_encoder_on_its_device(monkeypatch):
     monkeypatch.setattr(probing, "autocast_dtype", lambda dev=None: None)
     call = lambda: list(probing.states_by_length(backbone, [[5, 6, 7], [5]], batch_size=2))  # noqa: E731
     assert fed(backbone.encoder, call) == {("meta", "meta")}
+
+
+def test_stage_two_penalties_take_their_snapshot_to_the_weights_device():
+    """L2-SP/EWC's anchor and Fisher, and LwF's frozen teacher, may stay on the CPU while fit puts
+    the model on the GPU (the forgetting tests of the H200 run)."""
+    from tutorial_lib.methods.forgetting import forgetting
+
+    params = {"w": torch.nn.Parameter(torch.ones(3, device=META))}
+    anchor, fisher = {"w": torch.zeros(3)}, {"w": torch.ones(3)}  # on the CPU
+    assert forgetting.anchored_penalty(params, 1.0, anchor, fisher).device == META
+    teacher = tiny_classifier().to(META)
+    batch = padded_batch()  # on the CPU, as the student's batch need not be where the teacher is
+    call = lambda: forgetting.lwf_term(None, torch.zeros(4, 3), batch, teacher, 1.0, 2.0)  # noqa: E731
+    assert fed(teacher, call) == {("meta", "meta")}
