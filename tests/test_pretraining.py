@@ -71,6 +71,13 @@ def test_torchrun_two_cpu_processes(with_data, tmp_path):
     assert model.config.n_layer == PretrainingSettings.at("smoke").model.n_layer
 
 
+def test_torchrun_gets_nccl_with_a_gpu_per_process_gloo_without_and_a_clear_error_between():
+    assert pretraining.dist_backend({"LOCAL_WORLD_SIZE": "2"}, gpus=0) == "gloo"
+    assert pretraining.dist_backend({"LOCAL_WORLD_SIZE": "2"}, gpus=2) == "nccl"
+    with pytest.raises(pretraining.PretrainError, match=r"2 processes .* 1 GPU.*--nproc_per_node=1"):
+        pretraining.dist_backend({"LOCAL_WORLD_SIZE": "2"}, gpus=1)  # the H200: invalid device ordinal
+
+
 @pytest.mark.parametrize("objective,grad_accum", [("mlm", 1), ("causal", 2)])
 def test_killed_pretraining_resumes_bit_identical(smoke, tmp_path, monkeypatch, objective, grad_accum):
     """Kill at iteration 13 — not a checkpoint boundary, past the first evaluation epoch and the
