@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from on_device import TEST_DEVICE_ENV, device_mode
+from on_device import TEST_DEVICE_ENV, compare_by_value, device_mode
 
 from tutorial_lib.backbones import Backbone, BackboneError, WeightsNotInstalled, model_path
 from tutorial_lib.config import DATA_ENV_VAR
@@ -29,12 +29,15 @@ def unit_tests_device(monkeypatch):
     executed by nbval in kernels of their own, do (scripts/gpu_runs.sh --tests).
 
     With TUTORIAL_TEST_DEVICE=cuda (the first call of docs/gpu.md) they see the GPU: the library
-    puts models on it (runtime.device), and the tests build their inputs on the model's device
-    (``tests.tiny.tensors_equal`` compares across devices); what only holds on a CPU skips with the reason.
+    puts models on it (runtime.device), the tests build their inputs on the model's device
+    (``tests.tiny.near``), and their value comparisons ignore devices (``on_device.compare_by_value``;
+    ``tests.tiny.tensors_equal`` on any machine); what only holds on a CPU skips with the reason.
     tests/test_devices.py checks on any machine that every helper feeds a model on its device."""
     if device_mode() == "cpu":
         monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    else:
+        compare_by_value(monkeypatch)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -46,3 +46,29 @@ def needs_weights(name: str) -> None:
     why = missing_weights(name)
     if why:
         pytest.skip(f"needs {name}'s weights: {why}")
+
+
+def across_devices(compare):
+    """``compare`` (torch.equal, torch.allclose) on two tensors that may sit on different devices:
+    a trained model's weights on the GPU against a snapshot or a reference the test built on the
+    CPU compare by value, on the CPU. Same-device tensors go straight through."""
+
+    def wrapped(a, b, *args, **kwargs):
+        if torch.is_tensor(a) and torch.is_tensor(b) and a.device != b.device:
+            a, b = a.detach().cpu(), b.detach().cpu()
+        return compare(a, b, *args, **kwargs)
+
+    wrapped.__wrapped__ = compare
+    return wrapped
+
+
+def compare_by_value(monkeypatch) -> None:
+    """With TUTORIAL_TEST_DEVICE=cuda: the tests' value comparisons ignore where the tensors are
+    (torch.equal, torch.allclose, torch.testing.assert_close without its device check); what a
+    test feeds a model must still be on the model's device (``tests.tiny.near``)."""
+    monkeypatch.setattr(torch, "equal", across_devices(torch.equal))
+    monkeypatch.setattr(torch, "allclose", across_devices(torch.allclose))
+    close = torch.testing.assert_close
+    monkeypatch.setattr(torch.testing, "assert_close",
+                        lambda actual, expected, **kw: close(actual, expected,
+                                                             **{"check_device": False, **kw}))

@@ -10,7 +10,14 @@ from pathlib import Path
 import conftest
 import pytest
 import torch
-from on_device import TEST_DEVICE_ENV, device_mode, missing_weights, needs_weights
+from on_device import (
+    TEST_DEVICE_ENV,
+    across_devices,
+    compare_by_value,
+    device_mode,
+    missing_weights,
+    needs_weights,
+)
 
 from tutorial_lib import backbones
 from tutorial_lib.backbones import WeightsNotInstalled
@@ -93,3 +100,18 @@ def test_the_scan_finds_an_asserted_cpu_device_and_accepts_a_forced_or_explained
               '    assert run()["device"] == "cpu"\n')
     explained = 'def test_c():\n    assert record["device"] == "cpu"  # cpu: a record written here\n'
     assert _cpu_name_comparisons(forced) == _cpu_name_comparisons(explained) == []
+
+
+def test_on_cuda_value_comparisons_move_two_devices_to_the_cpu_and_nothing_else(monkeypatch):
+    calls = []
+    spy = across_devices(lambda a, b, **kw: calls.append((a, b, kw)) or True)
+    a, b = torch.ones(2), torch.ones(2)
+    assert spy(a, b, atol=1) and calls == [(a, b, {"atol": 1})]  # same device: untouched
+    with pytest.raises(NotImplementedError, match="meta"):  # two devices: both to the CPU
+        spy(a, torch.ones(2, device="meta"))
+    assert len(calls) == 1
+    compare_by_value(monkeypatch)
+    assert torch.equal.__wrapped__ is not None and torch.equal(a, b) and torch.allclose(a, b)
+    torch.testing.assert_close(a, b)
+    with pytest.raises(AssertionError):  # values still count
+        torch.testing.assert_close(a, b + 1)
