@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from on_device import TEST_DEVICE_ENV, compare_by_value, device_mode
+from on_device import TEST_DEVICE_ENV, compare_by_value, deterministic_cuda, device_mode
 
 from tutorial_lib.backbones import Backbone, BackboneError, WeightsNotInstalled, model_path
 from tutorial_lib.config import DATA_ENV_VAR
@@ -96,8 +96,10 @@ def tiny_bert(minilm_tokenizer):
 
 
 def pytest_configure(config):
-    if device_mode() == "cuda" and not torch.cuda.is_available():
-        raise pytest.UsageError(f"{TEST_DEVICE_ENV}=cuda, but torch sees no CUDA device here")
+    if device_mode() == "cuda":
+        if not torch.cuda.is_available():
+            raise pytest.UsageError(f"{TEST_DEVICE_ENV}=cuda, but torch sees no CUDA device here")
+        deterministic_cuda()
     config.addinivalue_line("markers", "after_notebooks: runs after every other test and notebook "
                                        "of the session (it reads what the notebooks saved)")
     config.addinivalue_line("markers", "network: asks the package index (pip resolutions); "

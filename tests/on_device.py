@@ -72,3 +72,12 @@ def compare_by_value(monkeypatch) -> None:
     monkeypatch.setattr(torch.testing, "assert_close",
                         lambda actual, expected, **kw: close(actual, expected,
                                                              **{"check_device": False, **kw}))
+
+
+def deterministic_cuda(environ=os.environ) -> None:
+    """With TUTORIAL_TEST_DEVICE=cuda, before CUDA starts: deterministic kernels where PyTorch has
+    them (cuBLAS's workspace setting included), so that the tests that compare two runs bit for bit
+    (a killed run resumed, two seeds alike) compare the same arithmetic; an op without a
+    deterministic kernel warns instead of failing."""
+    environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)

@@ -14,6 +14,7 @@ from on_device import (
     TEST_DEVICE_ENV,
     across_devices,
     compare_by_value,
+    deterministic_cuda,
     device_mode,
     missing_weights,
     needs_weights,
@@ -115,3 +116,16 @@ def test_on_cuda_value_comparisons_move_two_devices_to_the_cpu_and_nothing_else(
     torch.testing.assert_close(a, b)
     with pytest.raises(AssertionError):  # values still count
         torch.testing.assert_close(a, b + 1)
+
+
+def test_cuda_runs_ask_for_deterministic_kernels_before_cuda_starts():
+    env: dict[str, str] = {}
+    before = (torch.are_deterministic_algorithms_enabled(),
+              torch.is_deterministic_algorithms_warn_only_enabled())
+    try:
+        deterministic_cuda(env)
+        assert env == {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.is_deterministic_algorithms_warn_only_enabled()
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
