@@ -216,3 +216,17 @@ def test_docs_gpu_md_has_one_prepared_script_per_call():
     assert '--throughput "eager compile"' in three
     runs = (REPO / "scripts" / "gpu_runs.sh").read_text()
     assert "TUTORIAL_TEST_DEVICE=${TUTORIAL_TEST_DEVICE:-cuda}" in runs  # call 1's unit tests on CUDA
+
+
+def test_the_calls_table_quotes_each_calls_payload(inventories):
+    """docs/gpu.md's table of calls: each call's payload (tree + kit) is its kit's estimate, within
+    0.5 MiB (regenerate the kit table, then copy the numbers: the table says which row)."""
+    row = r"^\| (\d) \| [^|]+\| `(\.device/[^`]+)` \| ([\d.]+) MiB"
+    rows = re.findall(row, kit_plan.DOCS.read_text(), re.M)
+    assert [r[0] for r in rows] == ["1", "2", "3"]
+    for _, kit, mib in rows:
+        (scale, spec, tests), = [k for k in kit_plan.DOCS_KITS
+                                 if kit == f".device/{k[0]}-{k[1]}" + ("-tests" if k[2] else "")]
+        inv = inventories[scale]
+        estimate = inv.call(kit_plan.notebook_numbers(spec, inv.notebooks), tests) / MIB
+        assert abs(float(mib) - estimate) <= 0.5, (kit, mib, round(estimate, 1))
