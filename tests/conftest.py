@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from on_device import TEST_DEVICE_ENV, compare_by_value, deterministic_cuda, device_mode
+from on_device import TEST_DEVICE_ENV, compare_by_value, deterministic_cuda, device_mode, skip_without_weights
 
-from tutorial_lib.backbones import Backbone, BackboneError, WeightsNotInstalled, model_path
+from tutorial_lib.backbones import Backbone, BackboneError, model_path
 from tutorial_lib.config import DATA_ENV_VAR
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,10 +44,8 @@ def unit_tests_device(monkeypatch):
 def pytest_pyfunc_call(pyfuncitem):
     """A test that loads an offline model whose package is a config-only copy (a device kit's)
     skips with the loader's message instead of failing: the weights are absent, not wrong."""
-    try:
+    with skip_without_weights():
         return (yield)
-    except WeightsNotInstalled as exc:
-        pytest.skip(f"model weights not installed here: {exc}")
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import ast
 import os
 from pathlib import Path
 
-import conftest
 import pytest
 import torch
 from on_device import (
@@ -18,6 +17,7 @@ from on_device import (
     device_mode,
     missing_weights,
     needs_weights,
+    skip_without_weights,
 )
 
 from tutorial_lib import backbones
@@ -54,14 +54,11 @@ def test_a_config_only_offline_model_is_named_missing_and_its_tests_skip(monkeyp
 
 
 def test_a_test_that_meets_config_only_weights_is_skipped_with_the_reason():
-    hook = conftest.pytest_pyfunc_call(None)
-    next(hook)
     with pytest.raises(pytest.skip.Exception, match="model weights not installed here: gone"):
-        hook.throw(WeightsNotInstalled("gone"))
-    other = conftest.pytest_pyfunc_call(None)
-    next(other)
-    with pytest.raises(AssertionError):  # anything else still fails
-        other.throw(AssertionError("a real failure"))
+        with skip_without_weights():
+            raise WeightsNotInstalled("gone")
+    with pytest.raises(AssertionError), skip_without_weights():  # anything else still fails
+        raise AssertionError("a real failure")
 
 
 def _cpu_name_comparisons(source: str) -> list[tuple[int, str]]:
