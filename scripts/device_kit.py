@@ -293,8 +293,7 @@ def build(notebooks: str, scale: str, out: Path | None = None, python: str = DEV
         root = data_dir()
         if root is None:
             raise KitError(f"{config.DATA_ENV_VAR} is not set: point it at the local copy of the data")
-        files = [(p, str(p.relative_to(root))) for p in sorted(root.rglob("*"))
-                 if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)]
+        files = kit_plan.tests_data_files(root)
         for src, rel in files:
             if rel in bundle.EXPECTED_SHA256 and sha256(src) != bundle.EXPECTED_SHA256[rel]:
                 raise KitError(f"{src} differs from its sha256 in MANIFEST.md: fix the local copy")

@@ -8,7 +8,8 @@
 # in this repository's environment (scripts/setup_env.sh with the node's CUDA torch).
 #   0. refuses without a CUDA device: nothing here is ever simulated on a CPU;
 #   1. --tests: the test command's pytest part (scripts/pytest_all.sh: the unit tests and every
-#      notebook at smoke under nbval, then the after-notebooks check) with CUDA, on TEST_WORKERS
+#      notebook at smoke under nbval, then the after-notebooks check) with CUDA (the unit tests
+#      too: TUTORIAL_TEST_DEVICE=cuda unless set, tests/conftest.py), on TEST_WORKERS
 #      workers (default: the cores less two); pass/fail and seconds per notebook and for the unit
 #      tests into results/gpu/smoke_tests.json (scripts/gpu_summary.py);
 #   2. --throughput MODES ("eager", "compile" or both): pretraining throughput (benchmarks.throughput,
@@ -58,7 +59,8 @@ if [ "$tests" = 1 ] && [ "$(left)" -gt 60 ]; then
   step "tests: unit tests + every notebook at smoke under nbval, on CUDA"
   junit=$(mktemp -d)
   t0=$(date +%s)
-  JUNIT_DIR=$junit TEST_WORKERS=${TEST_WORKERS:-$(( $(nproc) - 2 ))} \
+  TUTORIAL_TEST_DEVICE=${TUTORIAL_TEST_DEVICE:-cuda} JUNIT_DIR=$junit \
+    TEST_WORKERS=${TEST_WORKERS:-$(( $(nproc) - 2 ))} \
     timeout --signal=TERM $(( $(left) - 40 )) bash scripts/pytest_all.sh || status=$?
   "$PY" scripts/gpu_summary.py smoke "$junit" "$out/smoke_tests.json" \
     --seconds $(( $(date +%s) - t0 )) --exit-status "$status" || status=1

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
+from on_device import TEST_DEVICE_ENV, compare_by_value, deterministic_cuda, device_mode, skip_without_weights
 
 from tutorial_lib.backbones import Backbone, BackboneError, model_path
 from tutorial_lib.config import DATA_ENV_VAR
@@ -21,12 +22,30 @@ def local_data_dir() -> Path | None:
 
 
 @pytest.fixture(autouse=True)
-def unit_tests_on_the_cpu(monkeypatch):
-    """The unit tests run on the CPU on every machine: they compare against CPU references and
-    build their inputs where the CPU CI does. On a GPU machine they see no CUDA; the notebooks,
-    executed by nbval in kernels of their own, do (scripts/gpu_runs.sh --tests), and
+def unit_tests_device(monkeypatch):
+    """By default the unit tests run on the CPU on every machine: they compare against CPU
+    references and build their inputs where the CPU CI does. On a GPU machine they then see no
+    CUDA, and neither do the processes they start (kernels, torchrun, subprocesses); the notebooks,
+    executed by nbval in kernels of their own, do (scripts/gpu_runs.sh --tests).
+
+    With TUTORIAL_TEST_DEVICE=cuda (the first call of docs/gpu.md) they see the GPU: the library
+    puts models on it (runtime.device), the tests build their inputs on the model's device
+    (``tests.tiny.near``), and their value comparisons ignore devices (``on_device.compare_by_value``;
+    ``tests.tiny.tensors_equal`` on any machine); what only holds on a CPU skips with the reason.
     tests/test_devices.py checks on any machine that every helper feeds a model on its device."""
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    if device_mode() == "cpu":
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    else:
+        compare_by_value(monkeypatch)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A test that loads an offline model whose package is a config-only copy (a device kit's)
+    skips with the loader's message instead of failing: the weights are absent, not wrong."""
+    with skip_without_weights():
+        return (yield)
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +94,10 @@ def tiny_bert(minilm_tokenizer):
 
 
 def pytest_configure(config):
+    if device_mode() == "cuda":
+        if not torch.cuda.is_available():
+            raise pytest.UsageError(f"{TEST_DEVICE_ENV}=cuda, but torch sees no CUDA device here")
+        deterministic_cuda()
     config.addinivalue_line("markers", "after_notebooks: runs after every other test and notebook "
                                        "of the session (it reads what the notebooks saved)")
     config.addinivalue_line("markers", "network: asks the package index (pip resolutions); "
@@ -82,6 +105,10 @@ def pytest_configure(config):
                                        "(scripts/pytest_all.sh)")
     config.addinivalue_line("markers", "network_in_ci: a network test the test command runs even "
                                        "with SKIP_NETWORK=1 (the Colab resolution, issue 60)")
+
+
+def pytest_report_header(config):
+    return f"unit tests' device: {device_mode()} ({TEST_DEVICE_ENV})"
 
 
 def pytest_collection_modifyitems(config, items):

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 import torch
 import torch.nn.functional as F
-from tiny import padded_batch, tiny_bert_classifier, tiny_classifier, tiny_llama_backbone
+from tiny import padded_batch, tensors_equal, tiny_bert_classifier, tiny_classifier, tiny_llama_backbone
 from transformers import LlamaConfig
 
 from tutorial_lib import backbones, config, models, pretraining
@@ -60,14 +60,14 @@ def test_scratch_is_our_architecture_with_seeded_random_weights(ours_env):
                                                       OURS_SMOKE.max_len)
     same, other = (backbones.load_backbone("scratch", SMOKE, seed=s) for s in (0, 1))
     w = lambda b: b.lm.transformer.tok_emb.weight
-    assert torch.equal(w(a), w(same)) and not torch.equal(w(a), w(other))
+    assert tensors_equal(w(a), w(same)) and not tensors_equal(w(a), w(other))
 
 
 def test_ours_starts_from_the_pretrained_lm_and_appends_cls(ours_env):
     ours = backbones.load_backbone("ours", SMOKE)
     lm = pretraining.load_or_pretrain(SMOKE, "causal").model
     for (name, a), b in zip(ours.lm.state_dict().items(), lm.state_dict().values()):
-        assert torch.equal(a, b), name
+        assert tensors_equal(a, b), name
     assert ours.is_ours and ours.kind == "causal" and ours.pool == "last"
     assert ours.lm_head is ours.lm.lm_head and ours.encoder is ours.lm.transformer
     cls = ours.tokenizer.cls_token_id
@@ -85,7 +85,7 @@ def test_ours_classifier_and_layer_states(ours_env):
     clf = ours.classifier(6).eval()
     assert isinstance(clf, TransformerClassifier)
     for a, b in zip(clf.encoder.parameters(), ours.lm.transformer.parameters()):
-        assert torch.equal(a, b)
+        assert tensors_equal(a, b)
     batch = batch_of(ours)
     with torch.no_grad():
         out = clf(batch["input_ids"], batch["attention_mask"])
@@ -117,8 +117,8 @@ def test_two_loads_are_independent_copies(ours_env):
     before = b.lm.transformer.tok_emb.weight.detach().clone()
     with torch.no_grad():
         a.lm.transformer.tok_emb.weight.add_(1.0)
-    assert torch.equal(b.lm.transformer.tok_emb.weight, before)
-    assert torch.equal(backbones.load_backbone("ours", SMOKE).lm.transformer.tok_emb.weight, before)
+    assert tensors_equal(b.lm.transformer.tok_emb.weight, before)
+    assert tensors_equal(backbones.load_backbone("ours", SMOKE).lm.transformer.tok_emb.weight, before)
     # the tie between embeddings and LM head survives the copy
     assert a.lm.lm_head.weight is a.lm.transformer.tok_emb.weight
 
@@ -157,7 +157,7 @@ def test_a_tiny_hub_network_is_the_same_wherever_it_is_first_loaded(ours_env):
         return backbones.load_backbone("minilm", SMOKE).encoder.embeddings.word_embeddings.weight
 
     assert SMOKE.tiny_hub_models
-    assert torch.equal(first_load(1), first_load(2))
+    assert tensors_equal(first_load(1), first_load(2))
     backbones.forget_loaded()
 
 

@@ -48,11 +48,11 @@ def fed(model: torch.nn.Module, call) -> set[tuple[str, str]]:
     return set(seen)
 
 
-def tiny_lm(causal: bool):
+def tiny_lm(causal: bool, where: torch.device = META):
     tok = train_wordpiece(["the cat sat on the mat and the dog ran"] * 20, vocab_size=60)
     cfg = TransformerConfig(vocab_size=len(tok), d_model=16, n_layer=2, n_head=2, d_ff=32, max_len=16,
                             dropout=0.0, causal=causal, pad_id=tok.pad_token_id)
-    return TransformerLM(cfg).to(META), tok
+    return TransformerLM(cfg).to(where), tok
 
 
 def test_fit_trains_the_model_where_it_puts_the_batches():
@@ -99,3 +99,42 @@ def test_dialogue_evaluation_moves_the_model_with_the_batches(_tok, monkeypatch)
     decoder = model.lm.get_decoder()  # the top layers run on each context, then its candidates
     assert fed(decoder, lambda: dialogue_training.evaluate(model, states, "mc", batch_size=2)) \
         == {("meta", "meta")}
+
+
+# --- the helpers whose tests fed a GPU model CPU tensors on the H200 (their own inputs since) -----
+
+
+def test_position_logits_feed_the_token_classifier_on_its_device(monkeypatch):
+    from tests.tiny import tiny_encoder
+    from tutorial_lib.methods.token_tasks import token_tasks as tt
+
+    model = tt.TokenClassifier(tiny_encoder(40), num_labels=3, dropout=0.0)  # on the CPU
+    monkeypatch.setattr(tt, "device", lambda: META)  # the library puts it on "the GPU"
+    monkeypatch.setattr(tt, "autocast_dtype", lambda dev=None: None)
+    call = lambda: tt.position_logits(model, [[7, 8, 9], [12]], pad_id=0, batch_size=2)  # noqa: E731
+    assert fed(model, call) == {("meta", "meta")}
+
+
+def test_probing_features_feed_the_encoder_on_its_device(monkeypatch):
+    from tutorial_lib.backbones import Backbone
+
+    model, tok = tiny_lm(False, where=torch.device("cpu"))  # the library puts it on "the GPU"
+    backbone = Backbone("tiny", "masked", tok, model, 16)
+    monkeypatch.setattr(probing, "device", lambda: META)
+    monkeypatch.setattr(probing, "autocast_dtype", lambda dev=None: None)
+    call = lambda: list(probing.states_by_length(backbone, [[5, 6, 7], [5]], batch_size=2))  # noqa: E731
+    assert fed(backbone.encoder, call) == {("meta", "meta")}
+
+
+def test_stage_two_penalties_take_their_snapshot_to_the_weights_device():
+    """L2-SP/EWC's anchor and Fisher, and LwF's frozen teacher, may stay on the CPU while fit puts
+    the model on the GPU (the forgetting tests of the H200 run)."""
+    from tutorial_lib.methods.forgetting import forgetting
+
+    params = {"w": torch.nn.Parameter(torch.ones(3, device=META))}
+    anchor, fisher = {"w": torch.zeros(3)}, {"w": torch.ones(3)}  # on the CPU
+    assert forgetting.anchored_penalty(params, 1.0, anchor, fisher).device == META
+    teacher = tiny_classifier().to(META)
+    batch = padded_batch()  # on the CPU, as the student's batch need not be where the teacher is
+    call = lambda: forgetting.lwf_term(None, torch.zeros(4, 3), batch, teacher, 1.0, 2.0)  # noqa: E731
+    assert fed(teacher, call) == {("meta", "meta")}

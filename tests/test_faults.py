@@ -492,6 +492,9 @@ def test_a_failed_main_job_run_keeps_the_last_good_results_byte_identical(tmp_pa
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv(config.CACHE_ENV_VAR, str(tmp_path / "cache"))
     monkeypatch.delenv("FLAKY", raising=False)
+    # the kernels on the CPU on any machine: the probe's device is read below, and this test is
+    # about failures, not devices (on the H200 the kernels saw the GPU, 2026-11-27)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     argv = ["--scale", "smoke", "--out", str(out), "--inplace", "--timeout", "120"]
     assert rn.main(argv) == 0
     good = _digests(root)

@@ -2,6 +2,7 @@
 compressed, refused in seconds with a split into calls that fit, the kits docs/gpu.md's calls
 carry within the limit, and the sizes that page quotes regenerated from the estimate."""
 
+import ast
 import json
 import re
 import sys
@@ -137,3 +138,95 @@ def test_docs_gpu_md_quotes_the_estimate(inventories):
     pairs = zip(map(float, re.findall(number, quoted)), map(float, re.findall(number, fresh)))
     assert all(abs(q - f) <= 0.5 for q, f in pairs), "regenerate docs/gpu.md's kit sizes"
     assert "smollm2's weights are read by notebooks 01, 09, 10, 11, 14, 16, 17" in quoted
+
+
+# --- the test command's data (--with-tests) ---------------------------------------------------------
+
+
+def _strings(path: Path) -> set[str]:
+    return {n.value for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+
+def data_the_tests_name(root: Path) -> set[str]:
+    """Files of the local copy the unit tests read: every registered file of a dataset whose name
+    a test spells as a string (``load_local("qqp")``, a parametrised "mpqa"), and every file whose
+    name or path in the copy a test spells ("eng.train")."""
+    from tutorial_lib.data.registry import list_datasets, lookup
+
+    spelled = set().union(*(_strings(p) for p in sorted(REPO.joinpath("tests").rglob("*.py"))))
+    read = {rel for name in set(list_datasets()) & spelled for rel in lookup(name).local_files}
+    return read | {rel for _, rel in kit_plan.tests_data_files(root)
+                   if rel in spelled or Path(rel).name in spelled}
+
+
+def test_a_with_tests_kit_carries_every_data_file_the_tests_read(data_dir):
+    """The 2026-11-27 kit carried the notebooks' datasets only, and 25 unit tests failed on the
+    H200 for data it lacked (GLUE's QQP, QNLI, WNLI, STS-B; SentEval's MPQA, SUBJ, SST-5; the
+    CoNLL-2003 originals): each is among what the tests name, and the kit now carries it."""
+    read = data_the_tests_name(data_dir)
+    carried = {rel for _, rel in kit_plan.tests_data_files(data_dir)}
+    assert read <= carried, sorted(read - carried)
+    folders = {"/".join(rel.split("/")[:2]) for rel in read}
+    h200 = {"glue/QQP", "glue/QNLI", "glue/WNLI", "glue/STS-B", "senteval/MPQA", "senteval/SUBJ",
+            "senteval/SST-5"}
+    assert h200 <= folders and {"conll2003/eng.train", "conll2003/eng.testb"} <= read
+    from tutorial_lib.data.registry import lookup
+
+    notebooks_only = {rel for name in prefetch.needs("smoke").dataset_names
+                      for rel in lookup(name).local_files}
+    assert read - notebooks_only, "the notebooks' datasets alone would do: --with-tests is moot"
+
+
+# --- the prepared calls -----------------------------------------------------------------------------
+
+
+def prepared_calls(text: str) -> list[dict]:
+    """docs/gpu.md's prepared calls: each fenced block that starts with ``carry:`` (its kit, the
+    run tool's timeout_s and the command, as pasted into the tool)."""
+    calls = []
+    for block in re.findall(r"```\n(carry: .*?)\n```", text, re.S):
+        carry, timeout, command = block.splitlines()
+        calls.append({"carry": json.loads(carry.removeprefix("carry: ")),
+                      "timeout_s": int(timeout.removeprefix("timeout_s: ")), "command": command})
+    return calls
+
+
+def test_docs_gpu_md_has_one_prepared_script_per_call():
+    """Call 1: nbval at smoke and the unit tests on CUDA; call 2: 02-05 at the gpu scale under the
+    T4 cap; call 3: throughput eager and compiled. Each carries a kit the estimate sizes (the kit
+    table names its call), fits the tool (timeout_s <= 600, a command of <= 2,000 characters) and
+    gives gpu_runs.sh a budget that ends before the tool's timeout."""
+    calls = prepared_calls(kit_plan.DOCS.read_text())
+    assert len(calls) == 3
+    kits = {f".device/{scale}-{spec}" + ("-tests" if tests else ""): name
+            for (scale, spec, tests), name in kit_plan.DOCS_CALLS.items()}
+    for number, call in enumerate(calls, 1):
+        (kit,) = call["carry"]
+        assert f"call {number}" in kits[kit] or f"calls {number}" in kits[kit] or \
+            f"and {number}" in kits[kit], (number, kit)
+        assert call["timeout_s"] <= 600 and len(call["command"]) <= 2000
+        assert f"scripts/device_run.sh {kit} -- bash scripts/gpu_runs.sh " in call["command"]
+        minutes = int(re.search(r"--minutes (\d+)", call["command"])[1])
+        assert minutes * 60 + 20 <= call["timeout_s"], number
+        assert f"tee $OUT/call{number}.log" in call["command"]
+    one, two, three = (c["command"] for c in calls)
+    assert "--tests" in one and "--notebooks" not in one and "--throughput" not in one
+    assert 'TUTORIAL_GPU_MEMORY_GIB=15' in two and '--notebooks "02 03 04 05"' in two
+    assert '--throughput "eager compile"' in three
+    runs = (REPO / "scripts" / "gpu_runs.sh").read_text()
+    assert "TUTORIAL_TEST_DEVICE=${TUTORIAL_TEST_DEVICE:-cuda}" in runs  # call 1's unit tests on CUDA
+
+
+def test_the_calls_table_quotes_each_calls_payload(inventories):
+    """docs/gpu.md's table of calls: each call's payload (tree + kit) is its kit's estimate, within
+    0.5 MiB (regenerate the kit table, then copy the numbers: the table says which row)."""
+    row = r"^\| (\d) \| [^|]+\| `(\.device/[^`]+)` \| ([\d.]+) MiB"
+    rows = re.findall(row, kit_plan.DOCS.read_text(), re.M)
+    assert [r[0] for r in rows] == ["1", "2", "3"]
+    for _, kit, mib in rows:
+        (scale, spec, tests), = [k for k in kit_plan.DOCS_KITS
+                                 if kit == f".device/{k[0]}-{k[1]}" + ("-tests" if k[2] else "")]
+        inv = inventories[scale]
+        estimate = inv.call(kit_plan.notebook_numbers(spec, inv.notebooks), tests) / MIB
+        assert abs(float(mib) - estimate) <= 0.5, (kit, mib, round(estimate, 1))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import pytest
+from on_device import needs_weights
 from transformers import AutoTokenizer, BertConfig
 
 from tutorial_lib import backbones, config, settings, tasks
@@ -116,6 +117,7 @@ def test_what_a_notebook_loads_without_a_field_naming_it_is_needed():
 
 
 def test_smoke_offline_report_from_the_local_copy(with_data, monkeypatch):
+    needs_weights("minilm")  # the report checks MiniLM's weights (> 10 MB)
     converted, real = [], backbones.model_path
 
     def no_conversion(name):  # SmolLM2's GGUF → bf16 conversion takes ~30 s: check MiniLM's files
@@ -155,6 +157,7 @@ def test_our_tokenizer_is_found_where_pretraining_caches_it(with_data):
 
 def test_a_missing_hub_model_offline_is_one_failing_line_and_the_rest_still_runs(
         with_data, monkeypatch, tmp_path, capsys):
+    needs_weights("minilm")  # MiniLM's line must read ok
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty-hf-cache"))
     what = prefetch.Needs(
         scale="smoke", tasks=("trec",), datasets=(prefetch.Need("trec", ("02",)),),
@@ -187,7 +190,7 @@ def test_a_missing_offline_package_says_how_to_install_it(monkeypatch):
 
 def test_smollm2_is_converted_through_model_path_once_and_checked(monkeypatch):
     calls = []
-    minilm = backbones.model_path("minilm")
+    minilm = backbones.model_path("minilm", weights=False)
 
     def fake_model_path(name):
         calls.append(name)
@@ -213,7 +216,7 @@ def test_an_offline_model_without_the_head_a_setting_needs_fails(monkeypatch):
 
 def _fake_snapshot(root: Path, architecture: str):
     """A snapshot_download that 'downloads' a tiny BERT into ``root/<repo>`` and records calls."""
-    tokenizer = AutoTokenizer.from_pretrained(backbones.model_path("minilm"))
+    tokenizer = AutoTokenizer.from_pretrained(backbones.model_path("minilm", weights=False))
     calls = []
 
     def download(repo_id, **kwargs):

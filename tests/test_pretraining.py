@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from tiny import kill_at
+from tiny import kill_at, tensors_equal
 
 from tutorial_lib import config, pretraining
 from tutorial_lib.models import ModelError, load_pretrained
@@ -35,7 +35,7 @@ def test_pretrain_then_load_or_pretrain_reuses_the_checkpoint(smoke):
     again = pretraining.load_or_pretrain(smoke, "causal")
     assert os.stat(result.directory / "model.pt").st_mtime_ns == stamp  # loaded, not retrained
     for a, b in zip(result.model.state_dict().values(), again.model.state_dict().values()):
-        assert torch.equal(a, b)
+        assert tensors_equal(a, b)
     assert again.history.evals == result.history.evals
 
 
@@ -71,6 +71,13 @@ def test_torchrun_two_cpu_processes(with_data, tmp_path):
     assert model.config.n_layer == PretrainingSettings.at("smoke").model.n_layer
 
 
+def test_torchrun_gets_nccl_with_a_gpu_per_process_gloo_without_and_a_clear_error_between():
+    assert pretraining.dist_backend({"LOCAL_WORLD_SIZE": "2"}, gpus=0) == "gloo"
+    assert pretraining.dist_backend({"LOCAL_WORLD_SIZE": "2"}, gpus=2) == "nccl"
+    with pytest.raises(pretraining.PretrainError, match=r"2 processes .* 1 GPU.*--nproc_per_node=1"):
+        pretraining.dist_backend({"LOCAL_WORLD_SIZE": "2"}, gpus=1)  # the H200: invalid device ordinal
+
+
 @pytest.mark.parametrize("objective,grad_accum", [("mlm", 1), ("causal", 2)])
 def test_killed_pretraining_resumes_bit_identical(smoke, tmp_path, monkeypatch, objective, grad_accum):
     """Kill at iteration 13 — not a checkpoint boundary, past the first evaluation epoch and the
@@ -98,7 +105,7 @@ def test_killed_pretraining_resumes_bit_identical(smoke, tmp_path, monkeypatch, 
     assert resumed.resumed_from and resumed.resumed_from.endswith("training_checkpoint_8.pt")
     for (name, a), b in zip(reference.model.state_dict().items(),
                             resumed.model.state_dict().values()):
-        assert torch.equal(a, b), name
+        assert tensors_equal(a, b), name
     assert resumed.history.train == reference.history.train
     assert resumed.history.evals == reference.history.evals
     assert [r["step"] for r in resumed.history.evals] == list(range(eval_every, steps + 1, eval_every))

@@ -72,8 +72,10 @@ def test_two_trainings_from_empty_caches_write_byte_identical_files(with_data, t
 
     pretraining.get_tokenizer(config.get_scale("smoke"))
     first = next((tmp_path / "cache" / "smoke").glob("tokenizer-*"))
+    # PYTHONPATH keeps what it held: on the GPU machine the kit's packages (datasets, ...) are
+    # there, and a subprocess that lost them failed to import (H200, 2026-11-27)
     env = dict(os.environ, TUTORIAL_CACHE_DIR=str(tmp_path / "other"), PYTHONHASHSEED="123",
-               PYTHONPATH=str(REPO))
+               PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
     subprocess.run([sys.executable, "-c", "from tutorial_lib import config, pretraining; "
                     "pretraining.get_tokenizer(config.get_scale('smoke'))"],
                    check=True, env=env, cwd=REPO, capture_output=True, timeout=120)

@@ -93,3 +93,15 @@ def tiny_llama_backbone(texts: Sequence[str], layers: int = 2) -> Backbone:
                       num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
                       max_position_embeddings=32, architectures=["LlamaForCausalLM"])
     return Backbone("tiny-llama", "causal", tok, LlamaForCausalLM(cfg).eval(), 32)
+
+
+def tensors_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """``torch.equal`` across devices: a trained model may sit on the GPU and a reloaded copy (or a
+    reference built in the test) on the CPU (TUTORIAL_TEST_DEVICE=cuda, tests/conftest.py)."""
+    return torch.equal(a.detach().cpu(), b.detach().cpu())
+
+
+def near(module: torch.nn.Module, t: torch.Tensor) -> torch.Tensor:
+    """``t`` on ``module``'s device: a test's own input for a model the library may have moved to
+    the GPU (TUTORIAL_TEST_DEVICE=cuda)."""
+    return t.to(next(module.parameters()).device)

@@ -24,6 +24,7 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -438,6 +439,20 @@ def _run(local_rank: int, args: argparse.Namespace) -> None:
                           "metrics": result.metrics, "seconds": round(result.seconds, 1)}))
 
 
+def dist_backend(environ: Mapping[str, str], gpus: int) -> str:
+    """torchrun's backend: NCCL with one GPU per process on this machine, gloo without a GPU; more
+    processes than GPUs is one clear error (each process takes the GPU of its local rank: on the
+    H200, rank 1 of two failed with "invalid device ordinal")."""
+    local = int(environ.get("LOCAL_WORLD_SIZE", "1"))
+    if not gpus:
+        return "gloo"
+    if local > gpus:
+        raise PretrainError(f"torchrun started {local} processes on this machine, which has {gpus} "
+                            f"GPU(s): one process per GPU (--nproc_per_node={gpus}), or CPU "
+                            "processes with CUDA_VISIBLE_DEVICES= (gloo)")
+    return "nccl"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", default=None, help="smoke | classroom | gpu | paper")
@@ -446,7 +461,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     backend = None
     if idist.has_native_dist_support and "WORLD_SIZE" in os.environ:
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        backend = dist_backend(os.environ, gpus)
     with idist.Parallel(backend=backend) as parallel:
         parallel.run(_run, args)
 

@@ -159,10 +159,10 @@ def test_strength_zero_is_plain_fine_tuning_and_a_strong_anchor_keeps_the_weight
     if kind in ("L2-SP", "EWC"):
         start = _two_head(3)
         strong = train(forgetting.Regulariser(kind, 1e4))
-        moved = [(p - q).abs().max().item() for p, q in
+        moved = [(p - q.to(p.device)).abs().max().item() for p, q in  # start: on the CPU
                  zip(forgetting.shared_parameters(strong).values(),
                      forgetting.shared_parameters(start).values())]
-        free = [(p - q).abs().max().item() for p, q in
+        free = [(p - q.to(p.device)).abs().max().item() for p, q in
                 zip(forgetting.shared_parameters(plain).values(),
                     forgetting.shared_parameters(start).values())]
         assert max(moved) < max(free)

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 import torch
-from tiny import word_tokenizer
+from tiny import tensors_equal, word_tokenizer
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from tutorial_lib.methods.generation import dialogue, dialogue_training
@@ -50,7 +50,7 @@ def test_cached_states_give_the_plain_paths_scores_and_losses(tok, segment_layer
     states = [dialogue_training.turn_states(model, tok, t, amp_dtype=None) for t in TURNS]
     cached = dialogue_training.states_batch(states)
     for key in ("segment_ids", "attention_mask", "reply_labels", "labels", "last", "gold"):
-        assert torch.equal(cached[key], plain[key]), key
+        assert tensors_equal(cached[key], plain[key]), key
     with torch.no_grad():
         s_plain, h_plain = model(plain)
         s_cached, h_cached = model(cached)
@@ -90,7 +90,7 @@ def test_draw_keeps_the_gold_reply_at_a_uniform_position(tok) -> None:
     for _ in range(400):
         d = dialogue_training.draw(states, 2, rng)
         assert len(d.replies) == 2 and d.reply_ids[d.gold] == gold_ids
-        assert torch.equal(d.replies[d.gold], states.replies[states.gold])
+        assert tensors_equal(d.replies[d.gold], states.replies[states.gold])
         positions[d.gold] += 1
     assert 150 < positions[0] < 250  # gold first about half the time
     same = [dialogue_training.draw_all([states] * 5, 3, seed=7) for _ in range(2)]
@@ -126,7 +126,7 @@ def test_finetune_trains_only_the_top_and_lowers_the_loss(tok) -> None:
     groups = run.optimizer.param_groups
     scales = {(round(g.get("lr_scale", 1.0), 6), {id(p) for p in g["params"]} <= new) for g in groups}
     assert scales == {(1.0, False), (10.0, True)}  # the new parts at head_lr, the rest at lr
-    assert all(torch.equal(v, model.lm.model.layers[0].state_dict()[k]) for k, v in frozen.items())
+    assert all(tensors_equal(v, model.lm.model.layers[0].state_dict()[k]) for k, v in frozen.items())
     assert model.segments.weight.abs().sum() > 0  # the speakers learned something
     assert not model.lm.model.embed_tokens.weight.requires_grad
     assert model.lm.model.layers[2].self_attn.q_proj.weight.requires_grad
@@ -147,7 +147,7 @@ def test_each_context_once_gives_the_scores_losses_and_gradients_of_whole_sequen
         got, got_nll, tokens = dialogue_training.turn_scores(model, shared)
     assert torch.allclose(got, scores, atol=1e-4)
     assert torch.allclose(got_nll, nll, atol=1e-3)
-    assert torch.equal(tokens, (whole["reply_labels"][..., 1:] != dialogue.IGNORE).sum(-1).float())
+    assert tensors_equal(tokens, (whole["reply_labels"][..., 1:] != dialogue.IGNORE).sum(-1).float())
     gold_only = dialogue_training.turn_scores(model, shared, every_reply=False)[1]
     is_gold = torch.arange(N)[None] == whole["gold"][:, None]
     assert torch.allclose(gold_only[is_gold], nll[is_gold], atol=1e-3)
@@ -187,7 +187,7 @@ def test_scoring_all_candidates_once_serves_every_draw(tok) -> None:
                 assert torch.allclose(x, y, atol=1e-4)
         again = dialogue_training.draw_all(drawn, 2, seed)  # a draw of a draw still points home
         for a, t in zip(dialogue_training.picked(every, again), again):
-            assert torch.equal(a.tokens, torch.tensor([float(len(r)) for r in t.reply_ids]))
+            assert tensors_equal(a.tokens, torch.tensor([float(len(r)) for r in t.reply_ids]))
     m = dialogue_training.metrics(every)
     assert m["turns"] == 3 and m["candidates"] == 4 and 0 <= m["hits_at_1_lm"] <= 1
     assert m["hits_at_1_lm"] == sum(bool(s.lm.argmax() == s.gold) for s in every) / 3

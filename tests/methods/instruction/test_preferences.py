@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 import torch
 from data_helpers import load_local
-from tiny import word_tokenizer
+from tiny import tensors_equal, word_tokenizer
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from tutorial_lib.methods.instruction import instructions, preferences
@@ -86,7 +86,7 @@ def test_scoring_every_candidate_once_serves_each_draw(tok):
         turn = Turn(TURN.persona, TURN.history, tuple(full.candidates[i] for i in order), order.index(1))
         assert preferences.places(full, turn) == order
         picked, direct = every.pick(order, turn.gold), preferences.score(model, tok, [turn])[0]
-        assert picked.gold == direct.gold and torch.equal(picked.tokens, direct.tokens)
+        assert picked.gold == direct.gold and tensors_equal(picked.tokens, direct.tokens)
         assert torch.allclose(picked.total, direct.total, atol=1e-4)
     with pytest.raises(ValueError, match="not the same turn"):
         preferences.places(full, Turn(TURN.persona, TURN.history[:1], TURN.candidates, 1))

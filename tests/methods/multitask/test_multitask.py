@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
-from tiny import padded_batch, tiny_classifier
+from tiny import padded_batch, tensors_equal, tiny_classifier
 
 from tutorial_lib import heads, tasks
 from tutorial_lib.finetuning import Run
@@ -225,7 +225,7 @@ def test_experiment_runs_every_setting_on_real_glue_data(with_data):
     after_plain = torch.rand(3)  # the global generator after a run without a curve …
     single_curve = exp.single("rte", 0, curve_every=1)
     after_curve = torch.rand(3)  # … and with one: the evaluations drew nothing from it
-    assert torch.equal(after_plain, after_curve)
+    assert tensors_equal(after_plain, after_curve)
     assert single_curve.scores == single.scores == single_again.scores
     curves = multitask.curves([single_curve, seq_curve, single])
     assert list(curves.groupby("setting", sort=False).size().items()) == [
@@ -233,7 +233,7 @@ def test_experiment_runs_every_setting_on_real_glue_data(with_data):
     assert float(multitask.task_floor(exp.data["rte"].task, "validation").value) == pytest.approx(
         exp.data["rte"].task.majority_baseline("validation")["score"])
     assert seq.seconds > start.seconds  # both stages are charged to the sequential run
-    assert all(torch.equal(v, before[k]) for k, v in start.state.items())  # reusable as it was
+    assert all(tensors_equal(v, before[k]) for k, v in start.state.items())  # reusable as it was
     table = multitask.collect([single, mtl, seq])
     assert set(table["setting"]) == {"single-task", "all", "sequential (sst2 → rte)"}
     assert list(table.columns[:8]) == ["setting", "task", "seed", "dev_score", "test_score", "steps",
@@ -242,8 +242,8 @@ def test_experiment_runs_every_setting_on_real_glue_data(with_data):
     assert table["test_score"].between(0, 1).all()
     # each seed starts from its own random encoder (scratch: the seed is the init)
     a, b = exp.new_model(["rte"], 0), exp.new_model(["rte"], 1)
-    assert not torch.equal(a.encoder.tok_emb.weight, b.encoder.tok_emb.weight)
-    assert torch.equal(a.encoder.tok_emb.weight, exp.new_model(["rte"], 0).encoder.tok_emb.weight)
+    assert not tensors_equal(a.encoder.tok_emb.weight, b.encoder.tok_emb.weight)
+    assert tensors_equal(a.encoder.tok_emb.weight, exp.new_model(["rte"], 0).encoder.tok_emb.weight)
 
 
 def _runs(rows: dict[tuple[str, str], list[float]]) -> pd.DataFrame:

@@ -16,6 +16,7 @@ from test_amnesic import (  # noqa: F401
     tokenizer,
     upos_sentences,
 )
+from tiny import tensors_equal
 
 from tutorial_lib import config
 from tutorial_lib.heads import HeadConfig, MultiHeadModel
@@ -74,13 +75,13 @@ def test_an_intermediate_stage_moves_only_a_copy_and_reversal_changes_the_encode
     assert none.encoder is not bb.encoder and np.isnan(info["head_accuracy"])
     plain, p_info = adversarial.intermediate_stage(bb, ARMS["POS (λ = 0)"], adv, budget, **kw)
     reversed_, r_info = adversarial.intermediate_stage(bb, ARMS["reversed POS"], adv, budget, **kw)
-    assert all(torch.equal(v, before[k]) for k, v in bb.encoder.state_dict().items())
+    assert all(tensors_equal(v, before[k]) for k, v in bb.encoder.state_dict().items())
     for info in (p_info, r_info):
         assert 0.0 <= info["head_accuracy"] <= 1.0 and info["seconds"] > 0
     a, b = plain.encoder.state_dict(), reversed_.encoder.state_dict()
-    assert any(not torch.equal(a[k], b[k]) for k in a)  # −λ reached the encoder
+    assert any(not tensors_equal(a[k], b[k]) for k in a)  # −λ reached the encoder
     again, _ = adversarial.intermediate_stage(bb, ARMS["reversed POS"], adv, budget, **kw)
-    assert all(torch.equal(v, again.encoder.state_dict()[k]) for k, v in b.items())  # seeded
+    assert all(tensors_equal(v, again.encoder.state_dict()[k]) for k, v in b.items())  # seeded
     moved = adversarial.movement(bb, reversed_, upos_sentences(10, 5))
     assert 0.0 < moved["cka"] <= 1.0 + 1e-9
     assert adversarial.movement(bb, none, upos_sentences(10, 5))["cka"] == pytest.approx(1.0)
@@ -133,7 +134,7 @@ def test_head_warmup_trains_only_the_pos_head_and_the_head_gets_its_own_rate(tok
                                         Budget(batch_size=4), lr=1e-2, steps=3, batch_size=4, seed=0)
     assert seconds > 0
     after = model.state_dict()
-    changed = {k for k in after if not torch.equal(after[k], before[k])}
+    changed = {k for k in after if not tensors_equal(after[k], before[k])}
     assert changed == {"heads.pos.linear.weight", "heads.pos.linear.bias"}
     assert all(p.requires_grad for p in model.encoder.parameters())  # unfrozen again
     groups = adversarial.head_rate(30.0)(model, 1e-4, 0.01)

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 # the tiny backbone, sentences and the fixtures (fp32, tokenizer) of the amnesic tests
 from test_amnesic import fp32, tiny_backbone, tokenizer, upos_sentences  # noqa: F401
+from tiny import tensors_equal
 
 from tutorial_lib import heads
 from tutorial_lib.heads import MultiHeadModel, merge_batches
@@ -34,7 +35,7 @@ def seventeen_tags(monkeypatch):
 
 def equal_encoders(a, b) -> bool:
     sa, sb = a.encoder.state_dict(), b.encoder.state_dict()
-    return all(torch.equal(sa[k], sb[k]) for k in sa)
+    return all(tensors_equal(sa[k], sb[k]) for k in sa)
 
 
 # --- the adversary's options -------------------------------------------------------------------
@@ -140,4 +141,4 @@ def test_the_adversary_is_reinitialised_and_retrained_alone_every_k_steps(tokeni
     assert info["reinits"] == [2, 4]  # after steps 2 and 4, not after the last
     assert calls == [2, 3, 3]  # the warm-up, then each re-initialised head alone
     assert len(resets) == 3  # built once, re-initialised twice
-    assert not torch.equal(resets[1], resets[0])  # the head had trained before its re-init
+    assert not tensors_equal(resets[1], resets[0])  # the head had trained before its re-init

@@ -13,6 +13,7 @@ from test_adversaries import BUDGET, REVERSED, STAGE, seventeen_tags  # noqa: F4
 
 # the tiny backbone, sentences and the fixtures (fp32, tokenizer) of the amnesic tests
 from test_amnesic import LINES, WORDS, fp32, tiny_backbone, tokenizer, upos_sentences  # noqa: F401
+from tiny import tensors_equal
 
 from tutorial_lib import premises
 from tutorial_lib.methods.probing import adversarial, burnout, probing
@@ -26,7 +27,7 @@ def named(s: probing.Sentences, prefix: str) -> probing.Sentences:
 
 def equal_encoders(a, b) -> bool:
     sa, sb = a.encoder.state_dict(), b.encoder.state_dict()
-    return all(torch.equal(sa[k], sb[k]) for k in sa)
+    return all(tensors_equal(sa[k], sb[k]) for k in sa)
 
 
 # --- one stage run per seed --------------------------------------------------------------------

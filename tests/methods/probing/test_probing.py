@@ -4,6 +4,7 @@
 import numpy as np
 import pytest
 import torch
+from tiny import near
 
 from tutorial_lib.backbones import Backbone
 from tutorial_lib.config import PRECISION_ENV_VAR
@@ -149,13 +150,13 @@ def test_extract_features_reads_every_layer_at_first_subwords(tokenizer, monkeyp
     encoded = probing.encode_sentences(backbone, SENTENCES)
     row = 0
     for enc in encoded:  # each sentence alone, unpadded
-        ids = torch.tensor([enc.input_ids])
+        ids = near(backbone.encoder, torch.tensor([enc.input_ids]))
         with torch.no_grad():
             out = backbone.encoder(ids, torch.ones_like(ids), output_hidden_states=True)
         want = [out.hidden_states[0], out.hidden_states[1], out.last_hidden_state]  # top: ln_f
         for layer, h in enumerate(want):
             np.testing.assert_allclose(feats.layers[layer][row: row + len(enc.words)],
-                                       h[0, enc.positions].numpy(), atol=1e-5, rtol=1e-4)
+                                       h[0, enc.positions].cpu().numpy(), atol=1e-5, rtol=1e-4)
         row += len(enc.words)
     final = probing.extract_features(backbone, SENTENCES, final=True)
     assert len(final.layers) == 1
@@ -172,12 +173,12 @@ def test_extract_features_of_a_hugging_face_encoder_skip_its_special_tokens(tiny
     assert encoded[0].positions[0] == 1  # the first word comes after [CLS]
     feats = probing.extract_features(backbone, SENTENCES)
     assert len(feats.layers) == backbone.n_layers + 1
-    ids = torch.tensor([encoded[1].input_ids])
+    ids = near(backbone.encoder, torch.tensor([encoded[1].input_ids]))
     with torch.no_grad():
         out = backbone.encoder(input_ids=ids, attention_mask=torch.ones_like(ids),
                                output_hidden_states=True)
-    np.testing.assert_allclose(feats.layers[-1][2:8], out.last_hidden_state[0, encoded[1].positions],
-                               atol=1e-5, rtol=1e-4)
+    np.testing.assert_allclose(feats.layers[-1][2:8],
+                               out.last_hidden_state[0, encoded[1].positions].cpu(), atol=1e-5, rtol=1e-4)
 
 
 def test_notebook_10s_self_check_reports_the_stub_passes_the_solution_and_fails_wrong_controls():

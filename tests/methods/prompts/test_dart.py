@@ -5,6 +5,7 @@ import copy
 
 import pytest
 import torch
+from tiny import tensors_equal
 
 from tutorial_lib.backbones import Backbone
 from tutorial_lib.methods.prompts import dart, fewshot, prompting
@@ -60,7 +61,7 @@ def test_frozen_backbone_stays_fixed_and_prompts_move(mlm):
         model(**batch_of(model)).loss.backward()
         opt.step()
     for name, p in model.named_parameters():
-        moved = not torch.equal(p, before[name])
+        moved = not tensors_equal(p, before[name])
         is_prompt = any(p is q for q in model.prompt_parameters())
         assert moved == is_prompt, name
 
@@ -101,7 +102,7 @@ def test_dart_starts_as_the_manual_prompt_and_leaves_real_ids_alone(mlm):
                                         prompting.verbalizer_ids(mlm, VERBALIZER, NAMES)).eval()
     model = make(mlm).eval()
     b, bm = batch_of(model), batch_of(manual)
-    assert not torch.equal(b["input_ids"], bm["input_ids"])  # pseudo ids for the template
+    assert not tensors_equal(b["input_ids"], bm["input_ids"])  # pseudo ids for the template
     with torch.no_grad():
         got = model(**{k: v for k, v in b.items() if k != "labels"}).logits
         want = manual(**{k: v for k, v in bm.items() if k != "labels"}).logits
@@ -148,7 +149,7 @@ def test_dart_method_trains_a_fresh_copy_in_the_few_shot_loop(mlm):
                                           keep=lambda m, s: True)
     run = kept[("DART", "sst2", 2, 13)]
     start = built.model.embedding.labels.detach()  # an untrained copy: the words' embeddings
-    assert not torch.equal(run.model.embedding.labels.detach(), start)  # the prompts moved
+    assert not tensors_equal(run.model.embedding.labels.detach(), start)  # the prompts moved
     assert not isinstance(mlm.input_embeddings(), dart.ExtendedEmbedding)  # original untouched
     assert table.iloc[0]["method"] == "DART" and 0 <= table.iloc[0]["test_accuracy"] <= 1
 
@@ -229,7 +230,7 @@ def test_causal_dart_style_on_frozen_prefix_equals_the_whole_pass():
         loss.backward()
         out.append((model, b, loss.item(), model.embedding.template.grad.clone()))
     (plain, b, loss, grad), (cached, b2, cached_loss, cached_grad) = out
-    assert torch.equal(b["input_ids"], b2["input_ids"])
+    assert tensors_equal(b["input_ids"], b2["input_ids"])
     V = plain.embedding.num_base
     review = lm.literal_ids("Review:", first=True)
     assert b["input_ids"][0, : len(review)].tolist() == review  # the prefix stays words
@@ -360,8 +361,8 @@ def test_the_ablations_keep_their_fixed_part_at_its_words(tokenizer):
             opt.zero_grad()
             model(**batch_of(model)).loss.backward()
             opt.step()
-        assert torch.equal(getattr(model.embedding, fixed), still)
-        assert not torch.equal(getattr(model.embedding, moving), start)
+        assert tensors_equal(getattr(model.embedding, fixed), still)
+        assert not tensors_equal(getattr(model.embedding, moving), start)
         cos = dart.start_cosines(model)
         assert all(k.startswith(moving[:5]) for k in cos)
         assert set(dart.start_cosines(model, trained_only=False)) > set(cos)

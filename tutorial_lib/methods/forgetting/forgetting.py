@@ -126,9 +126,9 @@ def anchored_penalty(params: Mapping[str, nn.Parameter], strength: float,
     """strength/2 · Σ_i F_i (w_i − w_i⁰)²: ``anchor`` w⁰ (None: zero, i.e. weight decay) and
     ``importance`` F (None: all ones, i.e. L2-SP). Its gradient is strength · F_i (w_i − w_i⁰)."""
     total = torch.zeros((), device=next(iter(params.values())).device)
-    for name, w in params.items():
-        diff = w if anchor is None else w - anchor[name]
-        sq = diff.pow(2) if importance is None else importance[name] * diff.pow(2)
+    for name, w in params.items():  # w⁰ and F where w is: a snapshot may stay on the CPU
+        diff = w if anchor is None else w - anchor[name].to(w.device)
+        sq = diff.pow(2) if importance is None else importance[name].to(w.device) * diff.pow(2)
         total = total + sq.sum()
     return 0.5 * strength * total
 
@@ -182,8 +182,10 @@ def lwf_term(model: TwoHeadClassifier, source_logits: torch.Tensor, batch: Batch
              teacher: nn.Module, lam: float, temperature: float) -> torch.Tensor:
     """LwF-style: λ · T² · KL between the frozen stage-1 model's source predictions on these
     (target) inputs and the current source head's, both softened by T."""
+    dev = next(teacher.parameters()).device  # the frozen model may sit on another device
     with torch.no_grad():
-        old = teacher(batch["input_ids"], batch["attention_mask"]).logits.float()
+        old = teacher(batch["input_ids"].to(dev), batch["attention_mask"].to(dev)).logits.float()
+    old = old.to(source_logits.device)
     return lam * soft_target_loss(source_logits, F.softmax(old / temperature, -1), temperature)
 
 
