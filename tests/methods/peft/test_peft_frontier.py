@@ -129,6 +129,16 @@ def test_counts_on_a_causal_lm_match_their_formulas():
     assert table["count ok"].all() and (table["% trained"] < 100).all()
 
 
+def test_qlora_computes_in_fp16_on_a_t4_and_bf16_from_an_a100(monkeypatch):
+    # issue 63's dry run: QLoRA hard-coded bf16, which a T4 (compute capability 7.5) has no
+    # tensor cores for; every other run there takes fp16 with the gradient scaler
+    monkeypatch.delenv("TUTORIAL_PRECISION", raising=False)
+    assert pf.qlora_dtype((7, 5)) == torch.float16
+    assert pf.qlora_dtype((8, 0)) == torch.bfloat16
+    monkeypatch.setenv("TUTORIAL_PRECISION", "fp32")
+    assert pf.qlora_dtype((7, 5)) is None
+
+
 def test_qlora_says_why_it_cannot_run_on_a_cpu():
     if torch.cuda.is_available():
         pytest.skip("a GPU is here")

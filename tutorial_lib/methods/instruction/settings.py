@@ -130,6 +130,8 @@ class InstructSettings(Settings):
                     lora_targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                                   "down_proj"),
                     budget=Budget(epochs=2, batch_size=16, lr=2e-4, eval_batch_size=32, max_len=384),
+                    # a T4 (15 GiB): 16 pairs of 384 tokens need ~21 GiB reserved (estimated:
+                    # benchmarks/gpu_dryrun, docs/gpu.md); there give it batch_size=8 (~11 GiB)
                     dpo_budget=Budget(epochs=1, batch_size=16, lr=5e-5, eval_batch_size=32,
                                       max_len=384)),
         # FLAN's and DPO's recipes as far as they carry to a 135M model: every linear layer,

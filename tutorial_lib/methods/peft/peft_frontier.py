@@ -21,6 +21,7 @@ per method, and QLoRA where a GPU and bitsandbytes allow it.
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -34,11 +35,11 @@ from transformers import AutoModel, AutoTokenizer, BitsAndBytesConfig
 
 from ... import data
 from ...backbones import Backbone, load_backbone
-from ...config import Scale
+from ...config import PRECISION_ENV_VAR, Scale
 from ...evaluation import evaluate
 from ...finetuning import Run, compare_methods, loaders
 from ...models import SequenceClassifier, count_parameters
-from ...runtime import reset_cuda_peak, seed_everything
+from ...runtime import choose_precision, reset_cuda_peak, seed_everything
 from ...settings import Budget
 from ...tasks import Task
 from ...training import Batch, Method, eval_loader, fit, pad_collate, resumable_loader
@@ -231,14 +232,25 @@ def qlora_status() -> str | None:
     return None
 
 
+def qlora_dtype(capability: tuple[int, int] | None = None) -> torch.dtype | None:
+    """The compute and autocast dtype of QLoRA on the GPU: bf16 from compute capability 8.0, fp16
+    below (a T4, 7.5: no bf16 tensor cores), as :func:`~tutorial_lib.runtime.choose_precision`
+    picks for every other run; None (fp32, no autocast) when ``TUTORIAL_PRECISION=fp32`` asks."""
+    capability = capability or torch.cuda.get_device_capability()
+    return choose_precision("cuda", capability=capability,
+                            override=os.environ.get(PRECISION_ENV_VAR, "auto"))
+
+
 def qlora_classifier(name: str, num_labels: int, r: int = 8, alpha: float = 16.0) -> nn.Module:
-    """A classifier on Hub model ``name`` loaded in 4-bit NF4 (bf16 compute), prepared for k-bit
-    training, with peft's LoRA on every linear layer of the attention and the MLP."""
+    """A classifier on Hub model ``name`` loaded in 4-bit NF4 (:func:`qlora_dtype` compute),
+    prepared for k-bit training, with peft's LoRA on every linear layer of the attention and the
+    MLP."""
     why = qlora_status()
     if why:
         raise RuntimeError(f"QLoRA cannot run here: {why}")
     quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                               bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_use_double_quant=True)
+                               bnb_4bit_compute_dtype=qlora_dtype() or torch.float32,
+                               bnb_4bit_use_double_quant=True)
     base = AutoModel.from_pretrained(name, quantization_config=quant, device_map={"": 0})
     base = prepare_model_for_kbit_training(base)
     config = LoraConfig(task_type="FEATURE_EXTRACTION", r=r, lora_alpha=alpha,
@@ -251,7 +263,8 @@ def qlora_classifier(name: str, num_labels: int, r: int = 8, alpha: float = 16.0
 
 def qlora_run(name: str, task: Task, budget: Budget, *, steps: int, seed: int = 0,
               lr: float = 2e-4) -> dict:
-    """QLoRA on ``task``: ``steps`` steps of the one recipe (bf16 autocast) on the 4-bit model,
+    """QLoRA on ``task``: ``steps`` steps of the one recipe (:func:`qlora_dtype` autocast: fp16 with
+    the gradient scaler on a T4, bf16 from an A100 on) on the 4-bit model,
     then the test error, the trained parameters and the peak GPU memory (CUDA tensors)."""
     seed_everything(seed)
     tokenizer = AutoTokenizer.from_pretrained(name)
@@ -263,14 +276,15 @@ def qlora_run(name: str, task: Task, budget: Budget, *, steps: int, seed: int = 
                 for i, y in zip(ids, data.column(split, "label"))]
 
     model = qlora_classifier(name, task.num_labels)
+    amp = qlora_dtype()
     train = resumable_loader(rows(task.train), seed=seed, batch_size=budget.batch_size,
                              collate_fn=pad_collate(pad))
     test = eval_loader(rows(task.test), budget.eval_batch_size, pad_collate(pad))
     reset_cuda_peak()  # the notebook's own peak is kept (runtime.process_peak_memory)
     run = fit(model, train, lr=lr, weight_decay=budget.weight_decay, steps=steps,
-              warmup=max(2, steps // 10), max_norm=budget.max_norm, amp_dtype=torch.bfloat16,
+              warmup=max(2, steps // 10), max_norm=budget.max_norm, amp_dtype=amp,
               method=Method(param_groups=lambda m, _lr, wd: param_groups(m, wd)))
-    metrics = evaluate(model, test, num_labels=task.num_labels, amp_dtype=torch.bfloat16)
+    metrics = evaluate(model, test, num_labels=task.num_labels, amp_dtype=amp)
     return {"model": name, "bits": 4, "steps": steps, "test_error": float(metrics["error"]),
             "trained params": count_parameters(model, trainable_only=True),
             "peak GPU memory (MiB)": torch.cuda.max_memory_allocated() / 2**20,
