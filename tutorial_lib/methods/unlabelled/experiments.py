@@ -105,7 +105,7 @@ def few_labels(task: Task, s: UnlabelledSettings, scale: Scale
     rows, runs = [], {SUPERVISED: [], SELF_TRAINING: [], UDA_NAME: []}
     pseudo_correct, masked, pool_gold = [], [], []
     floors = floor_columns(task)
-    for seed in s.seeds:
+    for seed in s.semi_seeds:
         backbone = load_backbone(s.semi_backbone, scale)
         encoded = backbone.encode_rows(task.train, b.max_len)
         labelled_idx, rest = per_class(labels, s.labels_per_class, seed)

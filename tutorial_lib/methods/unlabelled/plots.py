@@ -47,9 +47,11 @@ def read_label_curve(table: pd.DataFrame, comparisons: Mapping[int, pd.DataFrame
     for labels, comparison in comparisons.items():
         r = comparison.loc[method]
         gaps[labels] = r["Δ (points)"]
+        seen = f", MDE {r['MDE']:.2f}" if str(r["verdict"]).startswith("within") else ""
         parts.append(f"{labels:,} labels: {means[(method, labels)]:.2f} % vs "
                      f"{means[(baseline, labels)]:.2f} % (Δ {r['Δ (points)']:+.2f} points, "
-                     f"{r['verdict']}, MDE {r['MDE']:.2f})")
+                     f"{r['verdict']}{seen})")
     best = min(gaps, key=gaps.get)
-    return (f"{method} against {baseline} — " + "; ".join(parts) +
-            f". The largest fall in error is at {best:,} labels ({gaps[best]:+.2f} points).")
+    where = (f"The largest fall in error is at {best:,} labels ({gaps[best]:+.2f} points)"
+             if gaps[best] < 0 else "The error falls at no label count")
+    return f"{method} against {baseline} — " + "; ".join(parts) + f". {where}."
