@@ -13,6 +13,17 @@ damaged file is rebuilt with a warning, never loaded.
 The same function is the distributed entry point: under
 ``torchrun --nproc_per_node=2 -m tutorial_lib.pretraining --scale smoke --objective causal``
 ``ignite.distributed`` wraps the model in DDP and shards the data; nothing else changes.
+
+Reading list (notebook 01; its model is :class:`tutorial_lib.models.TransformerLM`)
+    Vaswani et al. (2017), *Attention Is All You Need* (the Transformer).
+    Radford et al. (2018), *Improving Language Understanding by Generative Pre-Training* (GPT: the
+    causal LM as a pretraining task); Radford et al. (2019), *Language Models are Unsupervised
+    Multitask Learners* (GPT-2: pre-LN blocks and a final LayerNorm, as ours).
+    Devlin et al. (2019), *BERT* (the masked LM and its 80/10/10 rule: ``training.mask_tokens``).
+    Merity et al. (2016), *Pointer Sentinel Mixture Models* (WikiText-2, the corpus).
+    Press & Wolf (2017), *Using the Output Embedding to Improve Language Models* (the tied LM head).
+    The NAACL-2019 tutorial (Ruder, Peters, Swayamdipta & Wolf), *Transfer Learning in NLP*: its
+    pretraining part and its hands-on code, whose Transformer 01 pretrains (smaller).
 """
 
 from __future__ import annotations

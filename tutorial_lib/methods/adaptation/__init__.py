@@ -16,10 +16,14 @@ Modules
     03's adapters live in :mod:`tutorial_lib.methods.peft.adapters` (13 builds on them).
 
 The notebook calls
-    03: ``feature_extraction.feature_extraction_runs``, ``ScalarMix``, ``mix_weights``;
-        ``peft.adapters.add_adapters``, ``freeze_for_adapters``; ``plots.plot_cost_vs_error``,
-        ``plot_mix_weights``; ``readings.what_to_train`` (its reading, once 03 is re-run).
-    04: ``unfreezing.Unfreezing``, ``UnfreezingHandler``; ``plots.plot_timelines``.
-    05: ``discriminative.discriminative_groups``, ``layer_param_groups``, ``stlr``,
-        ``stlr_schedule``, ``compounding_lrs``; ``plots.plot_schedules``, ``plot_group_lrs``.
+    02: nothing of the chapter's but its settings (the core alone).
+    03: ``feature_extraction.feature_extraction_runs``, ``feature_layer_names``, ``ScalarMix``,
+        ``mix_weights``; ``peft.adapters.Adapter``, ``prepare_adapters``, ``add_adapters``,
+        ``freeze_for_adapters``; ``readings.what_to_train`` (it prints the reading);
+        ``plots.plot_cost_vs_error``, ``plot_mix_weights``.
+    04: ``unfreezing.Unfreezing``, ``UnfreezingHandler``, ``MODES``, ``gradual_stages``,
+        ``chain_thaw_stages``; ``plots.plot_timelines``.
+    05: ``discriminative.discriminative_groups``, ``layer_param_groups``, ``group_names``, ``stlr``,
+        ``stlr_as_printed`` (the paper's Eq. 3 as printed), ``stlr_schedule``, ``warmup_linear``,
+        ``compounding_lrs``; ``plots.plot_schedules``, ``plot_group_lrs``.
 """

@@ -17,6 +17,7 @@ The notebook calls
     ``forgetting.SequentialTransfer`` (``of``, ``source_stage``, ``runs``, ``table``),
     ``regularisers``, ``anchored_penalty``, ``diagonal_fisher``, ``stage_two_loss``, ``curves``,
     ``curve``; ``distillation.kd_loss``, ``ensemble_probabilities``, ``row_probabilities``,
-    ``truncated_backbone``, ``train_student``, ``transfer_text``, ``items_comparison``,
-    ``student_name``; ``plots.plot_stage_two_curves``, ``plot_tradeoff``, ``plot_students``.
+    ``row_labels``, ``accuracy``, ``teacher_rows``, ``truncated_backbone``, ``train_student``,
+    ``transfer_text``, ``distillation``, ``items_comparison``, ``student_name``, ``size_row``;
+    ``references.table``; ``plots.plot_stage_two_curves``, ``plot_tradeoff``, ``plot_students``.
 """

@@ -15,9 +15,11 @@ Modules
     ``plots.py`` — 16's figures.
 
 The notebook calls
-    ``decoding.decode``, ``top_p_filter``, ``sample``, ``hf_generate``, ``distinct_n``;
-    ``dialogue.build_input``, ``DoubleHeads``, ``double_heads_loss``, ``respond``;
-    ``dialogue_training.cache``, ``score``, ``draw_all``, ``picked``, ``metrics``, ``run``,
-    ``without_persona`` (and in the exercises ``finetune``, ``evaluate``, ``context_batch``,
+    ``decoding.decode``, ``STRATEGIES``, ``top_k_filter``, ``top_p_filter``, ``sample``,
+    ``hf_generate``, ``distinct_n``, ``text_prompts``, ``text_rows``, ``mean_interval``,
+    ``HOLTZMAN_TABLE_1``; ``dialogue.PERSONA``, ``PARTNER``, ``BOT``, ``IGNORE``, ``turns``,
+    ``build_input``, ``DoubleHeads``, ``double_heads_loss``, ``respond``; ``dialogue_training.cache``,
+    ``sample``, ``score``, ``draw_all``, ``picked``, ``metrics``, ``run``, ``without_persona``,
+    ``PAPER`` (and in the exercises ``finetune``, ``evaluate``, ``context_batch``,
     ``context_loss``); ``plots.plot_decoding``, ``plot_training``, ``plot_dialogue``.
 """

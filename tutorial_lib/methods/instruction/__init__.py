@@ -24,6 +24,6 @@ The notebook calls
     ``example_losses``, ``with_lora``, ``finetune``; ``dpo.dpo_loss``, ``batch_loss``,
     ``with_reference_logps``, ``finetune``; ``preferences.turns``, ``seed_turns``, ``sample``,
     ``pairs``, ``gold_rows``, ``messages``, ``score``, ``hits_at_1``, ``reply``;
-    ``plots.plot_instruction``, ``plot_preferences``; ``premises.above_floor_items``,
-    ``loss_fell``, ``varied_answers`` (the comparisons' premises).
+    ``plots.plot_instruction``, ``plot_preferences`` (and from the core, the comparisons'
+    premises: ``premises.above_floor_items``, ``loss_fell``, ``varied_answers``).
 """

@@ -15,12 +15,14 @@ Modules
 
 The notebook calls
     06: ``multitask.Experiment`` (``equal_steps``: the "more updates" control), ``TaskSampler``,
-        ``lm_aux_loss``, ``collect``, ``compare_each``, ``curves``, ``task_floor``; a run's ``losses``;
-        ``plots.plot_sampling``, ``plot_learning_curves``, ``plot_task_losses``, ``plot_task_scores``.
-    07: ``gradts.rank_auxiliaries``, ``task_correlation``; ``gradts_fg.task_importance``,
-        ``gradts_settings`` (with the ``RANDOM_SUBSET`` control), ``floor_checks``, ``compare_arms``
-        (each comparison resting on its arms being different runs: ``arms_premises``);
-        ``multitask.Experiment``, ``collect``; ``plots.plot_head_importance``,
-        ``plot_task_correlation``,
-        ``plot_instance_tau``, ``plot_task_scores``.
+        ``lm_aux_loss``, ``SINGLE``, ``EQUAL_STEPS`` (the two single-task rows), ``collect``,
+        ``compare_each``, ``curves``, ``task_floor``; ``references.with_expected``,
+        ``source_effect``; ``plots.plot_sampling``, ``plot_learning_curves``, ``plot_task_losses``
+        (of a run's ``losses``), ``plot_task_scores``.
+    07: ``gradts.rank_auxiliaries``, ``task_correlation``, ``normalize_importance``, ``_per_head``
+        (shown); ``gradts_fg.task_importance``, ``gradts_settings``, ``RANDOM_SUBSET`` (the control),
+        ``floor_checks``, ``compare_arms`` (each comparison resting on its arms being different
+        runs: ``arms_premises``); ``multitask.Experiment``, ``head_loss``, ``SINGLE``, ``collect``;
+        ``references.expected``, ``with_expected``; ``plots.plot_head_importance``,
+        ``plot_task_correlation``, ``plot_instance_tau``, ``plot_task_scores``.
 """

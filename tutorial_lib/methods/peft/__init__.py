@@ -15,9 +15,10 @@ Modules
     ``plots.py`` — 14's figures.
 
 The notebook calls
-    ``peft_methods.Full`` … ``BitFit``; ``lora.LoRALinear``, ``modified_output``,
-    ``copy_lora_from_peft``; ``peft_checks.logits``; ``peft_frontier.frontier_runs``,
+    ``peft_methods.Full``, ``Houlsby``, ``LoRA``, ``IA3``, ``PromptTuning``, ``PrefixTuning``,
+    ``BitFit``; ``lora.LoRALinear``, ``modified_output``, ``copy_lora_from_peft``, ``UNIFIED_VIEW``;
+    ``peft_checks.logits``, ``MERGE_ATOL``, ``RELOAD_ATOL``; ``peft_frontier.frontier_runs``,
     ``rate_positions``, ``dev_curves``, ``start_errors``, ``check_and_cost``, ``as_method``,
-    ``check_batch``, ``qlora_run``; ``adapters.Adapter``; ``plots.plot_frontier``,
-    ``plot_dev_curves``, ``plot_costs``.
+    ``check_batch``, ``trained_counts``, ``qlora_run``, ``qlora_status``; ``adapters.Adapter``;
+    ``references.table``; ``plots.plot_frontier``, ``plot_dev_curves``, ``plot_costs``.
 """

@@ -25,14 +25,18 @@ Modules
     ``plots.py`` — 10–12's figures.
 
 The notebook calls
-    10: ``probing.load_sentences``, ``extract_features``, ``probe_layers``, ``attention_maps``,
-        ``pca_2d``; ``plots.plot_probe_layers``, ``plot_selectivity``, ``plot_projection_2d``,
-        ``plot_attention``.
-    11: ``amnesic.lm_positions``, ``lm_metrics``, ``fit_erasers``, ``premise``, ``projection_table``,
-        ``reinjection_metrics``; ``inlp.choose_C``, ``random_projection``,
-        ``covariance_projection``; ``plots.plot_inlp_curves``, ``plot_amnesic_bars``.
-    12: ``adversarial.ARMS``, ``Arm``, ``intermediate_stage``, ``linear_cka``, ``train_deprel``,
-        ``final_probe_accuracy``; ``adversaries.Adversary``; ``burnout.fresh_probes``,
-        ``word_states``, ``matched_control``; ``finetuning.finetune``; ``plots.plot_arms``,
-        ``plot_arm_curves``.
+    10: ``probing.load_sentences``, ``Sentences``, ``PROPERTIES``, ``DEPREL_NAMES``, ``upos_names``,
+        ``encode_words``, ``encode_sentences``, ``WordFeatures``, ``extract_features``,
+        ``probe_layers``, ``spread_layers``, ``correct_by_word``, ``majority_correct_by_word``,
+        ``attention_maps``, ``pca_2d``; ``plots.plot_probe_layers``, ``plot_selectivity``,
+        ``plot_projection_2d``, ``plot_attention``.
+    11: ``probing.load_sentences``; ``amnesic.subsample``, ``lm_positions``, ``lm_metrics``,
+        ``fit_erasers``, ``premise``, ``projection_table``, ``reinjection_metrics``;
+        ``inlp.choose_C``, ``inlp``, ``leace``, ``majority_rate``, ``projection_removing``,
+        ``removed_means``, ``variance_removed``, ``random_projection``,
+        ``variance_matched_projection``; ``plots.plot_inlp_curves``, ``plot_amnesic_bars``.
+    12: ``probing.load_sentences``; ``adversarial.ARMS``, ``Arm``, ``intermediate_stage``,
+        ``linear_cka``, ``train_deprel``, ``final_probe_accuracy``; ``adversaries.Adversary``;
+        ``burnout.fresh_probes``, ``word_states``, ``matched_control``; ``plots.plot_arms``,
+        ``plot_arm_curves`` (and from the core, TREC-6's ``finetuning.finetune``).
 """

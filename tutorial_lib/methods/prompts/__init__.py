@@ -22,9 +22,10 @@ Modules
 
 The notebook calls
     ``prompting.load_prompt_lm``, ``template_for``, ``verbalizer_candidates``, ``choose_verbalizer``,
-    ``PromptClassifier``; ``dart.DARTClassifier``, ``dart_method``, ``fluency_bce``,
-    ``start_cosines``, ``moved_premise``, ``paper_table``; ``fewshot.choose_rates``,
-    ``compare_fewshot``, ``cls_method``, ``head_start``, ``zero_shot``, ``logreg_probe``,
-    ``majority_floors``, ``summarize``, ``verdicts``; ``prompt_lms.FrozenPrefix``;
-    ``plots.plot_methods_by_task``.
+    ``verbalizer_ids``, ``prompt_collate``, ``PromptClassifier``; ``dart.ExtendedEmbedding``,
+    ``DARTClassifier``, ``dart_method``, ``fluency_bce``, ``start_cosines``, ``MOVED_COS``,
+    ``moved_premise``, ``paper_table``; ``fewshot.choose_rates``, ``compare_fewshot``,
+    ``prompt_method``, ``cls_method``, ``head_start``, ``fresh``, ``zero_shot``, ``logreg_probe``,
+    ``LOGREG``, ``majority_floors``, ``summarize``, ``verdicts``, ``verdict_lines``;
+    ``prompt_lms.FrozenPrefix``, ``FrozenStates``; ``plots.plot_methods_by_task``.
 """

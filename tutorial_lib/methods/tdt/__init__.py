@@ -11,8 +11,9 @@ Modules
     ``plots.py`` — 08's figures.
 
 The notebook calls
-    ``tdt.TDTConfig``, ``token_confidences``, ``make_views``, ``tdt_loss``, ``method``,
-    ``confidence_table``, ``label_association``; ``regularized.rdrop``, ``r3f``, ``cutoff``,
-    ``transfer_sets``, ``with_transfer``, ``transfer_columns``; ``plots.plot_tdt_terms``,
+    ``tdt.TDTConfig``, ``attach``, ``token_confidences``, ``make_views``, ``views_for_batch``,
+    ``tdt_loss``, ``method``, ``confidence_table``, ``label_association``; ``regularized.rdrop``,
+    ``r3f``, ``cutoff``, ``PASSES_PER_STEP`` (each method's cost at equal steps), ``transfer_sets``,
+    ``with_transfer``, ``transfer_columns``; ``references.source_effect``; ``plots.plot_tdt_terms``,
     ``plot_token_confidences``, ``plot_method_errors``.
 """

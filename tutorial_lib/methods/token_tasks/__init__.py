@@ -11,10 +11,12 @@ Modules
     ``plots.py`` — 15's figure.
 
 The notebook calls
-    ``token_tasks.tokenize_and_align``, ``align_labels``, ``TokenClassifier``, ``finetune_ner``
-    (with ``dev``: the dev curve in the run's history), ``entity_scores``, ``MajorityTagger``,
-    ``all_o_tagger``; ``extractive_qa.windows``, ``char_to_token_span``, ``SpanExtractor``,
-    ``best_span`` (also the self-check's reference), ``finetune_qa``, ``squad_scores``,
-    ``normalize_answer``, the three baselines and ``chance_scores`` (chance at one seed: the QA
-    headline's baseline); ``plots.plot_token_tasks``, ``plots.plot_dev_curves``.
+    ``token_tasks.tokenize_and_align``, ``align_labels``, ``IGNORE``, ``check_tags``,
+    ``TokenClassifier``, ``finetune_ner`` (with ``dev``: the dev curve in the run's history),
+    ``entity_scores``, ``MajorityTagger``, ``all_o_tagger``; ``extractive_qa.windows``,
+    ``char_to_token_span``, ``span_text``, ``check_spans``, ``SpanExtractor``, ``best_span`` (also
+    the self-check's reference), ``finetune_qa``, ``squad_scores``, ``normalize_answer``,
+    ``exact_match``, ``token_f1``, ``f1``, the baselines ``first_sentence_baseline`` and
+    ``overlap_sentence_baseline``, ``chance_scores`` (chance at one seed: the QA headline's
+    baseline); ``plots.plot_token_tasks``, ``plot_dev_curves``.
 """

@@ -28,7 +28,9 @@ Modules
 
 The notebook calls
     ``lm_stage.task_texts``, ``lm_blocks``, ``lm_stage``, ``line_losses``, ``perplexity``;
-    ``consistency.consistency_loss``, ``replace_tokens``, ``unigram_sampler``, ``UDA``;
-    ``experiments.label_curve``, ``few_labels``, ``semi_premises``;
-    ``plots.plot_label_curve``, ``plot_perplexities``, ``read_label_curve``.
+    ``adaptation.discriminative.stlr_schedule`` (ULMFiT's schedule, from 05);
+    ``consistency.consistency_loss``, ``replace_tokens``, ``unigram_sampler``;
+    ``experiments.SUPERVISED``, ``UDA_NAME``, ``SELF_TRAINING``, ``label_curve``, ``few_labels``,
+    ``semi_premises``; ``references.table``; ``plots.plot_label_curve``, ``plot_perplexities``,
+    ``read_label_curve``.
 """
