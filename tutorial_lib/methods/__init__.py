@@ -21,6 +21,9 @@ A chapter holds its method modules, ``settings.py`` (its notebooks' settings cla
 (``tests/test_layering.py``); notebook 01 needs no chapter (``pretraining`` with its
 ``PretrainingSettings``, and ``finetuning`` are core: every chapter uses them).
 
+Each notebook's header links its chapter's docstring (01's: ``pretraining``'s), whose "The
+notebook calls" names exactly what the notebook's code cells call (``tests/test_reading_lists.py``).
+
 Importing this package imports every chapter's settings (nothing heavier), so
 :data:`NOTEBOOK_SETTINGS` holds every notebook's class.
 """
