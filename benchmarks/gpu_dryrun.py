@@ -274,6 +274,13 @@ def workloads(nb: str, s: Settings) -> list[Workload]:  # noqa: C901 (one table,
                 W("DPO: chosen + rejected", s.backbone, "lm", 2 * s.dpo_budget.batch_size,
                   lambda: s.dpo_budget.max_len, lora=(s.lora_r, s.lora_alpha),
                   note="the reference model's forward (no gradients) not counted")]
+    if nb == "18_unlabelled_text":
+        return [W("ours: the LM stage on the task's text", "ours", "lm", s.lm_budget.batch_size,
+                  lambda: s.lm_seq_len, probes=(2, 4)),
+                W(f"UDA {s.semi_backbone}: labelled + unlabelled clean and perturbed", s.semi_backbone,
+                  "clf", s.semi_budget.batch_size * (1 + 2 * s.unlabelled_ratio),
+                  lambda: longest(s.task, s.semi_backbone, limit(s.semi_backbone)), probes=(2, 4),
+                  note="the clean forward keeps no activations; counted as if it did (an upper bound)")]
     raise KeyError(nb)
 
 
@@ -461,9 +468,16 @@ def main(argv: list[str] | None = None) -> None:
         print("01:", doc["check_01"])
     if args.write:
         OUT.mkdir(exist_ok=True)
-        (OUT / "gpu_dryrun.json").write_text(json.dumps(doc, indent=1) + "\n")
+        path = OUT / "gpu_dryrun.json"
+        if args.only and path.exists():  # a notebook added or re-run: merged into the full table
+            old = json.loads(path.read_text())
+            old["notebooks"] = dict(sorted({**old["notebooks"], **result}.items()))
+            old.setdefault("added", []).append({"notebooks": sorted(result), "date": doc["date"],
+                                                "seconds": doc["seconds"]})
+            doc = old
+        path.write_text(json.dumps(doc, indent=1) + "\n")
         (OUT / "gpu_dryrun.md").write_text(markdown(doc))
-        if not args.only:
+        if not args.only or set(doc["notebooks"]) >= {c.notebook for c in NOTEBOOK_SETTINGS}:
             write_doc(markdown(doc))
 
 
