@@ -10,7 +10,10 @@ importing only from layers below it:
 
     {config, hashing} < {runtime, data, show, settings} < integrity
            < {models, tokenization, tasks, stats} < anatomy < {params, batches, checkpoints} < training
-           < evaluation < {pretraining, results, plots} < backbones < {heads, finetuning}
+           < {evaluation, ours} < {pretraining, results, plots} < backbones < {heads, finetuning}
+
+(``ours``: the cache contract of our pretrained models, which ``pretraining`` writes and
+``backbones`` reads: loading "ours" needs nothing of the pretraining loop.)
 
 (``data`` is a package: its modules form one unit of the ``data`` layer.)
 
@@ -42,7 +45,8 @@ LAYERS = [
     # pretraining_settings: 01's class (our model's TransformerConfig and the recipe)
     {"params", "batches", "checkpoints"},  # checkpoints: exact resume (integrity, models)
     {"training"},  # the one recipe (fit) builds its optimizer with params
-    {"evaluation"},  # the evaluators and evaluate (on training.to_device)
+    {"evaluation", "ours"},  # the evaluators and evaluate (on training.to_device); ours: our
+    # pretrained models' cache contract (tokenizer, config, checkpoint directory, load)
     {"pretraining", "results", "plots"},  # plots: the figures every notebook family shares
     {"backbones"},
     {"heads", "finetuning"},
@@ -141,11 +145,17 @@ def core_name(module: str) -> str:
     return module.split(".")[1] if "." in module else ""
 
 
+def test_the_backbones_load_ours_without_the_pretraining_loop():
+    """``backbones`` reads our models through ``ours`` (the cache contract), not ``pretraining``."""
+    targets = {e.target for e in EDGES if e.source == "tutorial_lib.backbones"}
+    assert "tutorial_lib.ours" in targets and "tutorial_lib.pretraining" not in targets
+
+
 def test_the_import_graph_is_read():
     """Guards the reader itself: known edges of each kind are found."""
     found = {(e.source, e.target) for e in EDGES}
     assert ("tutorial_lib.finetuning", "tutorial_lib.backbones") in found  # from .x import y
-    assert ("tutorial_lib.pretraining", "tutorial_lib.data") in found  # from . import x
+    assert ("tutorial_lib.ours", "tutorial_lib.data") in found  # from . import x
     assert ("tutorial_lib.data", "tutorial_lib.data.loading") in found  # inside the data package
     assert ("tutorial_lib.methods.adaptation.unfreezing",
             "tutorial_lib.methods.adaptation.discriminative") in found  # from .x import y

@@ -53,10 +53,10 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from . import data, pretraining
+from . import data, ours
 from .config import Scale, cache_dir
 from .models import POOLS, SequenceClassifier, TransformerClassifier, TransformerLM
-from .pretraining import OURS, get_tokenizer, model_config
+from .ours import OURS, get_tokenizer, model_config
 from .pretraining_settings import PretrainingSettings
 from .runtime import device_of
 from .tokenization import encode_with_cls
@@ -427,8 +427,8 @@ def _load_ours(name: str, scale: Scale, seed: int) -> Backbone:
         lm = TransformerLM(model_config(scale, tokenizer, "causal"))
     else:
         try:  # loading only: a notebook makes sure they exist (pretraining.ensure)
-            lm = pretraining.load(scale, OURS[name]).model
-        except pretraining.NotPretrained as err:
+            lm = ours.load(scale, OURS[name]).model
+        except ours.NotPretrained as err:
             raise BackboneError(str(err)) from err
     kind = "causal" if lm.config.causal else "masked"
     return Backbone(name, kind, tokenizer, lm, PretrainingSettings.at(scale).model.max_len)

@@ -280,7 +280,7 @@ def finetune(
 
 
 @dataclass(frozen=True)
-class Scored:
+class TurnScores:
     """One turn's candidates, scored by one model: ``head`` (the classification head's scores),
     ``lm`` (the LM's mean log-probability of each reply), ``nll`` and ``tokens`` (each reply's
     summed NLL and its length); ``candidates[gold]`` is the real reply."""
@@ -291,37 +291,37 @@ class Scored:
     tokens: torch.Tensor
     gold: int
 
-    def pick(self, order: Sequence[int], gold: int) -> Scored:
+    def pick(self, order: Sequence[int], gold: int) -> TurnScores:
         """The scores of the candidates ``order`` (a :func:`draw`'s), the real reply at ``gold``."""
         i = torch.tensor(list(order))
-        return Scored(self.head[i], self.lm[i], self.nll[i], self.tokens[i], gold)
+        return TurnScores(self.head[i], self.lm[i], self.nll[i], self.tokens[i], gold)
 
 
 @torch.inference_mode()
-def score(model: DoubleHeads, turns_: Sequence[TurnStates], batch_size: int = 4) -> list[Scored]:
+def score(model: DoubleHeads, turns_: Sequence[TurnStates], batch_size: int = 4) -> list[TurnScores]:
     """Every candidate of every turn scored both ways in one pass (:func:`turn_scores`, inference
     mode, each context once, on the model's device)."""
     dev = device()
     model.to(dev).eval()
-    out: list[Scored] = []
+    out: list[TurnScores] = []
     for i in range(0, len(turns_), batch_size):
         batch = {k: v if k == "context_length" else v.to(dev)  # lengths: bookkeeping, read here
                  for k, v in context_batch(turns_[i:i + batch_size]).items()}
         with autocast(dev, autocast_dtype(dev)):
             head, nll, tokens = turn_scores(model, batch)
         lm = -nll / tokens
-        out += [Scored(head[b].cpu(), lm[b].cpu(), nll[b].cpu(), tokens[b].cpu(), int(batch["gold"][b]))
+        out += [TurnScores(head[b].cpu(), lm[b].cpu(), nll[b].cpu(), tokens[b].cpu(), int(batch["gold"][b]))
                 for b in range(len(head))]
     return out
 
 
-def picked(scored: Sequence[Scored], drawn: Sequence[TurnStates]) -> list[Scored]:
+def picked(scored: Sequence[TurnScores], drawn: Sequence[TurnStates]) -> list[TurnScores]:
     """The scores of each :func:`draw` (its ``order``) among a turn's scored candidates: score
     all candidates once, then every seed's draw costs nothing."""
     return [s.pick(t.order or range(len(t.replies)), t.gold) for s, t in zip(scored, drawn, strict=True)]
 
 
-def metrics(scored: Sequence[Scored]) -> dict[str, Any]:
+def metrics(scored: Sequence[TurnScores]) -> dict[str, Any]:
     """Hits@1 ranked by the classification head (``hits_at_1``) and by the LM's mean
     log-probability (``hits_at_1_lm``), each turn's ``correct`` / ``correct_lm``, and the gold
     reply's perplexity (``reply_ppl``: exp of its NLL per token over all turns)."""

@@ -121,7 +121,7 @@ def gold_rows(tokenizer: Any, turns_: Sequence[Turn], *, max_history: int = 3,
 
 
 @dataclass(frozen=True)
-class Scored:
+class ReplyScores:
     """One turn's candidates scored by one model: each reply's summed log-probability (its
     tokens and the end of turn) and its number of tokens; ``gold`` the real reply."""
 
@@ -129,10 +129,10 @@ class Scored:
     tokens: torch.Tensor
     gold: int
 
-    def pick(self, order: Sequence[int], gold: int) -> Scored:
+    def pick(self, order: Sequence[int], gold: int) -> ReplyScores:
         """The scores of the candidates ``order`` (:func:`places`), the real reply at ``gold``."""
         i = torch.tensor(list(order), dtype=torch.long)
-        return Scored(self.total[i], self.tokens[i], gold)
+        return ReplyScores(self.total[i], self.tokens[i], gold)
 
 
 def places(full: Turn, turn: Turn) -> list[int]:
@@ -144,7 +144,7 @@ def places(full: Turn, turn: Turn) -> list[int]:
 
 
 def score(model: nn.Module, tokenizer: Any, turns_: Sequence[Turn], *, max_history: int = 3,
-          max_len: int | None = None) -> list[Scored]:
+          max_len: int | None = None) -> list[ReplyScores]:
     """Every candidate of every turn, the context run once per turn (inference mode). A reply is
     scored as training renders it: its tokens and the template's end of turn."""
     model.eval()
@@ -158,12 +158,12 @@ def score(model: nn.Module, tokenizer: Any, turns_: Sequence[Turn], *, max_histo
         if max_len is not None:
             ids = ids[-(max_len - max(map(len, replies))):]
         total, tokens = candidate_logps(model, ids, replies)
-        out.append(Scored(total, tokens, t.gold))
+        out.append(ReplyScores(total, tokens, t.gold))
     return out
 
 
-def hits_at_1(scored: Sequence[Scored], how: str = "logp", reference: Sequence[Scored] | None = None,
-              beta: float = 0.1) -> dict[str, Any]:
+def hits_at_1(scored: Sequence[ReplyScores], how: str = "logp",
+              reference: Sequence[ReplyScores] | None = None, beta: float = 0.1) -> dict[str, Any]:
     """Hits@1 of one model's ranking and the gold reply's perplexity: ``how="logp"`` ranks by the
     mean log-probability per token, ``"reward"`` by DPO's implicit reward against
     ``reference`` (the reference model's scores of the same candidates). ``correct``: per turn."""
