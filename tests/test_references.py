@@ -61,3 +61,13 @@ def test_06_holds_the_slides_own_numbers_with_their_epochs(value):
     row = table[table["value"] == f"{value} %"]
     assert len(row) == 1 and row["verified?"].item() == "yes"
     assert "epochs" in row["note"].item()
+
+
+def test_the_dart_numbers_have_one_copy():
+    """09's paper numbers live in ``prompts.papers.PAPER_K16``; the catalogue's entries are read
+    from it, so both say the same (e.g. DART on SST-2: 93.5 (0.5))."""
+    from tutorial_lib.methods.prompts.papers import PAPER_K16
+
+    dart = {r.what: r.value for r in references.for_notebook("09_dart") if r.value.endswith(")")}
+    assert len(dart) == 3 * len(PAPER_K16)
+    assert dart["DART, SST-2"] == "93.5 (0.5)" == "{:.1f} ({:.1f})".format(*PAPER_K16["DART"]["sst2"])

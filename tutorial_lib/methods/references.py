@@ -30,6 +30,7 @@ from .forgetting.settings import ForgettingSettings
 from .multitask.settings import GradTSSettings, MultitaskSettings
 from .peft.settings import PEFTSettings
 from .probing.settings import AmnesicSettings
+from .prompts.papers import PAPER_K16
 from .prompts.settings import DARTSettings
 from .tdt.settings import TDTSettings
 from .unlabelled.settings import UnlabelledSettings
@@ -57,6 +58,9 @@ _WOLF_674 = "T. Wolf in huggingface/transformers#674 (2019-06-12)"
 _DART_SOURCE = "DART Table 1 / LM-BFF Table 3 (RoBERTa-large, K = 16, mean (std) over 5 splits), recalled"
 _DART_NOTE = "recalled in the notes, not checked against the papers"
 _NAACL = "huggingface/naacl_transfer_learning_tutorial README"
+_DART_NAMES = {"head fine-tuning": "fine-tuning ([CLS], few-shot)",
+               "manual prompt": "LM-BFF (manual prompt) as reported in DART",
+               "P-tuning": "P-tuning as reported in DART", "DART": "DART"}
 
 REFERENCES: tuple[Reference, ...] = (
     # 01 · pretraining
@@ -108,14 +112,11 @@ REFERENCES: tuple[Reference, ...] = (
               "larger on small tasks (RTE, MRPC, CoLA, STS-B) and low-resource subsets; "
               "not checked against Tables 1–3 of arXiv 2203.11431"),
     # 09 · DART / LM-BFF
-    *(Reference(_DART, f"{method}, {task}", value, "% accuracy", _DART_SOURCE, False, _DART_NOTE)
-      for method, row in {
-          "fine-tuning ([CLS], few-shot)": ("81.4 (3.8)", "76.9 (5.9)", "75.8 (3.2)"),
-          "LM-BFF (manual prompt) as reported in DART": ("92.3 (1.0)", "85.5 (2.8)", "89.0 (1.4)"),
-          "P-tuning as reported in DART": ("92.2 (0.4)", "86.7 (1.2)", "91.8 (1.1)"),
-          "DART": ("93.5 (0.5)", "88.2 (1.0)", "91.8 (0.5)"),
-      }.items()
-      for task, value in zip(("SST-2", "MR", "CR"), row)),
+    # the one copy of these numbers is prompts.papers.PAPER_K16 (09 prints it beside its runs)
+    *(Reference(_DART, f"{_DART_NAMES[method]}, {task}", f"{mean:.1f} ({std:.1f})", "% accuracy",
+                _DART_SOURCE, False, _DART_NOTE)
+      for method, by_task in PAPER_K16.items()
+      for task, (mean, std) in zip(("SST-2", "MR", "CR"), (by_task[t] for t in ("sst2", "mr", "cr")))),
     Reference(_DART, "zero-shot prompt, SST-2 (LM-BFF)", "≈ 83.6", "% accuracy", "LM-BFF, recalled",
               False, _DART_NOTE),
     Reference(_DART, "DART without the fluency term, the differentiable template or the "

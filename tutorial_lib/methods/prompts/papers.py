@@ -9,7 +9,7 @@ import pandas as pd
 # DART Table 1 / LM-BFF Table 3, RoBERTa-large, K = 16, mean (std) over the 5 splits; the
 # papers' head fine-tuning reads [CLS] (ours: the mean of the last hidden states). P-tuning (its
 # template vectors through an LSTM, its label words fixed) as DART reports it. Recalled in the
-# reference notes and tagged VERIFY there (methods/references.py holds the same numbers): shown
+# reference notes and tagged VERIFY there (methods/references.py reads them from here): shown
 # as "unverified". DART's ablation table is not in the notes: only its direction is quoted.
 PAPER_K16 = {
     "head fine-tuning": {"sst2": (81.4, 3.8), "mr": (76.9, 5.9), "cr": (75.8, 3.2)},
