@@ -13,7 +13,12 @@ from transformers import (
 )
 
 from tutorial_lib.backbones import Backbone
-from tutorial_lib.models import SequenceClassifier, TransformerClassifier, TransformerConfig
+from tutorial_lib.models import (
+    SequenceClassifier,
+    TransformerClassifier,
+    TransformerConfig,
+    TransformerLM,
+)
 from tutorial_lib.tokenization import train_wordpiece
 
 
@@ -105,3 +110,17 @@ def near(module: torch.nn.Module, t: torch.Tensor) -> torch.Tensor:
     """``t`` on ``module``'s device: a test's own input for a model the library may have moved to
     the GPU (TUTORIAL_TEST_DEVICE=cuda)."""
     return t.to(next(module.parameters()).device)
+
+
+QUESTIONS = ["what is the capital of france ?", "who wrote hamlet ?", "how far is the moon ?",
+             "when did the war end ?", "what does a cat eat ?", "where is the river nile ?"]
+
+
+def tiny_ours(texts: Sequence[str] = QUESTIONS) -> Backbone:
+    """Our causal LM, d=16, 2 blocks, no dropout, seeded, with a WordPiece vocabulary of ``texts``
+    (notebook 18's LM stage and classifiers without notebook 01's cache)."""
+    tok = train_wordpiece(list(texts) * 5, vocab_size=120)
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=len(tok), d_model=16, n_layer=2, n_head=2, d_ff=32,
+                            max_len=16, dropout=0.0)
+    return Backbone("ours", "causal", tok, TransformerLM(cfg), 16)

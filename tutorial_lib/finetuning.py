@@ -178,6 +178,27 @@ def loaders(backbone: Backbone, task: Task, batch_size: int, eval_batch_size: in
     return train, val, test
 
 
+def classifier_scoring(task: Task, budget: Budget) -> tuple[
+        Callable[[Backbone], Callable[[nn.Module], dict]], Callable[[nn.Module, Backbone], Scored]]:
+    """A classifier's ``(validate, score)`` for :func:`train_and_score`: the validation metrics
+    during training, the test metrics (error and accuracy columns) once at the end, each split
+    encoded for the run's backbone and batched by the budget."""
+
+    def split(backbone: Backbone, rows: object) -> DataLoader:
+        return eval_loader(backbone.encode_rows(rows, budget.max_len), budget.eval_batch_size,
+                           pad_collate(backbone.pad_id), by_length=budget.group_by_length)
+
+    def validate(backbone: Backbone) -> Callable[[nn.Module], dict]:
+        loader = split(backbone, task.validation)
+        return lambda model: evaluate(model, loader, num_labels=task.num_labels)
+
+    def score(model: nn.Module, backbone: Backbone) -> Scored:
+        test = evaluate(model, split(backbone, task.test), num_labels=task.num_labels)
+        return Scored(test, {"test_error": test["error"], "test_accuracy": test["accuracy"]})
+
+    return validate, score
+
+
 def finetune(
     backbone_name: str | Backbone,
     task: Task,
@@ -203,18 +224,7 @@ def finetune(
         raise ValueError(f"finetune trains classifiers; {task.name} is a regression task "
                          "(use heads.MultiHeadModel with a 1-output head, as notebook 06 does)")
 
-    def split(backbone: Backbone, rows: object) -> DataLoader:
-        return eval_loader(backbone.encode_rows(rows, budget.max_len), budget.eval_batch_size,
-                           pad_collate(backbone.pad_id), by_length=budget.group_by_length)
-
-    def validate(backbone: Backbone) -> Callable[[nn.Module], dict]:
-        loader = split(backbone, task.validation)
-        return lambda model: evaluate(model, loader, num_labels=task.num_labels)
-
-    def score(model: nn.Module, backbone: Backbone) -> Scored:
-        test = evaluate(model, split(backbone, task.test), num_labels=task.num_labels)
-        return Scored(test, {"test_error": test["error"], "test_accuracy": test["accuracy"]})
-
+    validate, score = classifier_scoring(task, budget)
     return train_and_score(
         backbone_name, seed, scale=scale, budget=budget, method=method,
         build=lambda backbone: backbone.classifier(task.num_labels),

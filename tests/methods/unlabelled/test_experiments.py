@@ -1,27 +1,14 @@
 """Notebook 18: The labelled / unlabelled split and the runner's evaluation cadence."""
 
 
-import torch
 
-from tutorial_lib.backbones import Backbone
+from tests.tiny import tiny_ours
 from tutorial_lib.finetuning import train_and_score
 from tutorial_lib.methods.unlabelled import experiments
-from tutorial_lib.models import TransformerConfig, TransformerLM
 from tutorial_lib.settings import Budget
-from tutorial_lib.tokenization import train_wordpiece
 
-TRAIN = ["what is the capital of france ?", "who wrote hamlet ?", "how far is the moon ?",
-         "when did the war end ?", "what does a cat eat ?", "where is the river nile ?"]
 TEST = ["which planet is the largest ?", "why is the sky blue ?"]
 
-
-
-def tiny_ours() -> Backbone:
-    tok = train_wordpiece(TRAIN * 5, vocab_size=120)
-    torch.manual_seed(0)
-    cfg = TransformerConfig(vocab_size=len(tok), d_model=16, n_layer=2, n_head=2, d_ff=32,
-                            max_len=16, dropout=0.0)
-    return Backbone("ours", "causal", tok, TransformerLM(cfg), 16)
 
 
 def test_per_class_takes_k_of_each_label_and_leaves_the_rest_to_the_pool():

@@ -6,24 +6,13 @@ import pytest
 import torch
 from datasets import Dataset
 
-from tutorial_lib.backbones import Backbone
+from tests.tiny import QUESTIONS as TRAIN
+from tests.tiny import tiny_ours
 from tutorial_lib.methods.unlabelled import lm_stage
-from tutorial_lib.models import TransformerConfig, TransformerLM
 from tutorial_lib.settings import Budget
-from tutorial_lib.tokenization import train_wordpiece
 
-TRAIN = ["what is the capital of france ?", "who wrote hamlet ?", "how far is the moon ?",
-         "when did the war end ?", "what does a cat eat ?", "where is the river nile ?"]
 TEST = ["which planet is the largest ?", "why is the sky blue ?"]
 
-
-
-def tiny_ours() -> Backbone:
-    tok = train_wordpiece(TRAIN * 5, vocab_size=120)
-    torch.manual_seed(0)
-    cfg = TransformerConfig(vocab_size=len(tok), d_model=16, n_layer=2, n_head=2, d_ff=32,
-                            max_len=16, dropout=0.0)
-    return Backbone("ours", "causal", tok, TransformerLM(cfg), 16)
 
 
 def test_the_lm_stage_reads_text_only_never_labels_or_test_questions():

@@ -10,20 +10,17 @@ of part 2 is the rest of that shuffle, its labels kept aside only to score the p
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from torch import nn
 
 from ... import data, premises
 from ...backbones import Backbone, load_backbone
 from ...config import Scale
-from ...evaluation import evaluate
-from ...finetuning import Run, Scored, floor_columns, train_and_score
+from ...finetuning import Run, classifier_scoring, floor_columns, train_and_score
 from ...settings import Budget
 from ...tasks import Task
-from ...training import eval_loader, pad_collate
 from .consistency import UDA, predict, pseudo_label
 from .settings import UnlabelledSettings
 
@@ -50,28 +47,10 @@ def per_class(labels: Sequence[int], k: int, seed: int) -> tuple[list[int], list
     return labelled, rest
 
 
-def scoring(task: Task, budget: Budget) -> tuple[Callable, Callable]:
-    """(validate, score) for :func:`train_and_score`: validation error during training, test error
-    once at the end (as ``finetuning.finetune`` scores)."""
-    def split(backbone: Backbone, rows: object):
-        return eval_loader(backbone.encode_rows(rows, budget.max_len), budget.eval_batch_size,
-                           pad_collate(backbone.pad_id), by_length=True)
-
-    def validate(backbone: Backbone) -> Callable[[nn.Module], dict]:
-        loader = split(backbone, task.validation)
-        return lambda model: evaluate(model, loader, num_labels=task.num_labels)
-
-    def score(model: nn.Module, backbone: Backbone) -> Scored:
-        test = evaluate(model, split(backbone, task.test), num_labels=task.num_labels)
-        return Scored(test, {"test_error": test["error"], "test_accuracy": test["accuracy"]})
-
-    return validate, score
-
-
 def classify(backbone: Backbone, task: Task, rows: list[dict], seed: int, *, steps: int,
              budget: Budget, eval_every: int, **options: object) -> Run:
     """A classifier on ``backbone`` trained for exactly ``steps`` batches of ``rows``."""
-    validate, score = scoring(task, budget)
+    validate, score = classifier_scoring(task, budget)
     return train_and_score(backbone, seed, budget=budget, steps=steps,
                            build=lambda bb: bb.classifier(task.num_labels), rows=lambda bb: rows,
                            validate=validate, score=score, evaluate_every=eval_every, **options)
