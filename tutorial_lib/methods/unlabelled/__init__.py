@@ -27,7 +27,8 @@ Modules
     ``plots.py`` — 18's figures and the label curve's reading.
 
 The notebook calls
-    ``lm_stage.task_texts``, ``lm_blocks``, ``lm_stage``, ``line_losses``, ``perplexity``;
+    ``lm_stage.task_texts``, ``lm_blocks``, ``lm_stage``, ``line_losses``, ``perplexity``,
+    ``stage_learned``;
     ``adaptation.discriminative.stlr_schedule`` (ULMFiT's schedule, from 05);
     ``consistency.consistency_loss``, ``replace_tokens``, ``unigram_sampler``;
     ``experiments.SUPERVISED``, ``UDA_NAME``, ``SELF_TRAINING``, ``label_curve``, ``few_labels``,

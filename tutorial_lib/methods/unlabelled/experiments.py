@@ -84,9 +84,9 @@ def few_labels(task: Task, s: UnlabelledSettings, scale: Scale
     rows, runs = [], {SUPERVISED: [], SELF_TRAINING: [], UDA_NAME: []}
     pseudo_correct, masked, pool_gold = [], [], []
     floors = floor_columns(task)
+    backbone = load_backbone(s.semi_backbone, scale)  # every run trains a copy of it
+    encoded = backbone.encode_rows(task.train, b.max_len)
     for seed in s.semi_seeds:
-        backbone = load_backbone(s.semi_backbone, scale)
-        encoded = backbone.encode_rows(task.train, b.max_len)
         labelled_idx, rest = per_class(labels, s.labels_per_class, seed)
         pool_idx = rest[: s.unlabelled] if s.unlabelled else rest
         labelled = [encoded[i] for i in labelled_idx]

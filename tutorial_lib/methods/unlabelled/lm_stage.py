@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from ... import data
+from ... import data, premises
 from ...backbones import Backbone
 from ...batches import pad_ids
 from ...finetuning import Run, train_and_score
@@ -85,3 +85,11 @@ def line_losses(backbone: Backbone, lines: Sequence[str], batch_size: int = 64
 def perplexity(nll: Sequence[float], counts: Sequence[int]) -> float:
     """Per-token perplexity of lines scored by :func:`line_losses`: exp(total nats / tokens)."""
     return math.exp(sum(nll) / max(1, sum(counts)))
+
+
+def stage_learned(before: Sequence[float], after: Sequence[float], what: str) -> premises.Premise:
+    """An LM stage's premise, judged on held-out lines no stage trained on: their losses
+    (:func:`line_losses`, line by line) fell, by a one-sided paired test; if not, every comparison
+    built on the stage is void ("intermediate stage did not learn")."""
+    fell = premises.loss_fell(before, after, what=what)
+    return premises.Premise(fell.holds, premises.VOID_STAGE, fell.detail, "stage learned")
