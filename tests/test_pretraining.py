@@ -138,3 +138,21 @@ def test_ensure_pretrains_what_the_settings_name_and_nothing_else(monkeypatch):
     assert sorted(calls) == ["causal", "mlm", "tokenizer"]
     calls.clear()
     assert pretraining.ensure(smoke, AdapterSettings.at(smoke)) == {} and calls == []  # MiniLM only
+
+
+def test_pretraining_and_loading_hold_the_entrys_cache_lock(monkeypatch, tmp_path):
+    """CI's two workers share a cache: notebook 01 retrains the causal LM (``pretrain`` discards
+    the finished run first) while 18 loads it. Both sides take the entry's lock, so the loader
+    waits for the new model instead of finding none (tests/test_runtime.py: the lock blocks)."""
+    from tutorial_lib import integrity, ours
+
+    smoke = config.get_scale("smoke")
+    entry = pretraining.run_directory(smoke, "causal")
+    lock = str(entry.with_name(f".{entry.name}.lock"))
+    seen = []
+    monkeypatch.setattr(pretraining, "_pretrain", lambda *a: seen.append(lock in integrity._held_locks))
+    pretraining.pretrain(smoke, "causal")
+    monkeypatch.setattr(ours, "_intact", lambda d: seen.append(lock in integrity._held_locks) or False)
+    with pytest.raises(ours.NotPretrained):
+        ours.load(smoke, "causal")
+    assert seen == [True, True] and not integrity._held_locks

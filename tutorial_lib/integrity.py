@@ -10,13 +10,16 @@ half of one; if the disk is full the old file stays and the error says what to d
 * :func:`save_torch` / :func:`write_with_record` — write a file and its record;
 * :func:`check` — True for a file that matches its record, else warn, delete, return False;
 * :func:`write_directory_record` / :func:`check_directory` — the same for a whole directory
-  (the tokenizer's files).
+  (the tokenizer's files);
+* :func:`cache_lock` — one process at a time builds or reads an entry (processes share a cache).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -161,3 +164,38 @@ def directory_problem(directory: Path) -> str | None:
 def check_directory(directory: Path, what: str) -> bool:
     """:func:`check` for a directory written with :func:`write_directory_record`."""
     return _trust(directory, what, directory_problem(directory))
+
+
+_held_locks: dict[str, tuple[int, int]] = {}  # lock file -> (descriptor, depth) in this process
+
+
+@contextlib.contextmanager
+def cache_lock(path: str | Path):
+    """Hold an exclusive lock on the cache entry ``path`` (a hidden ``.<name>.lock`` beside it) while
+    it is built or read, so that two processes sharing a cache (pytest-xdist workers, two notebooks
+    open at once) never read an entry another is rebuilding, nor build one twice. Re-entrant within
+    a process; where ``fcntl`` does not exist (Windows) it only keeps the in-process count."""
+    lock = Path(path).with_name(f".{Path(path).name}.lock")  # hidden: globs of entries miss it
+    key = str(lock)
+    if key in _held_locks:
+        fd, depth = _held_locks[key]
+        _held_locks[key] = (fd, depth + 1)
+    else:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            import fcntl
+        except ImportError:  # Windows: no inter-process lock
+            fcntl = None
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        _held_locks[key] = (fd, 1)
+    try:
+        yield
+    finally:
+        fd, depth = _held_locks[key]
+        if depth > 1:
+            _held_locks[key] = (fd, depth - 1)
+        else:
+            del _held_locks[key]
+            os.close(fd)  # closing the descriptor releases the lock

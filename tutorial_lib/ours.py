@@ -20,6 +20,7 @@ from transformers import PreTrainedTokenizerBase
 
 from . import data, integrity
 from .config import Scale, cache_dir
+from .integrity import cache_lock
 from .models import CHECKPOINT_FILE, TransformerConfig, TransformerLM, load_pretrained
 from .pretraining_settings import PretrainingSettings
 from .tokenization import clean_wikitext, load_or_train_tokenizer
@@ -104,15 +105,16 @@ def load(scale: Scale, objective: str = "causal",
     (or damaged): :class:`NotPretrained`, saying how to make it."""
     _check_objective(objective)
     directory = run_directory(scale, objective, settings)
-    if not _intact(directory):
-        raise NotPretrained(
-            f"our {objective} LM at the {scale.name} scale is not in the cache ({directory}): run "
-            f"notebook 01, or `pretraining.ensure(scale, settings)` in this notebook (it pretrains "
-            f"what the settings need, once per scale and cache)")
-    model = load_pretrained(directory, causal=objective == "causal")
-    saved = json.loads((directory / HISTORY_FILE).read_text())
-    history = History(saved["train"], saved["evals"])
-    payload = torch.load(directory / CHECKPOINT_FILE, map_location="cpu", weights_only=True)
-    extra = payload.get("extra", {})
-    return PretrainResult(model, get_tokenizer(scale, settings), directory, history,
-                          extra.get("metrics", {}), float(extra.get("seconds", 0.0)))
+    with cache_lock(directory):  # not while another process (re)builds it
+        if not _intact(directory):
+            raise NotPretrained(
+                f"our {objective} LM at the {scale.name} scale is not in the cache ({directory}): run "
+                f"notebook 01, or `pretraining.ensure(scale, settings)` in this notebook (it pretrains "
+                f"what the settings need, once per scale and cache)")
+        model = load_pretrained(directory, causal=objective == "causal")
+        saved = json.loads((directory / HISTORY_FILE).read_text())
+        history = History(saved["train"], saved["evals"])
+        payload = torch.load(directory / CHECKPOINT_FILE, map_location="cpu", weights_only=True)
+        extra = payload.get("extra", {})
+        return PretrainResult(model, get_tokenizer(scale, settings), directory, history,
+                              extra.get("metrics", {}), float(extra.get("seconds", 0.0)))

@@ -52,6 +52,7 @@ from .checkpoints import (
 )
 from .config import Scale, cache_dir, get_scale
 from .evaluation import create_lm_evaluator
+from .integrity import cache_lock
 from .models import CHECKPOINT_FILE, TransformerLM, save_pretrained
 from .ours import (  # noqa: F401 (the cache contract, re-exported: notebooks call pretraining.load …)
     HISTORY_FILE,
@@ -187,15 +188,25 @@ def pretrain(
     save it to ``directory``.
 
     An interrupted run is resumed from its last checkpoint. A finished run in ``directory`` is
-    discarded and trained again (use :func:`load_or_pretrain` to reuse it instead).
+    discarded and trained again (use :func:`load_or_pretrain` to reuse it instead). A single
+    process holds the directory's cache lock meanwhile: a notebook loading the model in another
+    process waits for the new one instead of finding none.
     """
     _check_objective(objective)
     p = recipe(scale, settings)
+    directory = Path(directory or run_directory(scale, objective, p))
+    if idist.get_world_size() > 1:  # torchrun: rank 0 cleans, a barrier orders the ranks
+        return _pretrain(scale, objective, directory, seed, progress, p)
+    with cache_lock(directory):
+        return _pretrain(scale, objective, directory, seed, progress, p)
+
+
+def _pretrain(scale: Scale, objective: str, directory: Path, seed: int, progress: bool,
+              p: PretrainingSettings) -> PretrainResult:
     steps = p.steps_for(objective)
     if steps % p.eval_every:
         raise PretrainError(f"scale {scale.name!r}: {objective} steps ({steps}) must be a "
                             f"multiple of eval_every ({p.eval_every})")
-    directory = Path(directory or run_directory(scale, objective, p))
     if (directory / CHECKPOINT_FILE).exists() and idist.get_rank() == 0:
         shutil.rmtree(directory)
     if idist.get_world_size() > 1:
@@ -285,12 +296,13 @@ def load_or_pretrain(scale: Scale, objective: str = "causal",
     """The pretrained LM from the cache, or pretrain one now (so every notebook runs alone)."""
     _check_objective(objective)
     directory = run_directory(scale, objective, settings)
-    if not _intact(directory):
-        # without model.pt, pretrain() resumes from the run's last checkpoint: when the run had
-        # finished, rebuilding the damaged files takes no training at all
-        integrity.discard(directory / CHECKPOINT_FILE)
-        return pretrain(scale, objective, settings=settings)
-    return load(scale, objective, settings)
+    with cache_lock(directory):  # another process pretraining it: wait, then load
+        if not _intact(directory):
+            # without model.pt, pretrain() resumes from the run's last checkpoint: when the run
+            # had finished, rebuilding the damaged files takes no training at all
+            integrity.discard(directory / CHECKPOINT_FILE)
+            return pretrain(scale, objective, settings=settings)
+        return load(scale, objective, settings)
 
 
 def ensure(scale: Scale, settings: Settings | None = None, *names: str) -> dict[str, PretrainResult]:

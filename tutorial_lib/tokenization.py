@@ -32,6 +32,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from . import integrity
+from .integrity import cache_lock
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CONTINUING_PREFIX = "##"
@@ -172,6 +173,12 @@ def load_or_train_tokenizer(
     are saved with an integrity record; damaged ones are reported in one line and retrained.
     """
     directory = Path(directory)
+    with cache_lock(directory):  # two processes sharing a cache train it once
+        return _load_or_train(directory, lines, vocab_size)
+
+
+def _load_or_train(directory: Path, lines: Iterable[str] | Callable[[], Iterable[str]],
+                   vocab_size: int) -> PreTrainedTokenizerBase:
     if integrity.check_directory(directory, "tokenizer"):
         return AutoTokenizer.from_pretrained(directory)
     tok = train_wordpiece(lines() if callable(lines) else lines, vocab_size)
