@@ -214,3 +214,47 @@ def test_a_regression_task_is_refused(task, data_dir, monkeypatch):
     sts = tasks.load_task("stsb", train_examples=16, validation_examples=8, test_examples=8)
     with pytest.raises(ValueError, match="regression"):
         finetuning.finetune("scratch", sts, SETTINGS.budget, scale=SMOKE)
+
+
+# --- the one runner -----------------------------------------------------------------------------
+
+
+def _tiny_recipe(**changes):
+    from tiny import tiny_ours
+
+    rows = [{"input_ids": [1, 5 + i % 4, 6, 2], "labels": i % 3} for i in range(12)]
+    recipe = finetuning.Recipe(build=lambda b: b.classifier(3), backbone=tiny_ours(),
+                               budget=finetuning.Budget(batch_size=4, lr=1e-2), steps=6,
+                               rows=lambda b: rows)
+    return recipe.replace(**changes)
+
+
+def test_the_runner_keeps_the_best_checkpoint_on_validation_when_asked():
+    """select="best": the model the run returns is the one of its best-scoring evaluation (the
+    first of equals), not the last; "last" keeps training's end."""
+    scores = iter([0.1, 0.9, 0.9, 0.2, 0.3, 0.1])
+    snapshots = []
+
+    def validate(_):
+        def check(model):
+            snapshots.append({k: v.clone() for k, v in model.state_dict().items()})
+            return {"score": next(scores)}
+        return check
+
+    best = finetuning.run(_tiny_recipe(validate=validate, evaluate_every=1, select="best"), 0,
+                          keep_model=True)
+    assert best.best_step == 2  # the first 0.9
+    for k, v in best.model.state_dict().items():
+        assert tensors_equal(v, snapshots[1][k]), k
+    snapshots.clear()
+    scores = iter([0.1, 0.9, 0.9, 0.2, 0.3, 0.1])
+    last = finetuning.run(_tiny_recipe(validate=validate, evaluate_every=1), 0, keep_model=True)
+    assert last.best_step is None
+    assert all(tensors_equal(v, snapshots[-1][k]) for k, v in last.model.state_dict().items())
+    assert not all(tensors_equal(v, snapshots[1][k]) for k, v in last.model.state_dict().items())
+
+
+def test_the_runners_rate_is_the_methods_else_the_budgets():
+    assert finetuning.run(_tiny_recipe(), 0).lr == 1e-2
+    assert finetuning.run(_tiny_recipe(method=Method(lr=3e-4)), 0).lr == 3e-4
+    assert finetuning.run(_tiny_recipe(method=Method(lr=0.0)), 0).lr == 0.0  # 0 is a rate, not unset

@@ -7,6 +7,7 @@ attaches them; notebook 01's pretraining too.
 
 from __future__ import annotations
 
+import copy
 import errno
 import random
 import re
@@ -20,6 +21,7 @@ from ignite.engine import Engine, Events
 from ignite.engine.events import CallableEventWithFilter
 from ignite.handlers import Checkpoint
 from ignite.handlers.checkpoint import BaseSaveHandler
+from torch import nn
 
 from . import integrity
 from .models import ModelError
@@ -185,3 +187,71 @@ def run_to_completion(
     if state.epoch_length and state.iteration >= state.epoch_length * max_epochs:
         return state
     return trainer.run(data, max_epochs=max_epochs, epoch_length=epoch_length)
+
+
+# --- the best checkpoint on validation, in memory (runs that select on dev: few-shot) --------------
+
+
+class InMemorySaver(BaseSaveHandler):
+    """An Ignite save handler that keeps checkpoints in memory: a run's best model lives only as
+    long as the run, so ``Checkpoint(score_function=...)`` needs no file."""
+
+    def __init__(self) -> None:
+        self.saved: dict[str, tuple[dict, float]] = {}
+
+    def __call__(self, checkpoint: Mapping, filename: str, metadata: Mapping | None = None) -> None:
+        # a state_dict holds the live tensors: copy them, or the "best" would follow training
+        self.saved[filename] = copy.deepcopy(dict(checkpoint)), (metadata or {}).get("priority")
+
+    def remove(self, filename: str) -> None:
+        self.saved.pop(filename, None)
+
+    @property
+    def best(self) -> tuple[dict, float]:
+        """The one checkpoint an ``n_saved=1`` handler keeps, and its score."""
+        (checkpoint, score), = self.saved.values()
+        return checkpoint, score
+
+
+class TrainedWeights:
+    """What a checkpoint of a partly frozen model must hold: the parameters that train (a frozen
+    weight never changes, so copying it at every new best would only cost time — a 135M-parameter
+    LM with its top layers trained copies a few percent of itself). Ignite's ``Checkpoint`` saves
+    and loads it like a module."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {n: p.detach() for n, p in self.model.named_parameters() if p.requires_grad}
+
+    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        params = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for name, value in state.items():
+                params[name].copy_(value)
+
+
+class BestCheckpoint:
+    """Keep the trained weights of the evaluation whose ``"score"`` (the history's last
+    evaluation) is highest — strictly better only, so the first best is kept — and
+    :meth:`restore` them at the end. Called after each evaluation with the trainer."""
+
+    def __init__(self, model: nn.Module, history) -> None:
+        self.model, self.history = model, history
+        self.saver, self.weights = InMemorySaver(), TrainedWeights(model)
+        self.checkpoint = Checkpoint({"model": self.weights}, self.saver, n_saved=1,
+                                     score_function=lambda _: history.evals[-1]["score"],
+                                     global_step_transform=lambda engine, _: engine.state.iteration)
+
+    def __call__(self, trainer: Engine) -> None:
+        self.checkpoint(trainer)
+
+    def restore(self) -> int:
+        """Load the best weights into the model; return the step they were saved at. The saved copy
+        and the gradients are dropped (a kept run would otherwise hold its weights three times)."""
+        checkpoint, score = self.saver.best
+        Checkpoint.load_objects({"model": self.weights}, checkpoint)
+        self.saver.saved.clear()
+        self.model.zero_grad(set_to_none=True)
+        return next(h for h in self.history.evals if h["score"] == score)["step"]

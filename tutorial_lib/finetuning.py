@@ -5,7 +5,7 @@ knows) with one seed under a fixed budget and returns its history and test metri
 selection never looks at the test split: we report the model at the end of the budget and show
 validation curves alongside. :func:`compare_methods` runs several methods × seeds at the same
 budget — the design of every method notebook — with hooks that make each method. Every driver
-above ``fit`` reports a :class:`Run` (:func:`train_and_score` makes most of them; the multi-task
+above ``fit`` reports a :class:`Run` (:func:`run` makes most of them; the multi-task
 runs of 06–07 and the few-shot runs of 09 make their own).
 """
 
@@ -30,6 +30,7 @@ from torch.utils.data import DataLoader
 
 from . import data
 from .backbones import OURS, Backbone, load_backbone
+from .checkpoints import BestCheckpoint
 from .config import Scale, cache_dir
 from .evaluation import evaluate
 from .models import count_parameters
@@ -43,14 +44,14 @@ from .training import (
     History,
     Method,
     eval_loader,
-    fit_with,
+    fit,
     pad_collate,
     resumable_loader,
 )
 
 
 class Scored(NamedTuple):
-    """What a driver's ``score`` gives :func:`train_and_score`: the test metrics, the columns a
+    """What a driver's ``score`` gives :func:`run`: the test metrics, the columns a
     table row shows of them, and the predictions (if the driver keeps them)."""
 
     test: dict
@@ -61,7 +62,7 @@ class Scored(NamedTuple):
 @dataclass
 class Run:
     """One training run, as every driver reports it — what ran, what it scored, what it cost —
-    with its one table row (:meth:`row`). :func:`train_and_score` makes it; the drivers that
+    with its one table row (:meth:`row`). :func:`run` makes it; the drivers that
     cannot be its thin callers make it too: a multi-task run (notebooks 06–07) names its setting
     (``name``) and keeps every scored task's dev and test metrics (``scores``) and each task's
     steps (``steps``); a few-shot run (09) keeps its rate (``lr``), the checkpoint it chose on dev
@@ -99,68 +100,110 @@ class Run:
                 "trained_pct": 100 * self.trainable_params / max(1, self.total_params)}
 
 
-def train_and_score(
-    backbone_name: str | Backbone,
-    seed: int,
-    *,
-    scale: Scale | None = None,
-    budget: Budget,
-    build: Callable[[Backbone], nn.Module],
-    rows: Callable[[Backbone], list[dict]],
-    score: Callable[[nn.Module, Backbone], Scored] | None = None,
-    method: Method = PLAIN,
-    steps: int | None = None,
-    lr: float | None = None,
-    collate: Callable[[int], Callable] = pad_collate,
-    validate: Callable[[Backbone], Callable[[nn.Module], dict]] | None = None,
-    evals_per_epoch: int = 2,
-    evaluate_every: int | None = None,
-    progress: bool = False,
-    keep_model: bool = False,
-    checkpoint_dir: str | Path | None = None,
-) -> Run:
+@dataclass(frozen=True)
+class Recipe:
+    """What a kind of run does, apart from its seed: :func:`run` follows it. Every training run
+    in the library is one (fine-tuning, a probe, a multi-task mix, an LM stage, SFT, DPO …).
+
+    * ``backbone`` — a name :func:`~tutorial_lib.backbones.load_backbone` knows (loaded per run,
+      at the settings' scale), a :class:`~tutorial_lib.backbones.Backbone` (each run starts from a
+      copy), or None (``build`` gets None: the model needs no backbone, e.g. a probe on features);
+    * ``build(backbone)`` — the model to train (``method.prepare`` runs on it next);
+    * ``rows(backbone)`` — the training rows, batched by a resumable loader (``collate(pad_id)``,
+      length-grouped if the budget says so, ``drop_last``), or ``loader(backbone, seed)`` — the
+      loader itself (e.g. multi-task batches, cached feature tensors);
+    * ``budget`` and ``method`` — what the run may spend and what the method changes; the rate is
+      the method's if it sets one, else the budget's (the one precedence); ``steps``: exactly so
+      many batches instead of the budget's epochs; ``schedule``: "linear" (warm-up, then decay),
+      "cosine" or None (a constant rate);
+    * ``validate(backbone)`` — a function of the model whose metrics go into the history (split
+      ``validation_split``) ``evals_per_epoch`` times a pass, or every ``evaluate_every`` steps;
+      ``select``: "last" (the model at the end of the budget) or "best" (the checkpoint whose
+      validation ``"score"`` was highest, first best kept: few-shot runs choose on dev);
+    * ``score(model, backbone)`` — the test metrics at the end (:class:`Scored`; None: nothing is
+      tested here);
+    * ``on_cpu`` — train on the CPU in fp32 whatever the machine (e.g. features cached there).
+    """
+
+    build: Callable[[Backbone | None], nn.Module]
+    backbone: str | Backbone | None = None
+    rows: Callable[[Backbone | None], Sequence] | None = None
+    loader: Callable[[Backbone | None, int], object] | None = None
+    budget: Budget = field(default_factory=Budget)
+    method: Method = PLAIN
+    steps: int | None = None
+    schedule: str | None = "linear"
+    collate: Callable[[int], Callable] = pad_collate
+    drop_last: bool = False
+    validate: Callable[[Backbone | None], Callable[[nn.Module], dict]] | None = None
+    validation_split: str = "validation"
+    evals_per_epoch: int = 2
+    evaluate_every: int | None = None
+    select: str = "last"
+    score: Callable[[nn.Module, Backbone | None], Scored] | None = None
+    on_cpu: bool = False
+    name: str = ""  # the Run's backbone column when ``backbone`` is None or an object
+
+    def replace(self, **changes: object) -> Recipe:
+        return dataclasses.replace(self, **changes)
+
+
+def run(recipe: Recipe, seed: int, *, scale: Scale | None = None, progress: bool = False,
+        keep_model: bool = False, checkpoint_dir: str | Path | None = None) -> Run:
     """The one runner above :func:`~tutorial_lib.training.fit`: seed → backbone → model
-    (``build``, then ``method.prepare``) → a resumable loader of ``rows(backbone)`` (padded,
-    length-grouped if the budget says so) → :func:`~tutorial_lib.training.fit_with` the budget →
-    ``score(model, backbone)`` → a :class:`Run` (no ``score``: nothing tested here, e.g. a model
-    the caller scores itself). ``steps``: exactly so many batches instead of the budget's epochs;
-    ``lr``: the rate instead of the method's or the budget's; ``collate``: ``pad_id`` → the
-    loader's batch maker (default right-padding; e.g. one that also stacks a teacher's logits).
-    ``scale``: where a backbone named here is loaded from. ``validate(backbone)``: a function of the model
-    whose metrics go into the history ``evals_per_epoch`` times a pass (``evaluate_every``:
-    every so many steps instead, e.g. for a run of many passes over a few labels). ``checkpoint_dir``:
-    checkpoint at every validation; a killed run, re-run, ends with the weights of an
-    uninterrupted one. ``backbone_name`` may be a :class:`~tutorial_lib.backbones.Backbone` itself
-    (e.g. an encoder after an intermediate stage): each run then starts from a copy of it."""
+    (``recipe.build``, then ``method.prepare``) → a resumable loader → ``fit`` the budget (with
+    the validation hook, and the best checkpoint if the recipe selects it) → ``score`` → a
+    :class:`Run`. ``scale``: where a backbone named in the recipe is loaded from.
+    ``checkpoint_dir``: checkpoint at every validation; a killed run, re-run, ends with the
+    weights of an uninterrupted one. ``keep_model``: the Run keeps the trained model."""
+    r, budget, method = recipe, recipe.budget, recipe.method
     seed_everything(seed)
-    if isinstance(backbone_name, Backbone):
-        backbone, backbone_name = copy.deepcopy(backbone_name), backbone_name.name
-    else:
-        backbone = load_backbone(backbone_name, scale, seed=seed)
-    model = build(backbone)
+    backbone, name = r.backbone, r.name
+    if isinstance(backbone, Backbone):
+        backbone, name = copy.deepcopy(backbone), name or backbone.name
+    elif backbone is not None:
+        name = name or backbone
+        backbone = load_backbone(backbone, scale, seed=seed)
+    model = r.build(backbone)
     if method.prepare:
         method.prepare(model)
-    model.to(device())
-    loader = resumable_loader(rows(backbone), seed=seed, batch_size=budget.batch_size,
-                              collate_fn=collate(backbone.pad_id),
-                              group_by_length=budget.group_by_length)
-    history, options = History(), {}
-    if validate is not None:
-        check = validate(backbone)
+    dev = torch.device("cpu") if r.on_cpu else device()
+    model.to(dev)
+    if r.loader is not None:
+        loader = r.loader(backbone, seed)
+    else:
+        training_rows = r.rows(backbone)
+        loader = resumable_loader(training_rows, seed=seed, drop_last=r.drop_last,
+                                  batch_size=min(budget.batch_size, len(training_rows)),
+                                  collate_fn=r.collate(backbone.pad_id if backbone else 0),
+                                  group_by_length=budget.group_by_length)
+    history, options, keep = History(), {}, None
+    if r.validate is not None:
+        check = r.validate(backbone)
+        if r.select == "best":
+            keep = BestCheckpoint(model, history)
 
         def log(engine: Engine) -> None:
-            row = history.log_eval(engine.state.iteration, "validation", check(model))
+            row = history.log_eval(engine.state.iteration, r.validation_split, check(model))
             row["epoch"] = engine.state.iteration / len(loader)
+            if keep is not None:
+                keep(engine)
 
-        every = evaluate_every or max(1, len(loader) // evals_per_epoch)
+        every = r.evaluate_every or max(1, len(loader) // r.evals_per_epoch)
         options = {"evaluate": log, "evaluate_every": every}
-    fitted = fit_with(model, loader, budget, method=method, steps=steps, lr=lr, history=history,
-                      checkpoint_dir=checkpoint_dir,
-                      progress=f"{backbone_name} seed {seed}" if progress else None, **options)
-    scored = score(model, backbone) if score is not None else Scored({}, {})
-    return Run(backbone_name, seed, scored.test, history, fitted.seconds,
+    total = r.steps if r.steps is not None else budget.epochs * len(loader)
+    fitted = fit(model, loader, lr=method.lr if method.lr is not None else budget.lr,
+                 weight_decay=budget.weight_decay, epochs=budget.epochs, steps=r.steps,
+                 method=method, warmup=int(budget.warmup_frac * total), max_norm=budget.max_norm,
+                 schedule=r.schedule, history=history, checkpoint_dir=checkpoint_dir,
+                 progress=f"{name} seed {seed}" if progress else None,
+                 device=dev, amp_dtype=None if r.on_cpu else "auto", **options)
+    best_step = keep.restore() if keep is not None else None
+    scored = r.score(model, backbone) if r.score is not None else Scored({}, {})
+    return Run(name, seed, scored.test, history, fitted.seconds,
                count_parameters(model, trainable_only=True), count_parameters(model),
-               model.cpu() if keep_model else None, list(scored.predictions), scored.columns)
+               model.cpu() if keep_model else None, list(scored.predictions), scored.columns,
+               lr=method.lr if method.lr is not None else budget.lr, best_step=best_step)
 
 
 def loaders(backbone: Backbone, task: Task, batch_size: int, eval_batch_size: int, seed: int,
@@ -180,7 +223,7 @@ def loaders(backbone: Backbone, task: Task, batch_size: int, eval_batch_size: in
 
 def classifier_scoring(task: Task, budget: Budget) -> tuple[
         Callable[[Backbone], Callable[[nn.Module], dict]], Callable[[nn.Module, Backbone], Scored]]:
-    """A classifier's ``(validate, score)`` for :func:`train_and_score`: the validation metrics
+    """A classifier's ``(validate, score)`` for :func:`run`: the validation metrics
     during training, the test metrics (error and accuracy columns) once at the end, each split
     encoded for the run's backbone and batched by the budget."""
 
@@ -199,6 +242,20 @@ def classifier_scoring(task: Task, budget: Budget) -> tuple[
     return validate, score
 
 
+def classifier_recipe(backbone: str | Backbone, task: Task, budget: Budget, *,
+                      method: Method = PLAIN, evals_per_epoch: int = 2) -> Recipe:
+    """The recipe of fine-tuning ``backbone`` + a classification head on ``task``: validate
+    ``evals_per_epoch`` times a pass, test once at the end (:func:`classifier_scoring`)."""
+    if task.is_regression:  # the classifiers' loss and the evaluator's accuracy need classes
+        raise ValueError(f"finetune trains classifiers; {task.name} is a regression task "
+                         "(use heads.MultiHeadModel with a 1-output head, as notebook 06 does)")
+    validate, score = classifier_scoring(task, budget)
+    return Recipe(build=lambda bb: bb.classifier(task.num_labels), backbone=backbone,
+                  budget=budget, method=method,
+                  rows=lambda bb: bb.encode_rows(task.train, budget.max_len),
+                  validate=validate, score=score, evals_per_epoch=evals_per_epoch)
+
+
 def finetune(
     backbone_name: str | Backbone,
     task: Task,
@@ -212,25 +269,18 @@ def finetune(
     keep_model: bool = False,
     checkpoint_dir: str | Path | None = None,
 ) -> Run:
-    """Fine-tune one backbone + a classification head with one seed (:func:`train_and_score`);
-    validate during training, test once at the end.
+    """Fine-tune one backbone + a classification head with one seed (:func:`run` of
+    :func:`classifier_recipe`); validate during training, test once at the end.
 
     ``budget`` (epochs, batch size, lr, warm-up, weight decay, clipping) is the same for a method
     and its baseline; ``method`` (a :class:`~tutorial_lib.training.Method`) is what the method
     changes: ``prepare`` the model, its ``param_groups``, extra handlers, ``schedule``, training
     ``loss_fn`` and ``lr``.
     """
-    if task.is_regression:  # the classifiers' loss and the evaluator's accuracy need classes
-        raise ValueError(f"finetune trains classifiers; {task.name} is a regression task "
-                         "(use heads.MultiHeadModel with a 1-output head, as notebook 06 does)")
-
-    validate, score = classifier_scoring(task, budget)
-    return train_and_score(
-        backbone_name, seed, scale=scale, budget=budget, method=method,
-        build=lambda backbone: backbone.classifier(task.num_labels),
-        rows=lambda backbone: backbone.encode_rows(task.train, budget.max_len),
-        validate=validate, score=score, evals_per_epoch=evals_per_epoch, progress=progress,
-        keep_model=keep_model, checkpoint_dir=checkpoint_dir)
+    recipe = classifier_recipe(backbone_name, task, budget, method=method,
+                               evals_per_epoch=evals_per_epoch)
+    return run(recipe, seed, scale=scale, progress=progress, keep_model=keep_model,
+               checkpoint_dir=checkpoint_dir)
 
 
 # --- a cache of plain fine-tuning runs, shared across notebooks --------------------------------
@@ -345,6 +395,31 @@ def method_and_run(spec: Method | Mapping[str, object]) -> tuple[Method, dict]:
     return Method(**fields), run
 
 
+def compare(
+    recipes: Mapping[str, Recipe],
+    seeds: Sequence[int] | Mapping[str, Sequence[int]],
+    *,
+    scale: Scale | None = None,
+    columns: Callable[[str, Run], Mapping[str, object]] | None = None,
+    runner: Callable[..., Run] | None = None,
+    **options: object,
+) -> tuple[pd.DataFrame, dict[str, list[Run]]]:
+    """Every recipe × seed through the one runner (:func:`run`, ``options`` to it): the design
+    of every method notebook. One row per run — the run's own (:meth:`Run.row`), its ``method``
+    (the recipe's name) and ``columns(name, run)`` — and the runs by name. ``seeds``: one seed
+    list for all, or per recipe. ``runner(recipe, seed, name=…, **options)``: instead of
+    :func:`run` (e.g. one that reuses cached plain runs, or measures memory)."""
+    rows, runs = [], {}
+    for name, recipe in recipes.items():
+        runs[name] = []
+        for seed in seeds[name] if isinstance(seeds, Mapping) else seeds:
+            one = (runner(recipe, seed, name=name, scale=scale, **options) if runner
+                   else run(recipe, seed, scale=scale, **options))
+            rows.append({**one.row(), "method": name, **(columns(name, one) if columns else {})})
+            runs[name].append(one)
+    return pd.DataFrame(rows), runs
+
+
 def compare_methods(
     methods: Mapping[str, Method | Mapping[str, object]],
     task: Task,
@@ -369,25 +444,32 @@ def compare_methods(
     Every row also carries the task's majority-class floors (:func:`floor_columns`), which
     ``stats.compare`` uses to void a comparison whose baseline did not beat them.
     """
-    runs: dict[str, list[Run]] = {}
-    rows = []
-    floors = floor_columns(task)
+    unknown = set(options) - {"evals_per_epoch", "progress"}
+    if unknown:
+        raise TypeError(f"compare_methods takes evals_per_epoch and progress, not {sorted(unknown)}")
+    floors, recipes, seeds_of, seen = floor_columns(task), {}, {}, {}
     for name, spec in methods.items():
-        method, run = method_and_run(spec)
-        bb, b = run.get("backbone", backbone), run.get("budget", budget)
-        runs[name] = []
-        for seed in run.get("seeds", seeds):
-            reused = False
-            with PeakMemory() as mem:
-                if cache and method.is_plain and not options:
-                    result, reused = cached_finetune(bb, task, b, seed, scale=scale, lr=method.lr)
-                else:
-                    result = finetune(bb, task, b, seed, scale=scale, method=method, **options)
-            epochs = result.history.evals[-1]["epoch"] if result.history.evals else 1.0
-            row = {**result.row(), "method": name, "seconds_per_epoch": result.seconds / epochs,
-                   "cached": reused, **floors}
-            if measure_memory:
-                row["peak_mib"] = float("nan") if reused else mem.peak_mib
-            rows.append(row)
-            runs[name].append(result)
-    return pd.DataFrame(rows), runs
+        method, over = method_and_run(spec)
+        recipes[name] = classifier_recipe(over.get("backbone", backbone), task,
+                                          over.get("budget", budget), method=method,
+                                          evals_per_epoch=options.get("evals_per_epoch", 2))
+        seeds_of[name] = over.get("seeds", seeds)
+
+    def runner(recipe: Recipe, seed: int, *, name: str, scale: Scale | None) -> Run:
+        seen.update(reused=False)
+        with PeakMemory() as seen["mem"]:
+            if cache and recipe.method.is_plain and not options:
+                result, seen["reused"] = cached_finetune(recipe.backbone, task, recipe.budget,
+                                                         seed, scale=scale, lr=recipe.method.lr)
+            else:
+                result = run(recipe, seed, scale=scale, progress=options.get("progress", False))
+        return result
+
+    def columns(name: str, result: Run) -> dict:
+        epochs = result.history.evals[-1]["epoch"] if result.history.evals else 1.0
+        row = {"seconds_per_epoch": result.seconds / epochs, "cached": seen["reused"], **floors}
+        if measure_memory:
+            row["peak_mib"] = float("nan") if seen["reused"] else seen["mem"].peak_mib
+        return row
+
+    return compare(recipes, seeds_of, scale=scale, columns=columns, runner=runner)

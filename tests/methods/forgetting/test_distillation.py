@@ -112,7 +112,7 @@ def _tiny_teacher(layers: int = 3) -> Backbone:
 
 
 def test_train_student_is_a_run_of_the_one_runner_with_the_numbers_of_its_own_loop():
-    """train_student through finetuning.train_and_score: a finetuning.Run (the model, the seconds,
+    """train_student through finetuning.run: a finetuning.Run (the model, the seconds,
     one row), the student left as it was, and the weights of the loop it replaced, bit for bit."""
     student = distillation.truncated_backbone(_tiny_teacher(), 2)
     before = {k: v.clone() for k, v in student.encoder.state_dict().items()}
@@ -126,7 +126,7 @@ def test_train_student_is_a_run_of_the_one_runner_with_the_numbers_of_its_own_lo
     assert run.seconds > 0 and 0 < run.trainable_params <= run.total_params
     assert [r["step"] for r in run.history.train] == [1, 2, 3, 4, 5]  # exactly ``steps`` batches
     assert all(tensors_equal(v, before[k]) for k, v in student.encoder.state_dict().items())
-    # the loop train_student ran before it became a caller of train_and_score
+    # the loop train_student ran before it became a caller of run
     seed_everything(7)
     model = student.classifier(3)
     loader = resumable_loader(list(rows), seed=7, batch_size=4,

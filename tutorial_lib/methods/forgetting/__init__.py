@@ -10,7 +10,7 @@ Modules
     ``settings.py`` — ``ForgettingSettings``.
     ``forgetting.py`` — weight decay, L2-SP, EWC (``diagonal_fisher``) and an LwF-style term.
     ``distillation.py`` — ensembles, the KD loss (Hinton et al.), students cut from the backbone and
-    trained by ``finetuning.train_and_score`` (``train_student``: a ``finetuning.Run``).
+    trained by ``finetuning.run`` (``train_student``: a ``finetuning.Run``).
     ``plots.py`` — 13's figures.
 
 The notebook calls

@@ -32,7 +32,7 @@ from torch.utils.data import DataLoader
 from ... import data
 from ...anatomy import truncated
 from ...backbones import Backbone
-from ...finetuning import Run, train_and_score
+from ...finetuning import Recipe, Run, run
 from ...models import IGNORE_INDEX, count_parameters
 from ...runtime import autocast, autocast_dtype, device
 from ...settings import Budget
@@ -211,13 +211,13 @@ def train_student(student: Backbone, rows: Sequence[Mapping], num_labels: int, *
                   pool: str | None = None) -> Run:
     """A fresh classifier on ``student`` (its head seeded by ``seed``) trained for exactly
     ``steps`` batches of ``rows`` (teacher-labelled: :func:`teacher_rows`) with ``method``: the
-    one runner, :func:`tutorial_lib.finetuning.train_and_score`, on a copy of ``student``.
+    one runner, :func:`tutorial_lib.finetuning.run`, on a copy of ``student``.
     ``pool``: where its head reads (None: the backbone's default). Returns its
     :class:`~tutorial_lib.finetuning.Run` with the trained model (``run.model``; the notebook
     tests it itself) and its training seconds."""
-    return train_and_score(student, seed, budget=budget, method=method, steps=steps, lr=lr,
-                           build=lambda b: b.classifier(num_labels, pool=pool),
-                           rows=lambda _: list(rows), collate=teacher_collate, keep_model=True)
+    return run(Recipe(build=lambda b: b.classifier(num_labels, pool=pool), backbone=student,
+                      budget=budget.replace(lr=lr), method=method, steps=steps,
+                      rows=lambda _: list(rows), collate=teacher_collate), seed, keep_model=True)
 
 
 def student_name(layers: int) -> str:

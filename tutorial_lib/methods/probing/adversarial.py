@@ -36,7 +36,7 @@ import torch
 
 from ...backbones import Backbone
 from ...config import Scale
-from ...finetuning import Run, Scored, train_and_score
+from ...finetuning import Recipe, Run, Scored, run
 from ...heads import HeadConfig, MultiHeadModel, MultiTaskLoader, merge_batches, multihead_loss
 from ...settings import Budget
 from ...training import Method, eval_loader, fit, pad_collate, resumable_loader
@@ -180,7 +180,7 @@ def train_deprel(
     budget: Budget, seed: int, *, scale: Scale, evals_per_epoch: int = 2,
 ) -> Run:
     """Fine-tune ``backbone`` (encoder + a new token head) to tag every word with its universal
-    dependency relation (37 classes, first sub-words), :func:`~tutorial_lib.finetuning.train_and_score`
+    dependency relation (37 classes, first sub-words), :func:`~tutorial_lib.finetuning.run`
     with dev accuracy in the history ``evals_per_epoch`` times a pass and test accuracy at the
     end."""
     n = len(probing.label_names("deprel"))
@@ -198,12 +198,12 @@ def train_deprel(
         accuracy = head_accuracy(model, split(b, test), "deprel")
         return Scored({"accuracy": accuracy}, {"test_accuracy": accuracy})
 
-    return train_and_score(
-        backbone, seed, scale=scale, budget=budget,
+    return run(Recipe(
+        backbone=backbone, budget=budget,
         build=lambda b: MultiHeadModel(b.encoder, {"deprel": HeadConfig(n, "token")}, pool=b.pool),
         rows=lambda b: probing.token_label_rows(b, train, "deprel"),
         method=Method(loss_fn=lambda model, batch: multihead_loss(model, merge_batches({"deprel": batch}))),
-        validate=validate, score=score, evals_per_epoch=evals_per_epoch)
+        validate=validate, score=score, evals_per_epoch=evals_per_epoch), seed, scale=scale)
 
 
 def final_probe_accuracy(

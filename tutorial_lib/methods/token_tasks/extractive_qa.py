@@ -45,7 +45,7 @@ from transformers import PreTrainedTokenizerBase
 from ... import data
 from ...backbones import Backbone
 from ...config import Scale
-from ...finetuning import Run, Scored, train_and_score
+from ...finetuning import Recipe, Run, Scored, run
 from ...models import EncoderHead, Output
 from ...settings import Budget
 from ...training import PLAIN, Method
@@ -355,7 +355,7 @@ def finetune_qa(backbone_name: str, train: Any, test: Any, budget: Budget, seed:
                 dev_evals: int = 4) -> Run:
     """Fine-tune ``backbone_name`` + :class:`SpanExtractor` on ``train``'s windows (SQuAD
     columns ``question``, ``context``, ``answers``) with the one runner
-    (:func:`~tutorial_lib.finetuning.train_and_score`), then answer ``test``'s questions
+    (:func:`~tutorial_lib.finetuning.run`), then answer ``test``'s questions
     (:func:`decode`) and score them (:func:`squad_scores`): ``run.test``, with the answers in
     ``run.predictions``. Windows are at most ``max_length`` tokens (and the backbone's limit); HF
     backbones keep their word embeddings frozen, as every classifier here does; ``method`` changes
@@ -399,7 +399,7 @@ def finetune_qa(backbone_name: str, train: Any, test: Any, budget: Budget, seed:
         answer, refs = answerer(bb, dev), [a["text"] for a in data.column(dev, "answers")]
         return lambda model: squad_scores(answer(model), refs)
 
-    return train_and_score(backbone_name, seed, scale=scale, budget=budget, method=method,
-                           build=build, rows=rows, score=score,
-                           validate=validate if dev is not None and len(dev["question"]) else None,
-                           evals_per_epoch=evals_per_epoch(budget, dev_evals))
+    return run(Recipe(build=build, backbone=backbone_name, budget=budget, method=method,
+                      rows=rows, score=score,
+                      validate=validate if dev is not None and len(dev["question"]) else None,
+                      evals_per_epoch=evals_per_epoch(budget, dev_evals)), seed, scale=scale)

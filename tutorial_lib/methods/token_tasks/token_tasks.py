@@ -38,7 +38,7 @@ from transformers import BatchEncoding, PreTrainedTokenizerBase
 from ... import data
 from ...backbones import Backbone
 from ...config import Scale
-from ...finetuning import Run, Scored, train_and_score
+from ...finetuning import Recipe, Run, Scored, run
 from ...models import EncoderHead, Output
 from ...runtime import autocast, autocast_dtype, device
 from ...settings import Budget
@@ -327,7 +327,7 @@ def finetune_ner(backbone_name: str, train: dict, test: dict, names: Sequence[st
                  seed: int, *, scale: Scale, all_pieces: bool = False,
                  method: Method = PLAIN, dev: dict | None = None, dev_evals: int = 4) -> Run:
     """Fine-tune ``backbone_name`` + :class:`TokenClassifier` on ``train`` (``tokens``,
-    ``ner_tags`` ids) with the one runner (:func:`~tutorial_lib.finetuning.train_and_score`), then
+    ``ner_tags`` ids) with the one runner (:func:`~tutorial_lib.finetuning.run`), then
     score ``test`` with seqeval (strict IOB2): ``run.test`` holds :func:`entity_scores`,
     ``run.predictions`` the tags. ``dev`` (same columns): scored about ``dev_evals`` times during
     training (:func:`evals_per_epoch`), the :func:`ner_columns` in ``run.history.evals`` (each with
@@ -362,7 +362,7 @@ def finetune_ner(backbone_name: str, train: dict, test: dict, names: Sequence[st
     def max_len(bb: Backbone) -> int:
         return min(budget.max_len or bb.max_len, bb.max_len)
 
-    return train_and_score(backbone_name, seed, scale=scale, budget=budget, method=method,
-                           build=build, rows=rows, score=score,
-                           validate=validate if dev is not None and len(dev["tokens"]) else None,
-                           evals_per_epoch=evals_per_epoch(budget, dev_evals))
+    return run(Recipe(build=build, backbone=backbone_name, budget=budget, method=method,
+                      rows=rows, score=score,
+                      validate=validate if dev is not None and len(dev["tokens"]) else None,
+                      evals_per_epoch=evals_per_epoch(budget, dev_evals)), seed, scale=scale)

@@ -1,6 +1,6 @@
 """18's runs: the label curve of part 1 (which start, how many labels) and part 2's few-label
 comparison (supervised only, self-training, UDA), each through the one runner
-(:func:`tutorial_lib.finetuning.train_and_score`) at equal steps, one row per run.
+(:func:`tutorial_lib.finetuning.run`) at equal steps, one row per run.
 
 Every arm of one seed trains on the same labelled questions (the first ``n`` of the seed's
 shuffle of the training split, so a larger set contains the smaller one); the unlabelled pool
@@ -18,7 +18,7 @@ import pandas as pd
 from ... import data, premises
 from ...backbones import Backbone, load_backbone
 from ...config import Scale
-from ...finetuning import Run, classifier_scoring, floor_columns, train_and_score
+from ...finetuning import Recipe, Run, classifier_scoring, floor_columns, run
 from ...settings import Budget
 from ...tasks import Task
 from .consistency import UDA, predict, pseudo_label
@@ -51,9 +51,9 @@ def classify(backbone: Backbone, task: Task, rows: list[dict], seed: int, *, ste
              budget: Budget, eval_every: int, **options: object) -> Run:
     """A classifier on ``backbone`` trained for exactly ``steps`` batches of ``rows``."""
     validate, score = classifier_scoring(task, budget)
-    return train_and_score(backbone, seed, budget=budget, steps=steps,
-                           build=lambda bb: bb.classifier(task.num_labels), rows=lambda bb: rows,
-                           validate=validate, score=score, evaluate_every=eval_every, **options)
+    return run(Recipe(build=lambda bb: bb.classifier(task.num_labels), backbone=backbone,
+                      rows=lambda bb: rows, budget=budget, steps=steps, validate=validate,
+                      score=score, evaluate_every=eval_every, **options), seed)
 
 
 def label_curve(starts: Mapping[str, Backbone], task: Task, s: UnlabelledSettings
@@ -108,9 +108,9 @@ def few_labels(task: Task, s: UnlabelledSettings, scale: Scale
         masked.append(float(np.mean(uda.masked)))
         extra = {SUPERVISED: {}, SELF_TRAINING: {"pseudo_labels": len(pseudo)},
                  UDA_NAME: {"mask_share": masked[-1]}}
-        for name, run in ((SUPERVISED, teacher), (SELF_TRAINING, student), (UDA_NAME, consistent)):
-            runs[name].append(run)
-            rows.append({**run.row(), "method": name, "labels": len(labelled), **floors,
+        for name, one in ((SUPERVISED, teacher), (SELF_TRAINING, student), (UDA_NAME, consistent)):
+            runs[name].append(one)
+            rows.append({**one.row(), "method": name, "labels": len(labelled), **floors,
                          **extra[name]})
     shares = np.bincount(pool_gold) / max(1, len(pool_gold))
     return pd.DataFrame(rows), runs, {"pseudo_correct": pseudo_correct, "mask_shares": masked,

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from ... import data, premises
 from ...backbones import Backbone
 from ...batches import pad_ids
-from ...finetuning import Run, train_and_score
+from ...finetuning import Recipe, Run, run
 from ...runtime import autocast, autocast_dtype, device
 from ...settings import Budget
 from ...training import PLAIN, Method
@@ -55,10 +55,10 @@ def lm_stage(backbone: Backbone, texts: Sequence[str], *, steps: int, seq_len: i
         raise ValueError("the LM stage continues our causal LM (notebook 01's); "
                          f"{backbone.name!r} is a {backbone.kind} model")
     rows = lm_blocks(backbone, texts, seq_len)
-    run = train_and_score(backbone, seed, budget=budget, build=lambda bb: bb.lm,
-                          rows=lambda bb: rows, steps=steps, method=method, keep_model=True)
-    tuned = dataclasses.replace(backbone, name=name or backbone.name, lm=run.model, encoder=None)
-    return tuned, run
+    stage = run(Recipe(build=lambda bb: bb.lm, backbone=backbone, rows=lambda bb: rows,
+                       budget=budget, steps=steps, method=method), seed, keep_model=True)
+    tuned = dataclasses.replace(backbone, name=name or backbone.name, lm=stage.model, encoder=None)
+    return tuned, stage
 
 
 @torch.no_grad()
