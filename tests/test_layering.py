@@ -32,7 +32,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "tutorial_lib"
 PACKAGE = "tutorial_lib"
 LAYERS = [
-    {"config", "hashing", "power", "floors", "rounding"},  # hashing: the one file sha256 (data
+    {"config", "hashing", "power", "floors", "rounding", "figures"},  # figures: alt text (matplotlib
+    # only, imported where a figure is drawn); hashing: the one file sha256 (data
     # and integrity), imports nothing; power and floors: the arithmetic stats re-exports (scipy
     # only); rounding: the one rule every shown number follows (decimal only)
     {"runtime", "data", "show", "selfcheck", "settings", "premises"},  # premises: what a verdict

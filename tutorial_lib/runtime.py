@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from . import figures
 from .config import GPU_MEMORY_ENV_VAR, PRECISION_ENV_VAR, ConfigError, Scale
 
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
@@ -469,7 +470,8 @@ def describe(scale: Scale) -> str:
 
 
 def quiet() -> None:
-    """Silence library chatter in notebooks: Ignite's INFO logs, HF download/loading bars."""
+    """Silence library chatter in notebooks (Ignite's INFO logs, HF download/loading bars) and give
+    every figure the notebook shows its alt text (:func:`tutorial_lib.figures.enable_alt_text`)."""
     import logging
 
     import datasets
@@ -479,3 +481,4 @@ def quiet() -> None:
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     datasets.disable_progress_bars()
+    figures.enable_alt_text()
