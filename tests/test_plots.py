@@ -12,7 +12,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.collections import PathCollection  # noqa: E402
 
-from tutorial_lib import plots, stats  # noqa: E402
+from tutorial_lib import figures, plots, stats  # noqa: E402
 from tutorial_lib.methods.adaptation import plots as adaptation
 from tutorial_lib.methods.forgetting import plots as forgetting_plots
 from tutorial_lib.methods.generation import decoding
@@ -366,3 +366,13 @@ def test_read_pretraining_says_how_much_of_the_fall_came_last():
                        "still falling at the end")
     assert text[1].endswith("no longer falling at the end")
     assert text[2] == "c: one validation, no curve"
+
+
+def test_read_confusion_names_the_weakest_class_and_the_commonest_confusion_and_the_alt_text_has_it():
+    m = np.array([[8, 2, 0], [1, 3, 6], [0, 0, 10]])
+    text = plots.read_confusion({"ours": m}, ["A", "B", "C"])
+    assert text == ("ours: weakest class B (30 % of 10 right); most frequent confusion B → C "
+                    "(6 items, 60 % of B)")
+    fig = plots.plot_confusion({"ours": m}, ["A", "B", "C"])
+    assert figures.alt_text(fig).endswith(f"What it shows in this run: {text}")
+    plt.close(fig)

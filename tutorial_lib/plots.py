@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from . import stats
+from . import figures, stats
 from .training import History
 
 
@@ -61,9 +61,11 @@ def read_pretraining(histories: Mapping[str, History]) -> str:
 
 
 def plot_learning_curves(
-    runs: Mapping[str, Sequence], metric: str = "error", title: str = "validation error"
+    runs: Mapping[str, Sequence], metric: str = "error", title: str = "validation error",
+    lower_is_better: bool = True, percent: bool = True,
 ) -> plt.Figure:
-    """Mean ± std over seeds of a validation metric against epochs, one line per backbone.
+    """Mean ± std over seeds of a validation metric against epochs, one line per backbone; its
+    alt text carries :func:`read_learning_curves` (print that under the figure).
 
     ``runs`` maps a name to a list of results that have a ``history`` (e.g. finetuning.Run).
     """
@@ -77,7 +79,7 @@ def plot_learning_curves(
     ax.set(xlabel="epoch", ylabel=metric, title=title)
     ax.legend()
     fig.tight_layout()
-    return fig
+    return figures.describe(fig, read_learning_curves(runs, metric, lower_is_better, percent))
 
 
 def read_learning_curves(runs: Mapping[str, Sequence], metric: str = "error",
@@ -128,7 +130,7 @@ def plot_confusion(
         ax.set_yticks(range(len(labels)), labels)
         ax.set(xlabel="predicted", ylabel="gold", title=name)
     fig.tight_layout()
-    return fig
+    return figures.describe(fig, read_confusion(matrices, labels))
 
 
 def plot_label_counts(counts: Mapping[str, Mapping[str, int]]) -> plt.Figure:
@@ -138,3 +140,23 @@ def plot_label_counts(counts: Mapping[str, Mapping[str, int]]) -> plt.Figure:
     ax.set(ylabel="examples", title="label distribution")
     ax.figure.tight_layout()
     return ax.figure
+
+
+def read_confusion(matrices: Mapping[str, np.ndarray], labels: Sequence[str]) -> str:
+    """What :func:`plot_confusion` shows, computed: per model, its weakest class (the share of
+    that class's test items it gets right) and its most frequent confusion (gold → predicted,
+    count and share of the gold class)."""
+    lines = []
+    for name, m in matrices.items():
+        m = np.asarray(m, dtype=float)
+        totals = m.sum(axis=1)
+        recall = np.divide(np.diag(m), totals, out=np.full(len(m), np.nan), where=totals > 0)
+        weak = int(np.nanargmin(recall))
+        off = m.copy()
+        np.fill_diagonal(off, 0)
+        gold, pred = np.unravel_index(int(off.argmax()), off.shape)
+        lines.append(f"{name}: weakest class {labels[weak]} ({100 * recall[weak]:.0f} % of "
+                     f"{int(totals[weak])} right); most frequent confusion {labels[gold]} → "
+                     f"{labels[pred]} ({int(off[gold, pred])} items, "
+                     f"{100 * off[gold, pred] / max(1, totals[gold]):.0f} % of {labels[gold]})")
+    return "\n".join(lines)
