@@ -204,3 +204,18 @@ def test_the_settings_table_has_one_row_per_field_and_marks_what_differs_from_cl
     assert table.loc["backbone", "differs from classroom"] == ""
     assert (AdversarialSettings.at("classroom").table()["differs from classroom"] == "").all()
     assert len(AmnesicSettings().table()) == len(fields(AmnesicSettings))  # no budget: a row a field
+
+
+def test_settings_keep_the_scale_they_were_made_at_through_replace_and_copies():
+    import copy
+    import pickle
+
+    from tutorial_lib.methods.prompts.settings import DARTSettings
+
+    smoke = DARTSettings.at("smoke")
+    assert smoke.scale is config.get_scale("smoke")
+    assert DARTSettings.at(config.get_scale("gpu")).scale.name == "gpu"
+    assert smoke.replace(steps=3).scale.name == "smoke"  # replace keeps it
+    assert pickle.loads(pickle.dumps(smoke)).scale.name == copy.deepcopy(smoke).scale.name == "smoke"
+    assert DARTSettings().scale.name == "classroom"  # the class's defaults are the classroom values
+    assert smoke == DARTSettings(**{f.name: getattr(smoke, f.name) for f in dataclasses.fields(smoke)})

@@ -114,7 +114,16 @@ class Settings:
         if set(changes) - names:
             raise ConfigError(f"{cls.__name__}.scales sets no field(s) {sorted(set(changes) - names)}; "
                               f"its fields: {sorted(names)}")
-        return apply_seed_set(cls(**changes), seed_fields(cls))
+        out = apply_seed_set(cls(**changes), seed_fields(cls))
+        object.__setattr__(out, "_scale", scale if isinstance(scale, Scale) else get_scale(scale))
+        return out
+
+    @property
+    def scale(self) -> Scale:
+        """The scale these settings were made :meth:`at` (kept by :meth:`replace`); settings made
+        by the class itself hold its defaults, the classroom values. Functions that take settings
+        read the scale here: a notebook never passes both."""
+        return getattr(self, "_scale", None) or get_scale("classroom")
 
     def table(self) -> pd.DataFrame:
         """The settings as a table, one row per field (a nested ``budget``'s fields as
@@ -152,7 +161,10 @@ class Settings:
                     f"its settings: {sorted(names | budget_names)}")
             changes = {k: v for k, v in changes.items() if k in names}
             changes["budget"] = budget.replace(**inner)
-        return replace(self, **changes)
+        out = replace(self, **changes)
+        if hasattr(self, "_scale"):
+            object.__setattr__(out, "_scale", self._scale)
+        return out
 
 
 @dataclass(frozen=True)
