@@ -1,13 +1,14 @@
-"""Fine-tuning a backbone on a classification task (notebook 02 and every method notebook).
+"""The one runner (every training run in the notebooks) and fine-tuning a classifier with it.
 
-:func:`finetune` trains one backbone (any name :func:`tutorial_lib.backbones.load_backbone`
-knows) with one seed under a fixed budget and returns its history and test metrics. Model
-selection never looks at the test split: we report the model at the end of the budget and show
-validation curves alongside. :func:`compare_methods` runs several methods × seeds at the same
-budget — the design of every method notebook — with hooks that make each method. Every driver
-above ``fit`` reports a :class:`Run` (:func:`run` makes most of them; the multi-task
-runs of 06–07 and the few-shot runs of 09 make their own).
-"""
+A :class:`Recipe` says what a kind of run does — the backbone, the model to build, the training
+rows (or a loader), the budget, the method, how to validate and test, which checkpoint to keep —
+and :func:`run` follows it for one seed: seed → backbone → model → loader →
+:func:`~tutorial_lib.training.fit` → score → a :class:`Run` (its record and table row).
+:func:`compare` runs recipes × seeds, the design of every method notebook, one row per run.
+:func:`finetune` is the run of :func:`classifier_recipe` (a backbone + a classification head;
+model selection never looks at the test split: the model at the end of the budget, validation
+curves alongside); :func:`compare_methods` compares methods of it at one budget, reusing plain
+runs from a cache shared across notebooks (:func:`cached_finetune`)."""
 
 from __future__ import annotations
 
