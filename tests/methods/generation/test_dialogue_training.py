@@ -12,6 +12,7 @@ import torch
 from tiny import tensors_equal, word_tokenizer
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from tutorial_lib.finetuning import Run
 from tutorial_lib.methods.generation import dialogue, dialogue_training
 from tutorial_lib.methods.generation.dialogue import Turn
 from tutorial_lib.settings import Budget
@@ -121,15 +122,35 @@ def test_finetune_trains_only_the_top_and_lowers_the_loss(tok) -> None:
     run = dialogue_training.finetune(model, states, seed=0, head_lr=3e-2,
                                      budget=Budget(lr=3e-3, epochs=4, batch_size=4))
     after = float(dialogue.double_heads_loss(model, dialogue_training.states_batch(states))[0])
-    assert run.trainer.state.iteration == 12 and after < before
+    rows = run.history.train
+    assert len(rows) == 12 and after < before and {"lm", "mc"} <= set(rows[0])
     new = {id(p) for p in [*model.segments.parameters(), *model.mc_head.parameters()]}
-    groups = run.optimizer.param_groups
+    groups = dialogue_training.new_parts_rate(3e-2)(model, 3e-3, 0.01)
     scales = {(round(g.get("lr_scale", 1.0), 6), {id(p) for p in g["params"]} <= new) for g in groups}
     assert scales == {(1.0, False), (10.0, True)}  # the new parts at head_lr, the rest at lr
+    assert groups[-1]["lr_scale"] == pytest.approx(10.0)  # and the run trained with these groups:
+    assert all(r[f"lr_{len(groups) - 1}"] == pytest.approx(10 * r["lr"]) for r in rows)
     assert all(tensors_equal(v, model.lm.model.layers[0].state_dict()[k]) for k, v in frozen.items())
     assert model.segments.weight.abs().sum() > 0  # the speakers learned something
     assert not model.lm.model.embed_tokens.weight.requires_grad
     assert model.lm.model.layers[2].self_attn.q_proj.weight.requires_grad
+
+
+def test_finetune_prepares_the_model_with_its_prepare(tok) -> None:
+    """``prepare`` replaces train_top (notebook 16's exercise 5: the speakers kept at zero)."""
+    model = make_model(tok, 2)
+    with torch.no_grad():
+        model.segments.weight.zero_()
+    states = [dialogue_training.turn_states(model, tok, t, amp_dtype=None) for t in TURNS]
+
+    def without_speakers(m) -> None:
+        dialogue_training.train_top(m)
+        m.segments.requires_grad_(False)
+
+    run = dialogue_training.finetune(model, states, seed=0, head_lr=3e-2, prepare=without_speakers,
+                                     budget=Budget(lr=3e-3, epochs=2, batch_size=2))
+    assert len(run.history.train) == 4 and not model.segments.weight.any()
+    assert model.mc_head.weight.requires_grad and run.test == {}
 
 
 @pytest.mark.parametrize("segment_layer", [0, 1, 2])
@@ -194,12 +215,10 @@ def test_scoring_all_candidates_once_serves_every_draw(tok) -> None:
 
 
 def test_a_run_is_the_tutorials_run_record_with_both_losses_in_its_history(tok) -> None:
-    from tutorial_lib.finetuning import Run
-
     model = make_model(tok, 2)
     states = [dialogue_training.turn_states(model, tok, t, amp_dtype=None) for t in TURNS] * 2
-    run = dialogue_training.run(model, states, states[:3], seed=0, head_lr=3e-2,
-                                budget=Budget(lr=3e-3, epochs=2, batch_size=3, eval_batch_size=2))
+    run = dialogue_training.finetune(model, states, test=states[:3], seed=0, head_lr=3e-2,
+                                     budget=Budget(lr=3e-3, epochs=2, batch_size=3, eval_batch_size=2))
     assert isinstance(run, Run) and run.seed == 0 and run.seconds > 0
     assert len(run.history.train) == 4
     assert all({"loss", "lm", "mc"} <= set(r) for r in run.history.train)

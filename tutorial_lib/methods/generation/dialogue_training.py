@@ -10,8 +10,8 @@ seed and every evaluation runs only the top ``k`` layers on them, sharing the co
 way (:func:`turn_scores` on a :func:`context_batch`). The not-fine-tuned model reads the same
 states with its pretrained top layers, so before vs after fine-tuning is scored on identical
 inputs; it is scored once on all of a turn's candidates (:func:`score`), and each seed's draw
-of candidates picks its scores (:func:`picked`). :func:`run` is one seed's fine-tuning and
-evaluation as a :class:`tutorial_lib.finetuning.Run`.
+of candidates picks its scores (:func:`picked`). :func:`finetune` is one seed's fine-tuning (and
+evaluation, given test turns): a recipe run by :func:`tutorial_lib.finetuning.run`.
 ``tests/methods/generation/test_dialogue_training.py`` checks that these paths give the scores
 and losses of the plain one (:func:`~tutorial_lib.methods.generation.dialogue.collate`) and of
 :class:`DoubleHeads` on a :func:`states_batch` (every candidate with its whole context).
@@ -20,7 +20,7 @@ and losses of the plain one (:func:`~tutorial_lib.methods.generation.dialogue.co
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,12 +28,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...finetuning import Run
-from ...models import count_parameters
+from ...finetuning import Recipe, Run, Scored, run
 from ...params import decay_groups
-from ...runtime import autocast, autocast_dtype, device, seed_everything
+from ...runtime import autocast, autocast_dtype, device
 from ...settings import Budget
-from ...training import FitResult, Method, ParamGroups, fit_with, resumable_loader
+from ...training import Method, ParamGroups
 from .dialogue import (
     BOT,
     IGNORE,
@@ -256,15 +255,15 @@ def new_parts_rate(head_lr: float) -> ParamGroups:
 def finetune(
     model: DoubleHeads, train: Sequence[TurnStates], *, seed: int, budget: Budget,
     lm_coef: float = 2.0, mc_coef: float = 1.0, head_lr: float | None = None,
-) -> FitResult:
-    """The double-heads fine-tuning of the top layers (:func:`train_top`) through the one
-    training recipe (:func:`tutorial_lib.training.fit_with` the ``budget``), on cached states,
-    each context run once per step (:func:`context_loss`); ``head_lr``: the new parts' own rate
-    (None: the budget's). The history's rows carry both parts of the loss (``lm``, ``mc``)."""
-    seed_everything(seed)
-    train_top(model)
-    loader = resumable_loader(list(train), batch_size=budget.batch_size, seed=seed,
-                              collate_fn=context_batch)
+    prepare: Callable[[nn.Module], None] = train_top, test: Sequence[TurnStates] | None = None,
+    backbone: str = "smollm2",
+) -> Run:
+    """The double-heads fine-tuning of the top layers (``prepare``: :func:`train_top`) through the
+    one runner (:func:`tutorial_lib.finetuning.run` of a recipe under ``budget``), on cached
+    states, each context run once per step (:func:`context_loss`); ``head_lr``: the new parts' own
+    rate (None: the budget's). The history's rows carry both parts of the loss (``lm``, ``mc``).
+    ``test``: turns scored at the end (:func:`evaluate`, by the head): the :class:`Run`'s ``test``
+    metrics, its row's Hits@1 by the head and by the LM and the gold reply's perplexity."""
     parts: list[dict[str, float]] = []
 
     def loss(m: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -272,11 +271,19 @@ def finetune(
         parts.append(part)
         return total
 
-    method = Method(loss_fn=loss, param_groups=new_parts_rate(head_lr) if head_lr else None)
-    fitted = fit_with(model, loader, budget, method=method)
-    for row, part in zip(fitted.history.train, parts):
+    def score(m: nn.Module, _: object) -> Scored:
+        scores = evaluate(m, test, "mc", budget.eval_batch_size)
+        return Scored(scores, {k: scores[k] for k in ("hits_at_1", "hits_at_1_lm", "reply_ppl")})
+
+    method = Method(prepare=prepare, loss_fn=loss,
+                    param_groups=new_parts_rate(head_lr) if head_lr else None)
+    recipe = Recipe(build=lambda _: model, budget=budget, method=method, rows=lambda _: list(train),
+                    collate=lambda _: context_batch, score=score if test is not None else None,
+                    name=backbone)
+    result = run(recipe, seed)
+    for row, part in zip(result.history.train, parts):
         row.update(part)
-    return fitted
+    return result
 
 
 @dataclass(frozen=True)
@@ -346,23 +353,6 @@ def evaluate(model: DoubleHeads, turns_: Sequence[TurnStates], how: str = "mc",
     if how == "lm":
         out["hits_at_1"], out["correct"] = out["hits_at_1_lm"], out["correct_lm"]
     return out
-
-
-def run(
-    model: DoubleHeads, train: Sequence[TurnStates], test: Sequence[TurnStates], *, seed: int,
-    budget: Budget, lm_coef: float = 2.0, mc_coef: float = 1.0, head_lr: float | None = None,
-    backbone: str = "smollm2",
-) -> Run:
-    """One run: :func:`finetune` on ``train``, then :func:`evaluate` on ``test`` — as the
-    tutorial's run record (:class:`tutorial_lib.finetuning.Run`: its ``test`` metrics, the
-    ``history`` with both parts of the loss, the training seconds, the parameters trained), whose
-    row shows Hits@1 by the head and by the LM, and the gold reply's perplexity."""
-    fitted = finetune(model, train, seed=seed, budget=budget, lm_coef=lm_coef, mc_coef=mc_coef,
-                      head_lr=head_lr)
-    scores = evaluate(model, test, "mc", budget.eval_batch_size)
-    columns = {k: scores[k] for k in ("hits_at_1", "hits_at_1_lm", "reply_ppl")}
-    return Run(backbone, seed, scores, fitted.history, fitted.seconds,
-               count_parameters(model, trainable_only=True), count_parameters(model), columns=columns)
 
 
 def sample(turns_: Sequence[Turn], n: int | None, seed: int = 0) -> list[Turn]:

@@ -10,10 +10,10 @@ Modules
     labels -100 on the prompt) and the held-out tasks' answer options.
     ``zeroshot.py`` — ranking each answer option by its log-probability given the prompt;
     accuracy against each task's majority floor.
-    ``sft.py`` — LoRA (``peft``) on the causal LM and supervised fine-tuning through the one
-    training recipe (``training.fit_with``).
+    ``sft.py`` — LoRA (``peft``) on the causal LM and supervised fine-tuning, a recipe run by the
+    one runner (``finetuning.run``).
     ``dpo.py`` — the DPO loss beside its equation, the implicit reward, the frozen reference (the
-    same model with its adapter disabled), DPO through the one recipe.
+    same model with its adapter disabled), DPO as a recipe run by the one runner.
     ``preferences.py`` — ConvAI2 turns as prompts, preference pairs (gold = chosen, a distractor
     = rejected), Hits@1 by a model's own score and the gold reply's perplexity.
     ``plots.py`` — 17's figures.

@@ -35,9 +35,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...runtime import seed_everything
+from ...finetuning import Recipe, Run, run
 from ...settings import Budget
-from ...training import FitResult, Method, fit_with, pad_ids, resumable_loader
+from ...training import Method, pad_ids
 from .instructions import render
 from .zeroshot import sequence_logps
 
@@ -133,13 +133,11 @@ def batch_loss(model: nn.Module, batch: Mapping[str, torch.Tensor], beta: float 
 
 
 def finetune(model: nn.Module, pairs: Sequence[Mapping], *, seed: int, budget: Budget, pad_id: int,
-             beta: float = 0.1, progress: str | None = None) -> FitResult:
-    """DPO of a ``peft`` model on ``pairs`` (:func:`pair_row`'s) through the one training recipe
-    (:func:`tutorial_lib.training.fit_with` under ``budget``), the reference = the same model with
-    its adapter disabled. The history's rows carry each step's mean rewards and reward accuracy."""
-    seed_everything(seed)
-    loader = resumable_loader(list(pairs), batch_size=budget.batch_size, seed=seed,
-                              collate_fn=collate_pairs(pad_id))
+             beta: float = 0.1, progress: bool = False) -> Run:
+    """DPO of a ``peft`` model on ``pairs`` (:func:`pair_row`'s) with the one runner
+    (:func:`tutorial_lib.finetuning.run` of a recipe under ``budget``), the reference = the same
+    model with its adapter disabled. The history's rows carry each step's mean rewards and reward
+    accuracy."""
     parts: list[dict[str, float]] = []
 
     def loss(m: nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -147,7 +145,9 @@ def finetune(model: nn.Module, pairs: Sequence[Mapping], *, seed: int, budget: B
         parts.append(part)
         return value
 
-    fitted = fit_with(model, loader, budget, method=Method(loss_fn=loss), progress=progress)
-    for row, part in zip(fitted.history.train, parts):
+    recipe = Recipe(build=lambda _: model, budget=budget, method=Method(loss_fn=loss),
+                    rows=lambda _: list(pairs), collate=collate_pairs)
+    result = run(recipe, seed, progress=progress)
+    for row, part in zip(result.history.train, parts):
         row.update(part)
-    return fitted
+    return result

@@ -7,10 +7,10 @@ matrix. :func:`with_lora` puts ``peft``'s LoRA on ``targets`` (the attention's q
 projections by default), optionally in the top ``top_layers`` layers only: backpropagation then
 stops at the lowest adapted layer, which on a CPU makes a step much cheaper than adapting all 30.
 
-:func:`finetune` is :func:`tutorial_lib.training.fit_with` — the one training recipe (AdamW,
+:func:`finetune` is a recipe run by :func:`tutorial_lib.finetuning.run` — the one runner (AdamW,
 warm-up and linear decay, clipping, the resumable data stream) — with the loss on the response
 tokens only (:func:`~tutorial_lib.methods.instruction.zeroshot.response_loss`). :func:`run` is one
-seed's SFT and zero-shot evaluation as a :class:`tutorial_lib.finetuning.Run`.
+seed's SFT and zero-shot evaluation (the recipe's ``score``), a :class:`tutorial_lib.finetuning.Run`.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 from torch import nn
 
-from ...finetuning import Run
+from ... import finetuning
+from ...finetuning import Recipe, Run, Scored
 from ...floors import Floor
-from ...models import count_parameters
-from ...runtime import device_of, seed_everything
+from ...runtime import device_of
 from ...settings import Budget
-from ...training import FitResult, Method, fit_with, pad_collate, resumable_loader
+from ...training import Method, pad_collate
 from .instructions import Item
 from .zeroshot import evaluate, response_loss, sequence_logps
 
@@ -52,13 +52,15 @@ def with_lora(lm: nn.Module, *, r: int = 8, alpha: float = 16.0,
 
 def finetune(model: nn.Module, rows: Sequence[Mapping], *, seed: int, budget: Budget, pad_id: int,
              loss: Callable[[nn.Module, Mapping], torch.Tensor] = response_loss,
-             progress: str | None = None) -> FitResult:
-    """Train ``model`` on rendered ``rows`` (``input_ids``, ``labels``: -100 on the prompt)
-    through the one recipe under ``budget``, the loss on the response tokens only (or ``loss``)."""
-    seed_everything(seed)
-    loader = resumable_loader(list(rows), batch_size=budget.batch_size, seed=seed,
-                              collate_fn=pad_collate(pad_id), group_by_length=budget.group_by_length)
-    return fit_with(model, loader, budget, method=Method(loss_fn=loss), progress=progress)
+             score: Callable[[nn.Module, object], Scored] | None = None, name: str = "",
+             progress: bool = False) -> Run:
+    """Train ``model`` on rendered ``rows`` (``input_ids``, ``labels``: -100 on the prompt) with
+    the one runner (:func:`tutorial_lib.finetuning.run` of a recipe under ``budget``), the loss on
+    the response tokens only (or ``loss``); ``score``: the recipe's test at the end."""
+    recipe = Recipe(build=lambda _: model, budget=budget, method=Method(loss_fn=loss),
+                    rows=lambda _: list(rows), collate=lambda _: pad_collate(pad_id), score=score,
+                    name=name)
+    return finetuning.run(recipe, seed, progress=progress)
 
 
 @torch.inference_mode()
@@ -88,14 +90,19 @@ def run(lm: nn.Module, tokenizer: Any, rows: Sequence[Mapping], items: Mapping[s
     the training never saw) ``scores["dev"]["losses"]``: each one's loss after training
     (:func:`example_losses`); its ``columns`` each task's accuracy; ``keep_model``: the trained
     model stays on the run (``model``; else None, so that runs do not hold 540 MB each)."""
-    model = with_lora(lm, seed=seed, **lora)
-    fitted = finetune(model, rows, seed=seed, budget=budget, pad_id=tokenizer.pad_token_id)
-    scores = evaluate(model, tokenizer, items, floors, length_norm=length_norm, max_len=budget.max_len,
-                      batch_size=budget.eval_batch_size, calibrate=calibrate)
-    columns = {task: s["accuracy"] for task, s in scores.items()}
-    if dev_rows:
-        scores["dev"] = {"losses": example_losses(model, dev_rows, pad_id=tokenizer.pad_token_id,
-                                                  batch_size=budget.eval_batch_size)}
-    return Run(backbone, seed, {"accuracy": sum(columns.values()) / len(columns)}, fitted.history,
-               fitted.seconds, count_parameters(model, trainable_only=True), count_parameters(model),
-               model=model if keep_model else None, columns=columns, name=name, scores=scores)
+    model, scores = with_lora(lm, seed=seed, **lora), {}
+
+    def score(m: nn.Module, _: object) -> Scored:
+        scores.update(evaluate(m, tokenizer, items, floors, length_norm=length_norm,
+                               max_len=budget.max_len, batch_size=budget.eval_batch_size,
+                               calibrate=calibrate))
+        columns = {task: s["accuracy"] for task, s in scores.items()}
+        if dev_rows:
+            scores["dev"] = {"losses": example_losses(m, dev_rows, pad_id=tokenizer.pad_token_id,
+                                                      batch_size=budget.eval_batch_size)}
+        return Scored({"accuracy": sum(columns.values()) / len(columns)}, columns)
+
+    result = finetune(model, rows, seed=seed, budget=budget, pad_id=tokenizer.pad_token_id,
+                      score=score, name=backbone)
+    result.name, result.scores, result.model = name, scores, model if keep_model else None
+    return result
