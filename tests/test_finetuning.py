@@ -8,6 +8,7 @@ import hashlib
 import shutil
 
 import pytest
+import torch
 from datasets import Dataset
 from tiny import tensors_equal
 
@@ -258,3 +259,39 @@ def test_the_runners_rate_is_the_methods_else_the_budgets():
     assert finetuning.run(_tiny_recipe(), 0).lr == 1e-2
     assert finetuning.run(_tiny_recipe(method=Method(lr=3e-4)), 0).lr == 3e-4
     assert finetuning.run(_tiny_recipe(method=Method(lr=0.0)), 0).lr == 0.0  # 0 is a rate, not unset
+
+
+def test_a_run_that_does_not_reseed_continues_the_callers_random_streams():
+    """reseed=False (a run inside another): the run draws where its caller's generator stands, so
+    two such runs after one seeding differ, and one after the same seeding repeats."""
+
+    def build(backbone):  # a model whose start is drawn from the global generator
+        model = backbone.classifier(3)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.1 * torch.randn_like(p))
+        return model
+
+    def once(draws_before: int, **changes) -> list[float]:
+        recipe = _tiny_recipe(build=build, **changes)  # (its tiny backbone seeds the generator)
+        torch.manual_seed(7)
+        torch.rand(draws_before)
+        return [r["loss"] for r in finetuning.run(recipe, 0).history.train]
+
+    assert once(0, reseed=False) == once(0, reseed=False) != once(5, reseed=False)
+    assert once(0) == once(5)  # reseeded (the default): the caller's draws do not matter
+
+
+def test_compare_takes_a_recipe_per_seed():
+    """A recipe may be a function of the seed (each seed's stage from its own model): compare calls
+    it once per seed, and the runs are those of the recipes it returned."""
+    asked = []
+
+    def of_seed(seed: int) -> finetuning.Recipe:
+        asked.append(seed)
+        return _tiny_recipe(steps=2 + seed)
+
+    table, runs = finetuning.compare({"fixed": _tiny_recipe(steps=2), "per seed": of_seed}, (0, 1))
+    assert asked == [0, 1] and list(table["method"]) == ["fixed", "fixed", "per seed", "per seed"]
+    assert [len(r.history.train) for r in runs["per seed"]] == [2, 3]
+    assert [len(r.history.train) for r in runs["fixed"]] == [2, 2]

@@ -123,7 +123,9 @@ class Recipe:
       validation ``"score"`` was highest, first best kept: few-shot runs choose on dev);
     * ``score(model, backbone)`` — the test metrics at the end (:class:`Scored`; None: nothing is
       tested here);
-    * ``on_cpu`` — train on the CPU in fp32 whatever the machine (e.g. features cached there).
+    * ``on_cpu`` — train on the CPU in fp32 whatever the machine (e.g. features cached there);
+    * ``reseed`` — False: the run does not seed, it continues the caller's random streams (a run
+      inside another, e.g. a head trained alone before or during the stage that built it).
     """
 
     build: Callable[[Backbone | None], nn.Module]
@@ -143,6 +145,7 @@ class Recipe:
     select: str = "last"
     score: Callable[[nn.Module, Backbone | None], Scored] | None = None
     on_cpu: bool = False
+    reseed: bool = True
     name: str = ""  # the Run's backbone column when ``backbone`` is None or an object
 
     def replace(self, **changes: object) -> Recipe:
@@ -158,7 +161,8 @@ def run(recipe: Recipe, seed: int, *, scale: Scale | None = None, progress: bool
     ``checkpoint_dir``: checkpoint at every validation; a killed run, re-run, ends with the
     weights of an uninterrupted one. ``keep_model``: the Run keeps the trained model."""
     r, budget, method = recipe, recipe.budget, recipe.method
-    seed_everything(seed)
+    if r.reseed:
+        seed_everything(seed)
     backbone, name = r.backbone, r.name
     if isinstance(backbone, Backbone):
         backbone, name = copy.deepcopy(backbone), name or backbone.name
@@ -397,7 +401,7 @@ def method_and_run(spec: Method | Mapping[str, object]) -> tuple[Method, dict]:
 
 
 def compare(
-    recipes: Mapping[str, Recipe],
+    recipes: Mapping[str, Recipe | Callable[[int], Recipe]],
     seeds: Sequence[int] | Mapping[str, Sequence[int]],
     *,
     scale: Scale | None = None,
@@ -408,12 +412,14 @@ def compare(
     """Every recipe × seed through the one runner (:func:`run`, ``options`` to it): the design
     of every method notebook. One row per run — the run's own (:meth:`Run.row`), its ``method``
     (the recipe's name) and ``columns(name, run)`` — and the runs by name. ``seeds``: one seed
-    list for all, or per recipe. ``runner(recipe, seed, name=…, **options)``: instead of
+    list for all, or per recipe. A recipe may be a function of the seed (e.g. each seed's stage 2
+    from its own stage-1 model). ``runner(recipe, seed, name=…, **options)``: instead of
     :func:`run` (e.g. one that reuses cached plain runs, or measures memory)."""
     rows, runs = [], {}
-    for name, recipe in recipes.items():
+    for name, of_seed in recipes.items():
         runs[name] = []
         for seed in seeds[name] if isinstance(seeds, Mapping) else seeds:
+            recipe = of_seed(seed) if callable(of_seed) else of_seed
             one = (runner(recipe, seed, name=name, scale=scale, **options) if runner
                    else run(recipe, seed, scale=scale, **options))
             rows.append({**one.row(), "method": name, **(columns(name, one) if columns else {})})

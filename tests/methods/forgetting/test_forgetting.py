@@ -148,7 +148,7 @@ def test_strength_zero_is_plain_fine_tuning_and_a_strong_anchor_keeps_the_weight
         loader = resumable_loader(rows, seed=0, batch_size=4, collate_fn=pad_collate(0))
         torch.manual_seed(0)
         fit(model, loader, lr=1e-2, weight_decay=0.0, epochs=1, schedule=None,
-            method=Method(loss_fn=forgetting.stage_two_loss(model, reg, source, teacher)),
+            method=Method(loss_fn=forgetting.stage_two_loss(reg, source, teacher)),
             amp_dtype=None)
         return model
 
@@ -180,12 +180,12 @@ def test_stage_two_loss_logs_the_cross_entropy_and_the_penalty_it_adds(kind):
     _move(model, 0.05)  # away from the anchor, so that the anchored penalties are not zero
     teacher = tiny_bert_classifier(num_labels=2).eval() if kind == "LwF" else None
     batch = padded_batch(3)
-    log: list[dict] = []
     reg = forgetting.Regulariser() if kind == "none" else forgetting.Regulariser(kind, 2.0)
     model.eval()  # no dropout: the same forward pass twice
-    loss = forgetting.stage_two_loss(model, reg, source, teacher, log)(model, batch)
+    loss = forgetting.stage_two_loss(reg, source, teacher)(model, batch)
     target_logits, _ = model.both(batch["input_ids"], batch["attention_mask"])
-    assert len(log) == 1
+    log = [model.last_losses]
+    assert set(log[0]) == {"cross_entropy", "penalty"}
     assert log[0]["cross_entropy"] == pytest.approx(
         float(torch.nn.functional.cross_entropy(target_logits, batch["labels"])), rel=1e-5)
     assert loss.item() == pytest.approx(log[0]["cross_entropy"] + log[0]["penalty"], rel=1e-5)
@@ -228,8 +228,9 @@ def test_relative_shift_is_the_distance_travelled_over_the_size():
 
 def test_curves_read_the_runs_histories():
     def run(method, seed, ces):
-        history = History(train=[{"step": i + 1, "loss": c + 1.0, "cross_entropy": c, "penalty": 1.0}
-                                 for i, c in enumerate(ces)])
+        history = History(train=[{"step": i + 1, "loss": c + 1.0} for i, c in enumerate(ces)],
+                          evals=[{"step": i + 1, "split": "train", "cross_entropy": c, "penalty": 1.0,
+                                  "epoch": (i + 1) / len(ces)} for i, c in enumerate(ces)])
         return Run("tiny", seed, {}, history, columns={"method": method})
 
     steps = forgetting.curves([run("fine-tuning", 0, [2.0, 1.0]), run("EWC 1", 0, [2.0, 1.5])])

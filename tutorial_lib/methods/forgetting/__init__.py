@@ -3,8 +3,9 @@ ensembles distilled into small students.
 
 Read first
     ``forgetting.py``: ``SequentialTransfer`` (stage 1 on the source task, stage 2 on the target
-    with the source scored by its own frozen head and by a refitted linear head; one
-    ``finetuning.Run`` per stage-2 run) and the penalties Ω added to stage 2's loss.
+    with the source scored by its own frozen head and by a refitted linear head; stage 2 is a
+    ``finetuning.Recipe`` per seed and regulariser, run by ``finetuning.compare``: one
+    ``finetuning.Run`` each) and the penalties Ω added to stage 2's loss.
 
 Modules
     ``settings.py`` — ``ForgettingSettings``.

@@ -3,8 +3,8 @@
 The experiment: fine-tune an encoder on a **source** task (stage 1), then give it a new head and
 fine-tune it on a **target** task (stage 2). The source head is kept, frozen, on the same encoder,
 so the source task can be scored after stage 2: what it lost is the *forgetting*. During stage 2
-a regulariser Ω is added to the target's cross-entropy (as a ``loss_fn`` of the one recipe,
-:func:`tutorial_lib.training.fit`):
+a regulariser Ω is added to the target's cross-entropy (as a ``loss_fn`` of the one runner,
+:func:`tutorial_lib.finetuning.run`):
 
 ==============  ==============================================================================
 regulariser     Ω (w_S: the shared encoder's trained weights, w_new: the new head's)
@@ -54,13 +54,13 @@ from torch.utils.data import DataLoader
 from ...backbones import Backbone, load_backbone
 from ...config import Scale
 from ...evaluation import evaluate
-from ...finetuning import Run, finetune
-from ...models import Output, SequenceClassifier, count_parameters, sequence_loss
-from ...runtime import autocast, autocast_dtype, device, seed_everything
+from ...finetuning import Recipe, Run, Scored, compare, finetune
+from ...models import Output, SequenceClassifier, sequence_loss
+from ...runtime import autocast, autocast_dtype, device
 from ...settings import Budget
 from ...stats import floor_column
 from ...tasks import Task
-from ...training import Batch, Method, eval_loader, fit_with, pad_collate, resumable_loader
+from ...training import Batch, Method, eval_loader, pad_collate
 from .distillation import soft_target_loss
 from .settings import ForgettingSettings
 
@@ -238,13 +238,13 @@ class SourceModel:
     probe_accuracy: float = float("nan")  # a fresh linear head on its encoder (:func:`refit_probe`)
 
 
-def stage_two_loss(model: TwoHeadClassifier, reg: Regulariser, source: SourceModel,
-                   teacher: nn.Module | None = None, log: list[dict] | None = None
-                   ) -> Callable[[nn.Module, Batch], torch.Tensor]:
-    """The target's cross-entropy + Ω of ``reg``, as a ``loss_fn`` for :func:`training.fit`;
-    ``log``: a list that gets both parts of every step (``cross_entropy``, ``penalty``)."""
+def stage_two_loss(reg: Regulariser, source: SourceModel, teacher: nn.Module | None = None
+                   ) -> Callable[[TwoHeadClassifier, Batch], torch.Tensor]:
+    """The target's cross-entropy + Ω of ``reg``, as a ``loss_fn`` of stage 2's
+    :class:`~tutorial_lib.training.Method`; the model keeps both parts of its last step in
+    ``last_losses`` (``cross_entropy``, ``penalty``)."""
 
-    def loss_fn(m: nn.Module, batch: Batch) -> torch.Tensor:
+    def loss_fn(model: TwoHeadClassifier, batch: Batch) -> torch.Tensor:
         target_logits, source_logits = model.both(batch["input_ids"], batch["attention_mask"])
         ce = F.cross_entropy(target_logits.float(), batch["labels"])
         omega = torch.zeros((), device=ce.device)
@@ -256,8 +256,7 @@ def stage_two_loss(model: TwoHeadClassifier, reg: Regulariser, source: SourceMod
             omega = ewc_penalty(model, source.anchor, source.fisher, reg.strength)
         elif reg.kind == "LwF":
             omega = lwf_term(model, source_logits, batch, teacher, reg.strength, reg.temperature)
-        if log is not None:
-            log.append({"cross_entropy": float(ce.detach()), "penalty": float(omega.detach())})
+        model.last_losses = {"cross_entropy": float(ce.detach()), "penalty": float(omega.detach())}
         return ce + omega
 
     return loss_fn
@@ -313,10 +312,11 @@ def relative_shift(params: Mapping[str, nn.Parameter], anchor: Mapping[str, torc
 class SequentialTransfer:
     """Source → target on one backbone: the tasks encoded once, stage 1 per seed
     (:meth:`source_stage`, through ``finetuning.finetune``), stage 2 per seed and regulariser
-    (:meth:`target_stage`, through ``training.fit``: one :class:`~tutorial_lib.finetuning.Run`
-    each), one table row per run (:meth:`table`). The source task is read after each stage twice:
-    by its own frozen head, and by a fresh linear head refitted on the encoder's states
-    (:func:`refit_probe`, C = ``probe_c``, ``probe_folds`` folds of the source's test sentences)."""
+    (:meth:`recipe`, run by ``finetuning.run``; :meth:`runs`: ``finetuning.compare``; one
+    :class:`~tutorial_lib.finetuning.Run` each), one table row per run (:meth:`table`). The
+    source task is read after each stage twice: by its own frozen head, and by a fresh linear
+    head refitted on the encoder's states (:func:`refit_probe`, C = ``probe_c``,
+    ``probe_folds`` folds of the source's test sentences)."""
 
     scale: Scale
     backbone: str
@@ -372,34 +372,31 @@ class SequentialTransfer:
         _, probe = self.read_source(model, model.head)
         return SourceModel(seed, model.cpu(), anchor, fish, res.test["accuracy"], res.seconds, probe)
 
-    def target_stage(self, source: SourceModel, reg: Regulariser, seed: int) -> Run:
-        """Stage 2 from a copy of ``source``'s model: a :class:`~tutorial_lib.finetuning.Run`
-        whose history has the target's cross-entropy and Ω at every step, whose ``test`` is the
-        target's, and whose columns hold the source task before and after (old head, fresh probe),
-        the forgetting, the target's accuracy and how far the encoder moved."""
-        seed_everything(seed)
-        stage1 = copy.deepcopy(source.model).to(device())
-        teacher = copy.deepcopy(stage1).eval().requires_grad_(False) if reg.kind == "LwF" else None
-        model = TwoHeadClassifier(stage1, self.target.num_labels).to(device())
-        b = self.target_budget
-        train = resumable_loader(self.rows["target"]["train"], seed=seed, batch_size=b.batch_size,
-                                 collate_fn=pad_collate(self.bb.pad_id),
-                                 group_by_length=b.group_by_length)
-        log: list[dict] = []
-        fitted = fit_with(model, train, b,
-                          method=Method(loss_fn=stage_two_loss(model, reg, source, teacher, log)))
-        for row, parts in zip(fitted.history.train, log):
-            row.update(parts)
-        after, probe = self.read_source(model, model.source_head)
-        target = evaluate(model, self.loader("target", "test"), num_labels=self.target.num_labels)
-        columns = {"method": reg.label, "regulariser": reg.kind, "strength": reg.strength,
-                   "source_before": source.test_accuracy, "source_accuracy": after,
-                   "forgetting": source.test_accuracy - after, "target_accuracy": target["accuracy"],
-                   "probe_before": source.probe_accuracy, "source_probe": probe,
-                   "moved": relative_shift(shared_parameters(model), source.anchor)}
-        return Run(self.backbone, seed, target, fitted.history, fitted.seconds,
-                   count_parameters(model, trainable_only=True), count_parameters(model),
-                   columns=columns)
+    def recipe(self, source: SourceModel, reg: Regulariser) -> Recipe:
+        """Stage 2 from a copy of ``source``'s model: its history has the target's cross-entropy
+        and Ω of every step (as evaluations of "train"), its ``test`` is the target's, and its
+        columns hold the source task before and after (old head, fresh probe), the forgetting,
+        the target's accuracy and how far the encoder moved."""
+        teacher = (copy.deepcopy(source.model).to(device()).eval().requires_grad_(False)
+                   if reg.kind == "LwF" else None)
+
+        def score(model: TwoHeadClassifier, _: None) -> Scored:
+            after, probe = self.read_source(model, model.source_head)
+            target = evaluate(model, self.loader("target", "test"), num_labels=self.target.num_labels)
+            return Scored(target, {
+                "method": reg.label, "regulariser": reg.kind, "strength": reg.strength,
+                "source_before": source.test_accuracy, "source_accuracy": after,
+                "forgetting": source.test_accuracy - after, "target_accuracy": target["accuracy"],
+                "probe_before": source.probe_accuracy, "source_probe": probe,
+                "moved": relative_shift(shared_parameters(model), source.anchor)})
+
+        return Recipe(
+            build=lambda _: TwoHeadClassifier(copy.deepcopy(source.model), self.target.num_labels),
+            name=self.backbone, budget=self.target_budget, rows=lambda _: self.rows["target"]["train"],
+            collate=lambda _: pad_collate(self.bb.pad_id),
+            method=Method(loss_fn=stage_two_loss(reg, source, teacher)), score=score,
+            validate=lambda _: lambda model: model.last_losses, validation_split="train",
+            evaluate_every=1)
 
     def floors(self) -> dict[str, float]:
         """The majority-class floors of the table's accuracy columns (``stats.floor_column``)."""
@@ -409,14 +406,21 @@ class SequentialTransfer:
 
     def runs(self, sources: Sequence[SourceModel], regularisers: Sequence[Regulariser],
              progress: Callable[[str], None] | None = None) -> list[Run]:
-        """Every regulariser from every seed's source model: one :class:`Run` each."""
-        out = []
-        start = time.perf_counter()
-        for reg in regularisers:
-            out += [self.target_stage(src, reg, src.seed) for src in sources]
-            if progress:
-                progress(f"{reg.label}: {time.perf_counter() - start:.0f} s")
-        return out
+        """Every regulariser from every seed's source model (``finetuning.compare`` of
+        :meth:`recipe`): one :class:`Run` each, regulariser by regulariser."""
+        by_seed, start = {s.seed: s for s in sources}, time.perf_counter()
+        recipes = {reg.label: lambda seed, reg=reg: self.recipe(by_seed[seed], reg)
+                   for reg in regularisers}
+        if len(recipes) != len(regularisers) or len(by_seed) != len(sources):
+            raise ValueError("every regulariser needs its own label, every source model its seed")
+
+        def timing(name: str, one: Run) -> dict:
+            if progress and one.seed == sources[-1].seed:
+                progress(f"{name}: {time.perf_counter() - start:.0f} s")
+            return {}
+
+        _, by_name = compare(recipes, list(by_seed), columns=timing)
+        return [one for runs in by_name.values() for one in runs]
 
     def table(self, runs: Sequence[Run]) -> pd.DataFrame:
         """One row per run (``Run.row``), with the floors."""
@@ -433,7 +437,7 @@ def curves(runs: Sequence[Run]) -> pd.DataFrame:
     that step's batch and the penalty Ω (their sum is what was minimised)."""
     return pd.DataFrame([{"method": r.columns["method"], "seed": r.seed, "step": h["step"],
                           "cross_entropy": h.get("cross_entropy"), "penalty": h.get("penalty")}
-                         for r in runs for h in r.history.train])
+                         for r in runs for h in r.history.evals if h["split"] == "train"])
 
 
 def curve(table: pd.DataFrame) -> pd.DataFrame:

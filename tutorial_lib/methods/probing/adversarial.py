@@ -32,14 +32,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-import torch
 
 from ...backbones import Backbone
 from ...config import Scale
 from ...finetuning import Recipe, Run, Scored, run
 from ...heads import HeadConfig, MultiHeadModel, MultiTaskLoader, merge_batches, multihead_loss
 from ...settings import Budget
-from ...training import Method, eval_loader, fit, pad_collate, resumable_loader
+from ...training import Method, eval_loader, pad_collate, resumable_loader
 from . import adversaries, probing
 from .adversaries import (  # noqa: F401 (re-exported: 12 and its tests call adversarial.head_accuracy …)
     REVERSE,
@@ -103,7 +102,8 @@ def intermediate_stage(
     """``backbone`` after ``arm``'s stage: the POS head first trains alone on the frozen encoder for
     ``head_warmup_steps`` (so that a reversed head can read POS before its gradient is turned on
     the encoder), then head and encoder train together for ``steps`` at ``budget.lr`` (the head
-    at ``head_lr``), against each other as ``arm.adversary`` says (:mod:`.adversaries`).
+    at ``head_lr``), against each other as ``arm.adversary`` says (:mod:`.adversaries`): one
+    :func:`~tutorial_lib.finetuning.run` whose model is built with its head warmed up.
     ``seed`` seeds everything the stage draws (the head, the batches' order, random labels): one
     stage run per seed replicates the treatment. ``check(model, step)``, every ``check_every``
     joint steps, stops the stage when it returns True (a control trained until it matches).
@@ -115,37 +115,42 @@ def intermediate_stage(
     if arm.labels is None:
         return copy.deepcopy(backbone), {"head_accuracy": float("nan"), "head_loss": float("nan"),
                                          "seconds": 0.0, "steps": 0, "reinits": [], "checks": []}
-    torch.manual_seed(seed)
     n_tags = len(probing.upos_names())
     relabelled = replace(sentences, upos=arm_labels(arm, sentences.upos, n_tags, seed))
-    adversary = arm.adversary
-    model = MultiHeadModel(copy.deepcopy(backbone.encoder), {"pos": adversaries.head_config(
-        n_tags, adversary, reverse=arm.reverse, lambda_=arm.lambda_)}, pool=backbone.pool)
+    adversary, warmup = arm.adversary, {}
     rows = probing.token_label_rows(backbone, relabelled, "upos")
     collate = pad_collate(backbone.pad_id)
 
-    def alone(steps_: int, seed_: int) -> float:
+    def alone(model: MultiHeadModel, steps_: int, seed_: int) -> float:
         return train_head_alone(model, "pos", rows, collate, budget, lr=head_lr, steps=steps_,
                                 batch_size=batch_size, seed=seed_)
 
-    seconds = alone(head_warmup_steps, seed)
+    def build(_: None) -> MultiHeadModel:  # the stage's model, its head warmed up alone
+        model = MultiHeadModel(copy.deepcopy(backbone.encoder), {"pos": adversaries.head_config(
+            n_tags, adversary, reverse=arm.reverse, lambda_=arm.lambda_)}, pool=backbone.pool)
+        warmup["seconds"] = alone(model, head_warmup_steps, seed)
+        return model
+
+    def score(model: MultiHeadModel, _: None) -> Scored:  # the head on its own training labels
+        return Scored({"accuracy": head_accuracy(
+            model, eval_loader(rows, budget.eval_batch_size, collate), "pos")}, {})
+
     retrain_steps = head_warmup_steps if adversary.retrain_steps is None else adversary.retrain_steps
     handlers, record = adversaries.stage_handlers(
-        model, adversary, steps=steps, check=check, check_every=check_every,
-        retrain=lambda count: alone(retrain_steps, seed + 1000 * (count + 1)))
-    loader = MultiTaskLoader({"pos": resumable_loader(rows, batch_size=batch_size, seed=seed + 1,
-                                                      collate_fn=collate)}, main="pos")
-    result = fit(model, loader, lr=budget.lr, weight_decay=budget.weight_decay, steps=steps,
-                 method=Method(loss_fn=adversaries.stage_loss(adversary, arm.lambda_),
-                               param_groups=head_rate(head_lr / budget.lr), on_trainer=handlers),
-                 warmup=0, schedule=None, max_norm=budget.max_norm)
-    seconds += result.seconds
-    accuracy = head_accuracy(model, eval_loader(rows, budget.eval_batch_size, collate), "pos")
+        adversary, steps=steps, check=check, check_every=check_every,
+        retrain=lambda model, count: alone(model, retrain_steps, seed + 1000 * (count + 1)))
+    stage = run(Recipe(
+        build=build, name=arm.name, budget=budget, steps=steps, schedule=None, score=score,
+        loader=lambda _, s: MultiTaskLoader({"pos": resumable_loader(
+            rows, batch_size=batch_size, seed=s + 1, collate_fn=collate)}, main="pos"),
+        method=Method(loss_fn=adversaries.stage_loss(adversary, arm.lambda_),
+                      param_groups=head_rate(head_lr / budget.lr), on_trainer=handlers)),
+        seed, keep_model=True)
     losses = adversaries.last_losses(record)
-    return replace(backbone, encoder=model.encoder.cpu()), {
-        "head_accuracy": accuracy, "head_loss": losses.get("pos", float("nan")),
+    return replace(backbone, encoder=stage.model.encoder), {
+        "head_accuracy": stage.test["accuracy"], "head_loss": losses.get("pos", float("nan")),
         **({"confusion": losses["confusion"]} if "confusion" in losses else {}),
-        "seconds": seconds, "steps": int(result.trainer.state.iteration),
+        "seconds": warmup["seconds"] + stage.seconds, "steps": len(stage.history.train),
         "reinits": record["reinits"], "checks": record["checks"]}
 
 

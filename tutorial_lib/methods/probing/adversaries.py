@@ -37,12 +37,13 @@ import torch.nn.functional as F
 from ignite.engine import Engine, Events
 from torch import nn
 
+from ...finetuning import Recipe, run
 from ...heads import HeadConfig, MultiHeadModel, MultiTaskLoader, multihead_loss, split_batch
 from ...models import IGNORE_INDEX
 from ...params import decay_groups
 from ...runtime import autocast, autocast_dtype, device
 from ...settings import Budget
-from ...training import Method, fit, resumable_loader
+from ...training import Method, resumable_loader
 
 OBJECTIVES = ("reverse", "confusion")
 
@@ -122,17 +123,18 @@ def stage_loss(adversary: Adversary, lambda_: float, head: str = "pos"):
     return loss_fn
 
 
-def stage_handlers(model: MultiHeadModel, adversary: Adversary, *, steps: int,
-                   retrain: Callable[[int], float], check: Callable[[MultiHeadModel, int], bool] | None,
+def stage_handlers(adversary: Adversary, *, steps: int,
+                   retrain: Callable[[MultiHeadModel, int], float],
+                   check: Callable[[MultiHeadModel, int], bool] | None,
                    check_every: int, head: str = "pos") -> tuple[Callable, dict]:
     """``Method.on_trainer`` for the joint stage and what it records (``{"losses": [...],
     "reinits": [...], "checks": [...]}``): every step the head's losses; with
     ``adversary.reinit_every`` = k, after every k-th step but the last, the head re-initialised (its
-    optimizer state dropped) and ``retrain(count)`` (the head alone on the frozen encoder); with
+    optimizer state dropped) and ``retrain(model, count)`` (the head alone on the frozen encoder); with
     ``check``, every ``check_every`` steps ``check(model, step)``, which stops the stage when True."""
     record: dict[str, list] = {"losses": [], "reinits": [], "checks": []}
 
-    def attach(trainer: Engine, _model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    def attach(trainer: Engine, model: MultiHeadModel, optimizer: torch.optim.Optimizer) -> None:
         @trainer.on(Events.ITERATION_COMPLETED)
         def _losses(engine: Engine) -> None:
             record["losses"].append(dict(model.last_losses))
@@ -146,7 +148,7 @@ def stage_handlers(model: MultiHeadModel, adversary: Adversary, *, steps: int,
                 for p in module.parameters():
                     optimizer.state.pop(p, None)  # the old head's Adam moments
                 module.reset_parameters()
-                retrain(len(record["reinits"]))
+                retrain(model, len(record["reinits"]))
                 record["reinits"].append(engine.state.iteration)
 
         if check is not None and check_every:
@@ -195,23 +197,24 @@ def head_rate(scale: float):
 
 
 def train_head_alone(model: MultiHeadModel, head: str, rows, collate, budget: Budget, *,
-                      lr: float, steps: int, batch_size: int, seed: int) -> float:
-    """Train one head for ``steps`` steps with the encoder frozen (its other heads untouched);
-    returns the seconds. The head's gradient reversal does not matter here: nothing upstream
-    of it is trained."""
+                     lr: float, steps: int, batch_size: int, seed: int) -> float:
+    """Train one head for ``steps`` steps at a constant ``lr``, the encoder frozen (a ``run``
+    that continues the caller's random streams); returns the seconds. The head's gradient
+    reversal does not matter here: nothing upstream of it is trained."""
     if steps <= 0:
         return 0.0
+    params = list(model.heads[head].parameters())
+    recipe = Recipe(build=lambda _: model, budget=budget.replace(lr=lr), steps=steps,
+                    schedule=None, reseed=False,
+                    loader=lambda _, s: MultiTaskLoader({head: resumable_loader(
+                        rows, batch_size=batch_size, seed=s, collate_fn=collate)}, main=head),
+                    method=Method(loss_fn=multihead_loss,
+                                  param_groups=lambda m, lr_, wd: decay_groups(m, wd, params=params)))
     frozen_params = [p for p in model.encoder.parameters() if p.requires_grad]
     for p in frozen_params:
         p.requires_grad_(False)
     try:
-        loader = MultiTaskLoader({head: resumable_loader(rows, batch_size=batch_size, seed=seed,
-                                                         collate_fn=collate)}, main=head)
-        params = list(model.heads[head].parameters())
-        return fit(model, loader, lr=lr, weight_decay=budget.weight_decay, steps=steps,
-                   method=Method(loss_fn=multihead_loss,
-                                 param_groups=lambda m, lr_, wd: decay_groups(m, wd, params=params)),
-                   warmup=0, schedule=None, max_norm=budget.max_norm).seconds
+        return run(recipe, seed).seconds
     finally:
         for p in frozen_params:
             p.requires_grad_(True)
