@@ -7,6 +7,7 @@ from torch.utils.data import DataLoader
 
 from tutorial_lib import config, tasks
 from tutorial_lib.backbones import Backbone
+from tutorial_lib.finetuning import Run, run
 from tutorial_lib.methods.adaptation.feature_extraction import (
     CachedFeatures,
     ScalarMix,
@@ -15,11 +16,18 @@ from tutorial_lib.methods.adaptation.feature_extraction import (
     feature_layer_names,
     mix_weights,
     pooled_states,
-    train_probe,
+    probe_recipe,
 )
 from tutorial_lib.models import TransformerLM
 from tutorial_lib.settings import Budget
 from tutorial_lib.training import pad_collate
+
+
+def train_probe(feats: CachedFeatures, mix: bool) -> Run:
+    """A probe trained and tested on ``feats`` (15 epochs at 1e-2) by the one runner."""
+    budget = Budget(epochs=15, lr=1e-2, batch_size=32)
+    return run(probe_recipe(feats, feats, feats, num_labels=2, mix=mix, budget=budget), 0,
+               keep_model=True)
 
 
 def tiny_ours() -> tuple[Backbone, torch.nn.Module]:
@@ -93,18 +101,19 @@ def test_probe_learns_a_separable_problem_from_cached_features():
     x = torch.randn(200, 3, 8, generator=g)
     x[:, 1, 0] += 4 * (2 * y - 1)  # only the middle layer carries the label
     feats = CachedFeatures(x, y)
-    res = train_probe(feats, feats, feats, num_labels=2, mix=True, epochs=15, lr=1e-2)
+    res = train_probe(feats, mix=True)
     assert res.test["error"] < 0.05
     assert len(res.history.evals) == 15 and res.trainable_params == 8 * 2 + 2 + 3 + 1
+    assert {r["lr"] for r in res.history.train} == {1e-2}  # a constant rate: no warm-up, no decay
     weights = res.model.mix.weights()
     assert weights.argmax().item() == 1, "the mix learns to weight the informative layer"
     assert mix_weights([res, res]).shape == (2, 3)
-    top = train_probe(feats, feats, feats, num_labels=2, mix=False, epochs=15, lr=1e-2)
+    top = train_probe(feats, mix=False)
     assert top.test["error"] > 0.3, "the top layer alone carries no label here"
     x_top = torch.randn(200, 3, 8, generator=g)
     x_top[:, -1, 0] += 4 * (2 * y - 1)  # now only the top layer does
     feats = CachedFeatures(x_top, y)
-    top = train_probe(feats, feats, feats, num_labels=2, mix=False, epochs=15, lr=1e-2)
+    top = train_probe(feats, mix=False)
     assert top.test["error"] < 0.05 and top.model.mix is None
 
 

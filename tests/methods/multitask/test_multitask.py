@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from tiny import padded_batch, tensors_equal, tiny_classifier
 
 from tutorial_lib import heads, tasks
+from tutorial_lib.backbones import load_backbone
 from tutorial_lib.finetuning import Run
 from tutorial_lib.methods.multitask import gradts, multitask
 from tutorial_lib.models import IGNORE_INDEX, Transformer, TransformerConfig
@@ -202,6 +203,13 @@ def test_experiment_runs_every_setting_on_real_glue_data(with_data):
     mtl = exp.run("all", ["rte", "sst2"], 0, main="rte")
     assert sum(mtl.steps.values()) == round(2 / settings.main_share)
     assert list(mtl.scores) == ["rte"]  # a main task: only it is scored
+    # a multi-task run's curve: every trained task's dev score, every 2 steps and at the end
+    mtl_curve = exp.run("all", ["rte", "sst2"], 0, main="rte", curve_every=2)
+    assert mtl_curve.scores == mtl.scores  # the evaluations change nothing in the run
+    n, mtl_points = sum(mtl.steps.values()), multitask.curves([mtl_curve])
+    assert list(zip(mtl_points["step"], mtl_points["task"])) == [
+        (step, t) for step in sorted({*range(2, n + 1, 2), n}) for t in ("rte", "sst2")]
+    assert mtl_points["dev_score"].iloc[-2] == mtl.scores["rte"]["dev"]["score"]
     start = exp.intermediate("sst2", 3, seed=0)  # STILTs' stage 1, shared by every target seed
     assert start.task == "sst2" and start.steps == 3 and set(start.scores) == {"sst2"}
     before = {k: v.clone() for k, v in start.state.items()}
@@ -241,9 +249,10 @@ def test_experiment_runs_every_setting_on_real_glue_data(with_data):
     assert table.loc[table.setting == "all", "task_steps"].item() == mtl.steps["rte"]
     assert table["test_score"].between(0, 1).all()
     # each seed starts from its own random encoder (scratch: the seed is the init)
-    a, b = exp.new_model(["rte"], 0), exp.new_model(["rte"], 1)
+    a, b = (exp.new_model(load_backbone("scratch", scale, seed=seed), ["rte"]) for seed in (0, 1))
     assert not tensors_equal(a.encoder.tok_emb.weight, b.encoder.tok_emb.weight)
-    assert tensors_equal(a.encoder.tok_emb.weight, exp.new_model(["rte"], 0).encoder.tok_emb.weight)
+    again = exp.new_model(load_backbone("scratch", scale, seed=0), ["rte"])
+    assert tensors_equal(a.encoder.tok_emb.weight, again.encoder.tok_emb.weight)
 
 
 def _runs(rows: dict[tuple[str, str], list[float]]) -> pd.DataFrame:
@@ -336,14 +345,15 @@ def test_a_hugging_face_backbone_keeps_its_word_embeddings_frozen(with_data):
         exp = multitask.Experiment(scale, settings, ["rte"])
     except BackboneError:
         pytest.skip("offline MiniLM not installed")
-    model = exp.new_model(["rte"], 0)
+    model = exp.new_model(load_backbone("minilm", scale), ["rte"])
     assert model.pool == "first"  # BERT's [CLS]
     assert not model.encoder.get_input_embeddings().weight.requires_grad
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     assert any(n.startswith("encoder.encoder.layer.") for n in trainable)
     assert any(n.startswith("heads.rte.") for n in trainable)
     ours = multitask.Experiment(scale, settings.replace(backbone="scratch"), ["rte"])
-    assert ours.new_model(["rte"], 0).encoder.tok_emb.weight.requires_grad  # ours: all trained
+    scratch = load_backbone("scratch", scale)
+    assert ours.new_model(scratch, ["rte"]).encoder.tok_emb.weight.requires_grad  # ours: all trained
 
 
 # --- 06's and 07's self-checks, run as a learner would ------------------------------------------

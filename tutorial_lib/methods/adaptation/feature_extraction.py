@@ -11,6 +11,7 @@ exactly what a fine-tuning head sees). Two classifiers train on that cache in se
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,19 +19,18 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from ignite.engine import Engine
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from ...backbones import Backbone, layer_states, load_backbone
 from ...config import Scale
-from ...finetuning import Run, floor_columns
+from ...finetuning import Recipe, Run, Scored, compare, floor_columns, run
 from ...models import pool_hidden
 from ...params import trainable_summary
 from ...runtime import PeakMemory, autocast, autocast_dtype, device, seed_everything
 from ...settings import Budget
 from ...tasks import Task
-from ...training import History, Method, fit, pad_collate, resumable_loader
+from ...training import Method, pad_collate, resumable_loader
 
 
 class ScalarMix(nn.Module):
@@ -120,45 +120,27 @@ def _evaluate(probe: nn.Module, feats: CachedFeatures, batch_size: int = 1024) -
     return {"accuracy": acc, "error": 1.0 - acc}
 
 
-def train_probe(
-    train: CachedFeatures,
-    validation: CachedFeatures,
-    test: CachedFeatures,
-    *,
-    num_labels: int,
-    mix: bool,
-    epochs: int,
-    lr: float,
-    batch_size: int = 32,
-    weight_decay: float = 0.01,
-    seed: int = 0,
-    backbone: str = "",
-    frozen_params: int = 0,
-) -> Run:
-    """Train a :class:`ProbeClassifier` on cached features with the one recipe
-    (:func:`tutorial_lib.training.fit`: AdamW, constant lr, fp32, no clipping); validate after
-    every epoch (the history's evaluations), test at the end. The :class:`Run`'s model is the
-    probe; its total parameters count the ``frozen_params`` of the ``backbone`` that made the
-    features."""
-    seed_everything(seed)
+def probe_recipe(train: CachedFeatures, validation: CachedFeatures, test: CachedFeatures, *,
+                 num_labels: int, mix: bool, budget: Budget, name: str = "") -> Recipe:
+    """The :class:`~tutorial_lib.finetuning.Recipe` of a :class:`ProbeClassifier` on cached
+    features (no backbone: the features are its input): AdamW at the budget's rate, constant (no
+    schedule, no warm-up), no clipping, fp32 on the CPU where the features live; validate after
+    every epoch (the history's evaluations), test at the end. ``name``: the run's backbone column
+    (the backbone that made the features)."""
     _, n_layers, d = train.x.shape
-    probe = ProbeClassifier(n_layers, d, num_labels, mix)
-    loader = resumable_loader(TensorDataset(train.x, train.y), batch_size=batch_size, seed=seed,
-                              collate_fn=_feature_batch)
-    history = History()
+    return Recipe(
+        build=lambda _: ProbeClassifier(n_layers, d, num_labels, mix), name=name,
+        loader=lambda _, seed: resumable_loader(TensorDataset(train.x, train.y), seed=seed,
+                                                batch_size=budget.batch_size,
+                                                collate_fn=_feature_batch),
+        budget=budget.replace(max_norm=None, warmup_frac=0.0), schedule=None, on_cpu=True,
+        method=Method(param_groups=_probe_groups, loss_fn=_probe_loss), evals_per_epoch=1,
+        validate=lambda _: lambda probe: _evaluate(probe, validation),
+        score=lambda probe, _: _scored(_evaluate(probe, test)))
 
-    def validate(trainer: Engine) -> None:
-        row = history.log_eval(trainer.state.iteration, "validation", _evaluate(probe, validation))
-        row["epoch"] = trainer.state.epoch
 
-    run = fit(probe, loader, lr=lr, weight_decay=weight_decay, epochs=epochs,
-              method=Method(param_groups=_probe_groups, loss_fn=_probe_loss), schedule=None,
-              max_norm=None, evaluate=validate, evaluate_every=len(loader), history=history,
-              device=torch.device("cpu"), amp_dtype=None)  # the cached features live on the CPU
-    scores = _evaluate(probe, test)
-    trained = sum(p.numel() for p in probe.parameters())
-    return Run(backbone, seed, scores, history, run.seconds, trained, frozen_params + trained,
-               probe, columns={"test_error": scores["error"], "test_accuracy": scores["accuracy"]})
+def _scored(test: dict) -> Scored:
+    return Scored(test, {"test_error": test["error"], "test_accuracy": test["accuracy"]})
 
 
 def _feature_batch(rows: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -184,7 +166,8 @@ def feature_extraction_runs(
     """Feature extraction on a frozen ``backbone``: top layer vs scalar mix, one run per seed.
 
     The features of every layer are extracted once (train, validation and test) and both probes
-    train on that cache. Rows have the columns of ``finetuning.compare_methods``; ``seconds`` =
+    train on that cache (:func:`probe_recipe` × seeds through ``finetuning.compare``). Rows have
+    the columns of ``finetuning.compare_methods``; ``seconds`` =
     the one extraction pass (shared, counted in every row) + that probe's training, and
     ``seconds_per_epoch`` = the probe's time per epoch over the cache. Trained parameters: the
     probe; total: backbone + probe. The task's majority floors too (``finetuning.floor_columns``).
@@ -199,20 +182,23 @@ def feature_extraction_runs(
                  for split in (task.train, task.validation, task.test)]
     extract_seconds = sum(f.seconds for f in feats)
     backbone_params = trainable_summary(bb.encoder).total
-    rows, probes = [], {}
-    floors = floor_columns(task)
-    for name, mix in (("features: top layer", False), ("features: scalar mix", True)):
-        probes[name] = []
-        for seed in seeds:
-            with PeakMemory() as mem:
-                res = train_probe(*feats, num_labels=task.num_labels, mix=mix, epochs=epochs, lr=lr,
-                                  batch_size=budget.batch_size, weight_decay=budget.weight_decay,
-                                  seed=seed, backbone=backbone, frozen_params=backbone_params)
-            probes[name].append(res)
-            rows.append({**res.row(), "seconds": extract_seconds + res.seconds, "method": name,
-                         "seconds_per_epoch": res.seconds / epochs,
-                         "peak_mib": max(extract_mem.peak_mib, mem.peak_mib), **floors})
-    return pd.DataFrame(rows), probes, bb
+    probe_budget = budget.replace(epochs=epochs, lr=lr)
+    recipes = {name: probe_recipe(*feats, num_labels=task.num_labels, mix=mix, budget=probe_budget,
+                                  name=backbone)
+               for name, mix in (("features: top layer", False), ("features: scalar mix", True))}
+    floors, memory = floor_columns(task), {}
+
+    def runner(recipe: Recipe, seed: int, **_: object) -> Run:
+        with PeakMemory() as memory["probe"]:
+            probe = run(recipe, seed, keep_model=True)
+        return dataclasses.replace(probe, total_params=backbone_params + probe.total_params)
+
+    def columns(name: str, probe: Run) -> dict:
+        return {"seconds": extract_seconds + probe.seconds, "seconds_per_epoch": probe.seconds / epochs,
+                "peak_mib": max(extract_mem.peak_mib, memory["probe"].peak_mib), **floors}
+
+    table, probes = compare(recipes, seeds, columns=columns, runner=runner)
+    return table, probes, bb
 
 
 def mix_weights(probes: Sequence[Run]) -> torch.Tensor:

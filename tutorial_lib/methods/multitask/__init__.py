@@ -2,9 +2,11 @@
 
 Read first
     ``multitask.py``: ``Experiment`` (one backbone, one head per task, a ``TaskSampler`` choosing
-    each step's task) and ``head_loss``; everything in 06 and 07 trains through it. Every run is a
-    ``finetuning.Run`` (setting in ``name``, per-task ``scores`` and ``steps``, losses and learning
-    curve in its ``history``); ``collect`` makes the table, one row per run and task (``task_rows``).
+    each step's task) and ``head_loss``; everything in 06 and 07 trains through it: its ``recipe``
+    (a ``finetuning.Recipe`` whose loader is ``MultiTaskBatches``) run by ``finetuning.run``. Every
+    run is a ``finetuning.Run`` (setting in ``name``, per-task ``scores`` and ``steps``, losses and
+    learning curve in its ``history``); ``collect`` makes the table, one row per run and task
+    (``task_rows``).
 
 Modules
     ``settings.py`` — ``MultiTaskRuns`` (the shared budget), ``MultitaskSettings``, ``GradTSSettings``.

@@ -24,6 +24,7 @@ multi-task model therefore takes more optimizer steps than a single-task one: th
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,20 +43,12 @@ from ...anatomy import anatomy
 from ...backbones import Backbone, load_backbone
 from ...config import Scale
 from ...evaluation import logits_step
-from ...finetuning import Run
+from ...finetuning import Recipe, Run, Scored, run
 from ...heads import HeadConfig, MultiHeadModel, causal_lm_targets, merge_batches, multihead_loss
-from ...models import IGNORE_INDEX, count_parameters, last_token
-from ...runtime import autocast_dtype, device, seed_everything
+from ...models import IGNORE_INDEX, last_token
+from ...runtime import autocast_dtype, device
 from ...tasks import Task, compute_metrics, load_task, predictions_from_logits
-from ...training import (
-    FitResult,
-    History,
-    Method,
-    eval_loader,
-    fit_with,
-    pad_collate,
-    resumable_loader,
-)
+from ...training import Method, eval_loader, pad_collate, resumable_loader
 from .settings import MultiTaskRuns
 
 STRATEGIES = ("proportional", "temperature", "round-robin")
@@ -248,56 +241,67 @@ class Experiment:
         """Every task's trivial floor on its test split (:func:`task_floor`)."""
         return {name: task_floor(e.task) for name, e in self.data.items()}
 
-    def new_model(self, heads: Sequence[str], seed: int) -> MultiHeadModel:
-        """A fresh encoder with one new head per task; a Hugging Face encoder's word embeddings
-        stay frozen, as in :meth:`tutorial_lib.backbones.Backbone.classifier`."""
-        seed_everything(seed)
-        bb = load_backbone(self.backbone, self.scale, seed=seed)
-        bb.freeze_word_embeddings()
-        return MultiHeadModel(bb.encoder, {h: head_config(self.data[h].task) for h in heads},
-                              pool=bb.pool)
+    def new_model(self, backbone: Backbone, heads: Sequence[str]) -> MultiHeadModel:
+        """``backbone``'s encoder with one new head per task; a Hugging Face encoder's word
+        embeddings stay frozen, as in :meth:`tutorial_lib.backbones.Backbone.classifier`."""
+        backbone.freeze_word_embeddings()
+        return MultiHeadModel(backbone.encoder, {h: head_config(self.data[h].task) for h in heads},
+                              pool=backbone.pool)
 
-    def train(self, model: MultiHeadModel, sampler: TaskSampler, steps: int, seed: int,
-              train_rows: Mapping[str, list[dict]] | None = None, progress: bool = False,
-              curve_every: int | None = None) -> tuple[list[str], FitResult]:
-        """``steps`` iterations of the one recipe (:func:`tutorial_lib.training.fit`), each on one
-        batch of the sampled task; each task's batches come from its own resumable loader.
-        Returns the schedule and fit's result, whose history's training rows carry each step's
-        ``task``. ``curve_every``: every so many steps (before the last) each trained task's dev
-        score goes into the history's evaluations (split "dev", its ``task`` and ``score``) — a
-        learning curve from the run itself; the caller adds the last step's (:func:`log_dev`)."""
-        model.to(device())
-        b = self.budget
-        rows = {t: (train_rows or {}).get(t, self.data[t].train) for t in sampler.sizes}
-        loaders = {t: resumable_loader(r, batch_size=b.batch_size, seed=seed + i,
-                                       collate_fn=pad_collate(self.pad_id),
-                                       group_by_length=b.group_by_length)
-                   for i, (t, r) in enumerate(rows.items())}
-        schedule = sampler.schedule(steps)
-        history = History()
+    def recipe(self, sampler: TaskSampler, schedule: Sequence[str], *, scored: Sequence[str] = (),
+               heads: Sequence[str] | None = None, encoder: Mapping[str, torch.Tensor] | None = None,
+               train_rows: Mapping[str, list[dict]] | None = None,
+               curve_every: int | None = None) -> Recipe:
+        """The :class:`~tutorial_lib.finetuning.Recipe` of a multi-task run: a fresh encoder
+        (``encoder``: these weights instead) with a new head per task of ``heads`` (default: the
+        sampler's); step i trains on one batch of task ``schedule[i]``, from that task's own
+        resumable loader (``train_rows``: instead of its training split); at the end each task of
+        ``scored`` is scored on dev and test (the Scored test: task → split → metrics).
+        ``curve_every``: every so many steps and at the end, each trained task's dev score goes
+        into the history's evaluations (split "dev") — a learning curve from the run itself."""
+        b, tasks = self.budget, list(sampler.sizes)
 
-        def score_dev(trainer: Engine) -> None:
-            if trainer.state.iteration >= steps:  # the final evaluation scores the last step
-                return
+        def build(bb: Backbone) -> MultiHeadModel:
+            model = self.new_model(bb, heads or tasks)
+            if encoder is not None:
+                model.encoder.load_state_dict(encoder)
+            return model
+
+        def batches(_: Backbone, seed: int) -> MultiTaskBatches:
+            rows = {t: (train_rows or {}).get(t, self.data[t].train) for t in tasks}
+            return MultiTaskBatches({t: resumable_loader(r, batch_size=b.batch_size, seed=seed + i,
+                                                         collate_fn=pad_collate(self.pad_id),
+                                                         group_by_length=b.group_by_length)
+                                     for i, (t, r) in enumerate(rows.items())}, schedule)
+
+        def dev_scores(model: MultiHeadModel) -> dict[str, float]:
             # a DataLoader draws its base seed from the global generator: without the fork, the
             # evaluations would shift every later dropout mask, and the run would not be the same
             with torch.random.fork_rng(devices=range(torch.cuda.device_count())):
-                for t in sampler.sizes:
-                    ev = create_task_evaluator(model, t, device=device(),
-                                               amp_dtype=autocast_dtype())
-                    loader = eval_loader(self.data[t].dev, b.eval_batch_size,
-                                         pad_collate(self.pad_id))
-                    log_dev(history, trainer.state.iteration, t, ev.run(loader).metrics["glue"]["score"])
+                return {t: m["dev"]["score"] for t, m in self.evaluate(model, tasks, ("dev",)).items()}
 
-        run = fit_with(model, MultiTaskBatches(loaders, schedule), b, steps=steps,
-                       method=Method(loss_fn=multihead_loss), history=history,
-                       evaluate=score_dev if curve_every else None,
-                       evaluate_every=curve_every, progress="multi-task" if progress else None)
-        for row in history.train:  # each step's task, beside its loss
+        return Recipe(build=build, backbone=self.backbone, loader=batches, budget=b,
+                      method=Method(loss_fn=multihead_loss), steps=len(schedule),
+                      validate=(lambda _: dev_scores) if curve_every else None,
+                      validation_split="dev", evaluate_every=curve_every,
+                      score=lambda model, _: Scored(self.evaluate(model, scored), {}))
+
+    def train(self, setting: str, seed: int, sampler: TaskSampler, steps: int, *,
+              keep_model: bool = False, **options: object) -> Run:
+        """``steps`` steps of :meth:`recipe` (``options``: the recipe's) through the one runner,
+        :func:`tutorial_lib.finetuning.run`, as a multi-task :class:`~tutorial_lib.finetuning.Run`:
+        the ``setting`` (``name``), each scored task's dev and test metrics (``scores``), each
+        task's steps as drawn (``steps``), and each step's ``task`` beside its loss (``history``)."""
+        schedule = sampler.schedule(steps)
+        result = run(self.recipe(sampler, schedule, **options), seed, scale=self.scale,
+                     keep_model=keep_model)
+        for row in result.history.train:
             row["task"] = schedule[row["step"] - 1]
-        return schedule, run
+        return dataclasses.replace(result, test={}, scores=result.test, name=setting,
+                                   steps={t: schedule.count(t) for t in sampler.sizes})
 
-    def evaluate(self, model: MultiHeadModel, tasks: Sequence[str]) -> dict[str, dict]:
+    def evaluate(self, model: MultiHeadModel, tasks: Sequence[str],
+                 splits: Sequence[str] = ("dev", "test")) -> dict[str, dict]:
         """Each task's GLUE metrics on its dev split (the task's validation set) and test split."""
         out = {}
         for t in tasks:
@@ -305,7 +309,7 @@ class Experiment:
             out[t] = {split: ev.run(eval_loader(getattr(self.data[t], split),
                                                 self.budget.eval_batch_size,
                                                 pad_collate(self.pad_id))).metrics["glue"]
-                      for split in ("dev", "test")}
+                      for split in splits}
         return out
 
     # -- the settings --
@@ -316,30 +320,14 @@ class Experiment:
             curve_every: int | None = None) -> Run:
         """Train one model on ``tasks`` jointly. With ``main``: the main task's share is fixed at
         ``settings.main_share`` and the run has S/share steps; without: n·S steps. ``steps``: S
-        for this run (default ``settings.steps_per_task``); ``curve_every``: see :meth:`train`."""
+        for this run (default ``settings.steps_per_task``); ``curve_every``: see :meth:`recipe`."""
         s = self.settings
         sizes = {t: len((train_rows or {}).get(t, self.data[t].train)) for t in tasks}
         fixed = {main: s.main_share} if main is not None and len(tasks) > 1 else None
         sampler = TaskSampler(sizes, s.strategy, s.temperature, fixed, seed)
-        steps = self.steps_for(tasks, main=main, steps=steps)
-        model = self.new_model(tasks, seed)
-        schedule, fitted = self.train(model, sampler, steps, seed, train_rows,
-                                      curve_every=curve_every)
-        scores = self.evaluate(model, evaluate or ([main] if main else tasks))
-        if curve_every:
-            for t in (t for t in tasks if t in scores):
-                log_dev(fitted.history, steps, t, scores[t]["dev"]["score"])
-        return self._run(setting, seed, model, fitted, scores, {t: schedule.count(t) for t in tasks},
-                         keep_model=keep_model)
-
-    def _run(self, setting: str, seed: int, model: MultiHeadModel, fitted: FitResult,
-             scores: dict, steps: dict[str, int], seconds: float = 0.0,
-             keep_model: bool = False) -> Run:
-        """The :class:`~tutorial_lib.finetuning.Run` of a trained model (``seconds``: added to
-        the training's, e.g. an earlier stage's)."""
-        return Run(self.backbone, seed, {}, fitted.history, seconds + fitted.seconds,
-                   count_parameters(model, trainable_only=True), count_parameters(model),
-                   model.cpu() if keep_model else None, name=setting, scores=scores, steps=steps)
+        return self.train(setting, seed, sampler, self.steps_for(tasks, main=main, steps=steps),
+                          keep_model=keep_model, scored=evaluate or ([main] if main else tasks),
+                          train_rows=train_rows, curve_every=curve_every)
 
     def steps_for(self, tasks: Sequence[str], *, main: str | None = None,
                   steps: int | None = None) -> int:
@@ -379,37 +367,28 @@ class Experiment:
     def intermediate(self, task: str, steps: int, seed: int) -> Intermediate:
         """STILTs' first stage: a fresh encoder trained on ``task`` alone for ``steps`` (shared by
         the target's runs, as STILTs fine-tunes one intermediate model)."""
-        model = self.new_model([task], seed)
-        _, fitted = self.train(model, TaskSampler({task: 1}, seed=seed), steps, seed)
-        state = {k: v.detach().cpu().clone() for k, v in model.encoder.state_dict().items()}
-        return Intermediate(task, steps, state, self.evaluate(model, [task]), fitted.seconds)
+        stage = self.train(task, seed, TaskSampler({task: 1}, seed=seed), steps, keep_model=True,
+                           scored=[task])
+        state = {k: v.detach().cpu().clone() for k, v in stage.model.encoder.state_dict().items()}
+        return Intermediate(task, steps, state, stage.scores, stage.seconds)
 
     def sequential(self, start: Intermediate, target: str, seed: int,
                    steps: int | None = None, curve_every: int | None = None) -> Run:
         """STILTs' second stage: the encoder trained in ``start`` gets a fresh ``target`` head and
         ``steps`` (default S) on ``target`` with this ``seed``. Scores: the target, and the
-        intermediate task as it stood after its stage. ``curve_every``: see :meth:`train`."""
-        model = self.new_model([start.task, target], seed)
-        model.encoder.load_state_dict(start.state)
+        intermediate task as it stood after its stage. ``curve_every``: see :meth:`recipe`."""
         steps = steps or self.settings.steps_per_task
-        _, fitted = self.train(model, TaskSampler({target: 1}, seed=seed), steps, seed,
-                               curve_every=curve_every)
-        scores = self.evaluate(model, [target])
-        if curve_every:
-            log_dev(fitted.history, steps, target, scores[target]["dev"]["score"])
-        return self._run(f"sequential ({start.task} → {target})", seed, model, fitted,
-                         {**scores, **start.scores}, {start.task: start.steps, target: steps},
-                         seconds=start.seconds)
+        result = self.train(f"sequential ({start.task} → {target})", seed,
+                            TaskSampler({target: 1}, seed=seed), steps, scored=[target],
+                            heads=[start.task, target], encoder=start.state, curve_every=curve_every)
+        return dataclasses.replace(result, scores={**result.scores, **start.scores},
+                                   steps={start.task: start.steps, target: steps},
+                                   seconds=start.seconds + result.seconds)
 
 
 def head_loss(model: MultiHeadModel, task: str) -> Callable[[dict], torch.Tensor]:
     """``batch → loss`` of one head (what GradTS differentiates)."""
     return lambda b: model(b["input_ids"], b["attention_mask"], head=task, labels=b["labels"]).loss
-
-
-def log_dev(history: History, step: int, task: str, score: float) -> None:
-    """One point of a learning curve: ``task``'s dev score at ``step``, in the history."""
-    history.log_eval(step, "dev", {"score": score})["task"] = task
 
 
 def collect(results: Sequence[Run]) -> pd.DataFrame:
@@ -420,9 +399,9 @@ def collect(results: Sequence[Run]) -> pd.DataFrame:
 def curves(results: Sequence[Run]) -> pd.DataFrame:
     """The runs' learning curves (``curve_every``, in their histories): one row per (setting,
     seed, task, step) with the dev score there."""
-    return pd.DataFrame([{"setting": r.name, "seed": r.seed, "task": e["task"], "step": e["step"],
-                          "dev_score": e["score"]} for r in results for e in r.history.evals
-                         if e.get("split") == "dev" and "task" in e],
+    return pd.DataFrame([{"setting": r.name, "seed": r.seed, "task": t, "step": e["step"],
+                          "dev_score": e[t]} for r in results for e in r.history.evals
+                         if e.get("split") == "dev" for t in r.steps if t in e],
                         columns=["setting", "seed", "task", "step", "dev_score"])
 
 
