@@ -30,7 +30,7 @@ def notebook_02_tables(scale: config.Scale, backbones=("ours",)) -> dict:
     summary = stats.summarize(table, by="method")
     summary["mean seconds / run"] = table.groupby("method", sort=False)["seconds"].mean()
     summary = summary.drop(columns=["mean", "std"])
-    path = results.save("02_adaptation", scale, {"TREC-6 test error": summary, "runs": table},
+    path = results.save("02_adaptation", {"TREC-6 test error": summary, "runs": table}, scale=scale,
                         seeds=results.seeds_of(table, by="method"))
     return json.loads(path.read_text())
 

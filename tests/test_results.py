@@ -51,14 +51,14 @@ def results_env(tmp_path, monkeypatch):
 def test_save_records_the_seeds_or_flags_that_none_were_given(results_env):
     scale = config.get_scale("smoke")
     table = pd.DataFrame({"method": ["a"], "error": [0.5]}).set_index("method")
-    path = results.save("02_adaptation", scale, {"t": table},
+    path = results.save("02_adaptation", {"t": table}, scale=scale,
                         seeds={"MiniLM": (np.int64(0),), "small": [0, 1]})
     assert path == results_env / "02_adaptation.json"
     blob = json.loads(path.read_text())
     assert blob["seeds"] == {"MiniLM": [0], "small": [0, 1]} and blob["seeds_source"] == "notebook"
     assert blob["scale"] == "smoke" and blob["environment"].startswith("scale      : smoke")
     assert blob["seed_set"] == "main"  # which seed set produced it ($TUTORIAL_SEEDS unset)
-    blob = json.loads(results.save("03_x", scale, {"t": table}).read_text())
+    blob = json.loads(results.save("03_x", {"t": table}, scale=scale).read_text())
     assert blob["seeds"] == [] and blob["seeds_source"] == "not recorded"
     assert blob["tables"]["t"]["records"] == [{"method": "a", "error": 0.5}]
     assert blob["effects"] == []
@@ -99,7 +99,7 @@ def test_effects_are_the_comparisons_rows_and_saved_with_the_notebook(results_en
     assert e["ci95"] == table.loc["new", "95% CI"] and e["p"] == pytest.approx(table.loc["new", "p"])
     scores = results.effects(table, metric="accuracy", backbone="ours", higher_is_better=True)
     assert scores[0]["metric"] == "accuracy (higher is better)"
-    path = results.save("04_x", config.get_scale("smoke"), {"t": table}, seeds=[0, 1, 2],
+    path = results.save("04_x", {"t": table}, scale=config.get_scale("smoke"), seeds=[0, 1, 2],
                         effects=records)
     saved = json.loads(path.read_text())["effects"]
     assert saved == [{"notebook": "04_x", **json.loads(json.dumps(e))} for e in records]
@@ -320,7 +320,7 @@ def test_effects_carry_the_guard_and_a_void_verdict_is_computed(results_env):
     assert ok["se"] == pytest.approx((high - low) / 2 / 4.302653, abs=1e-3)
     unguarded = results.effects(comparison(), metric="m", backbone="x")[0]
     assert unguarded["guarded"] is False and unguarded["floor"] is None
-    path = results.save("09_x", config.get_scale("smoke"), {"t": comparison()}, seeds=[0, 1, 2],
+    path = results.save("09_x", {"t": comparison()}, scale=config.get_scale("smoke"), seeds=[0, 1, 2],
                         effects=[void, ok])
     saved = json.loads(path.read_text())["effects"]
     assert [e["verdict"] for e in saved] == [stats.VOID_AT_CHANCE, "better"]

@@ -1,9 +1,9 @@
 """Saving each notebook's results: what a notebook calls.
 
-A notebook ends with ``results.save("02_adaptation", scale, {"TREC-6 test error": table},
-seeds=...)``, its effects from :func:`effects`. Files go to ``$TUTORIAL_RESULTS_DIR`` (the main
-job sets it), else to the cache. The main job's report ``RESULTS.md``, built from them, is an
-operation: :mod:`tutorial_lib.ops.report`.
+A notebook ends with ``results.save(settings, {"TREC-6 test error": table}, seeds=...)`` (the
+settings name the notebook and carry its scale), its effects from :func:`effects`. Files go to
+``$TUTORIAL_RESULTS_DIR`` (the main job sets it), else to the cache. The main job's report
+``RESULTS.md``, built from them, is an operation: :mod:`tutorial_lib.ops.report`.
 
 Reading them back: what a comparison says of a source's number (:func:`source_status`: "below our
 MDE" only where the CI does not exclude it), the test over both seed sets (:func:`pooled_effect`,
@@ -140,16 +140,23 @@ def guards_of(comparison: pd.DataFrame, method: object) -> dict:
             "start": _number(row.get("start")), "start_p": _number(row.get("start p"))}
 
 
-def save(notebook: Settings | str, scale: Scale, tables: dict[str, pd.DataFrame], notes: str = "",
-         seeds: Sequence | Mapping | None = None, effects: Sequence[dict] = ()) -> Path:
+def save(notebook: Settings | str, tables: dict[str, pd.DataFrame], notes: str = "",
+         seeds: Sequence | Mapping | None = None, effects: Sequence[dict] = (), *,
+         scale: Scale | None = None) -> Path:
     """Write ``<notebook>.json`` (tables as records + markdown, effects) and return its path.
 
-    ``notebook``: the notebook's settings (its ``notebook`` names the file), or the name itself.
+    ``notebook``: the notebook's settings (its ``notebook`` names the file, its scale the run's),
+    or the name itself with the ``scale`` it ran at.
 
     ``seeds``: the seeds (or few-shot splits) the numbers come from, a list or
     ``{"what": [...]}``; every notebook passes them (``seeds_of`` reads them off a table).
     ``effects``: the notebook's main comparisons (see :func:`effects`).
     """
+    if scale is None:
+        if not isinstance(notebook, Settings):
+            raise TypeError(f"results.save({notebook!r}, …): give the notebook's settings, or its "
+                            "name with scale=")
+        scale = notebook.scale
     notebook = notebook_name(notebook)
     source = "notebook" if seeds is not None else "not recorded"
     seeds = seeds if seeds is not None else []
