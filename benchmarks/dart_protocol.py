@@ -32,38 +32,43 @@ import numpy as np
 
 from benchmarks import dart_fields, write_json
 from benchmarks.dart_design import design_split
-from tutorial_lib import backbones, config, runtime, tasks
+from tutorial_lib import backbones, config, finetuning, runtime, tasks
 from tutorial_lib.evaluation import evaluate
 from tutorial_lib.methods.prompts import dart, fewshot, prompt_lms, prompting
 from tutorial_lib.methods.prompts.settings import DARTSettings
+from tutorial_lib.settings import Budget
 from tutorial_lib.tasks import FewShotSplit
-from tutorial_lib.training import History, eval_loader, fit, resumable_loader
+from tutorial_lib.training import eval_loader
 
 RESULTS = Path(__file__).resolve().parent / "results" / "dart_protocol.json"
 
 
 def curve(build, split: FewShotSplit, design: list[dict], *, steps: int, every: int, lr: float,
           batch_size: int, warmup_frac: float = 0.1) -> dict:
-    """One run as 09 trains it (``train_fewshot``'s loader, rate schedule and clipping), scored on
-    the dev set and on ``design`` at step 0 and every ``every`` steps."""
-    runtime.seed_everything(0)
-    built = build()
-    model = built.model.to(runtime.device())
-    loader = resumable_loader(built.encode(split.train), batch_size=batch_size, seed=0,
-                              drop_last=True, collate_fn=built.collate)
-    dev = eval_loader(built.encode(split.dev), 128, built.collate)
-    held = eval_loader(built.encode(design), 128, built.collate)
-    points = []
+    """One run as 09 trains it (``fewshot.recipe`` through the runner: ``train_fewshot``'s
+    loader, rate schedule and clipping), scored on the dev set and on ``design`` at step 0 and
+    every ``every`` steps."""
+    start = []
 
-    def score(step: int) -> None:
-        d, h = evaluate(model, dev, num_labels=2), evaluate(model, held, num_labels=2)
-        points.append({"step": step, "dev_score": fewshot.dev_score(d),
-                       "dev_accuracy": d["accuracy"], "design_accuracy": h["accuracy"]})
+    def scores(built: fewshot.FewShotModel):
+        dev = eval_loader(built.encode(split.dev), 128, built.collate)
+        held = eval_loader(built.encode(design), 128, built.collate)
 
-    score(0)
-    fit(model, loader, lr=lr, weight_decay=0.01, steps=steps, method=built.method,
-        warmup=int(warmup_frac * steps), max_norm=1.0, evaluate=lambda e: score(e.state.iteration),
-        evaluate_every=every, history=History())
+        def score(model) -> dict:
+            d, h = evaluate(model, dev, num_labels=2), evaluate(model, held, num_labels=2)
+            return {"dev_score": fewshot.dev_score(d), "dev_accuracy": d["accuracy"],
+                    "design_accuracy": h["accuracy"]}
+
+        start.append({"step": 0, **score(built.model)})
+        return score
+
+    budget = Budget(batch_size=batch_size, lr=lr, warmup_frac=warmup_frac)
+    recipe, made = fewshot.recipe(build, split, budget, steps=steps, eval_every=every,
+                                  validate=scores, select="last")
+    run = finetuning.run(recipe, 0)
+    points = start + [{k: h[k] for k in ("step", "dev_score", "dev_accuracy", "design_accuracy")}
+                      for h in run.history.evals]
+    model = made["built"].model
     cos = dart.start_cosines(model) if hasattr(model, "template_words") else {}
     return {"points": points, "vector_cos": float(np.mean(list(cos.values()))) if cos else None}
 

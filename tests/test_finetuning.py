@@ -295,3 +295,21 @@ def test_compare_takes_a_recipe_per_seed():
     assert asked == [0, 1] and list(table["method"]) == ["fixed", "fixed", "per seed", "per seed"]
     assert [len(r.history.train) for r in runs["per seed"]] == [2, 3]
     assert [len(r.history.train) for r in runs["fixed"]] == [2, 2]
+
+
+def test_a_recipes_method_may_be_made_for_the_model_just_built():
+    """``method(model)``: the Method of the built model (its groups name the model's parts), made
+    after ``build`` — the run is the one the same Method given directly makes."""
+    seen = []
+
+    def head_only(model):
+        seen.append(model)
+        return Method(prepare=lambda m: freeze(m, r"^encoder\."), lr=3e-3)
+
+    made = finetuning.run(_tiny_recipe(method=head_only), 0, keep_model=True)
+    given = finetuning.run(_tiny_recipe(method=Method(prepare=lambda m: freeze(m, r"^encoder\."),
+                                                      lr=3e-3)), 0, keep_model=True)
+    assert len(seen) == 1 and seen[0] is made.model and made.lr == 3e-3
+    assert made.trainable_params == given.trainable_params < made.total_params
+    assert all(tensors_equal(v, given.model.state_dict()[k])
+               for k, v in made.model.state_dict().items())

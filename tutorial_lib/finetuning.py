@@ -113,10 +113,11 @@ class Recipe:
     * ``rows(backbone)`` — the training rows, batched by a resumable loader (``collate(pad_id)``,
       length-grouped if the budget says so, ``drop_last``), or ``loader(backbone, seed)`` — the
       loader itself (e.g. multi-task batches, cached feature tensors);
-    * ``budget`` and ``method`` — what the run may spend and what the method changes; the rate is
-      the method's if it sets one, else the budget's (the one precedence); ``steps``: exactly so
-      many batches instead of the budget's epochs; ``schedule``: "linear" (warm-up, then decay),
-      "cosine" or None (a constant rate);
+    * ``budget`` and ``method`` — what the run may spend and what the method changes (or
+      ``method(model)``: the Method of the model just built, e.g. optimizer groups that name its
+      parts); the rate is the method's if it sets one, else the budget's (the one precedence);
+      ``steps``: exactly so many batches instead of the budget's epochs; ``schedule``: "linear"
+      (warm-up, then decay), "cosine" or None (a constant rate);
     * ``validate(backbone)`` — a function of the model whose metrics go into the history (split
       ``validation_split``) ``evals_per_epoch`` times a pass, or every ``evaluate_every`` steps;
       ``select``: "last" (the model at the end of the budget) or "best" (the checkpoint whose
@@ -133,7 +134,7 @@ class Recipe:
     rows: Callable[[Backbone | None], Sequence] | None = None
     loader: Callable[[Backbone | None, int], object] | None = None
     budget: Budget = field(default_factory=Budget)
-    method: Method = PLAIN
+    method: Method | Callable[[nn.Module], Method] = PLAIN
     steps: int | None = None
     schedule: str | None = "linear"
     collate: Callable[[int], Callable] = pad_collate
@@ -160,7 +161,7 @@ def run(recipe: Recipe, seed: int, *, scale: Scale | None = None, progress: bool
     :class:`Run`. ``scale``: where a backbone named in the recipe is loaded from.
     ``checkpoint_dir``: checkpoint at every validation; a killed run, re-run, ends with the
     weights of an uninterrupted one. ``keep_model``: the Run keeps the trained model."""
-    r, budget, method = recipe, recipe.budget, recipe.method
+    r, budget = recipe, recipe.budget
     if r.reseed:
         seed_everything(seed)
     backbone, name = r.backbone, r.name
@@ -170,6 +171,7 @@ def run(recipe: Recipe, seed: int, *, scale: Scale | None = None, progress: bool
         name = name or backbone
         backbone = load_backbone(backbone, scale, seed=seed)
     model = r.build(backbone)
+    method = r.method if isinstance(r.method, Method) else r.method(model)
     if method.prepare:
         method.prepare(model)
     dev = torch.device("cpu") if r.on_cpu else device()

@@ -5,13 +5,14 @@ method, the counts on a causal LM, and QLoRA's clear refusal on a CPU."""
 import pandas as pd
 import pytest
 import torch
-from tiny_peft import batch, tiny_classifier
+from tiny_peft import batch, tiny_classifier, tiny_encoder
 
 from tutorial_lib import backbones, config, tasks
 from tutorial_lib.config import CACHE_ENV_VAR, DATA_ENV_VAR
 from tutorial_lib.methods.peft import peft_frontier as pf
 from tutorial_lib.methods.peft.peft_methods import IA3, BitFit, Full, LoRA, PromptTuning
 from tutorial_lib.methods.peft.settings import PEFTSettings
+from tutorial_lib.models import SequenceClassifier
 
 SMOKE = config.get_scale("smoke")
 SETTINGS = PEFTSettings.at(SMOKE)
@@ -146,3 +147,43 @@ def test_qlora_says_why_it_cannot_run_on_a_cpu():
     assert why and "GPU" in why
     with pytest.raises(RuntimeError, match="QLoRA cannot run here"):
         pf.qlora_classifier("any", 2)
+
+
+class _WordTokenizer:
+    """A stand-in for the Hub tokenizer of qlora_run: one id per word, no pad token."""
+
+    pad_token_id, eos_token_id = None, 1
+
+    def __call__(self, texts, add_special_tokens=False):
+        return {"input_ids": [[5 + sum(map(ord, w)) % 90 for w in t.split()] for t in texts]}
+
+
+def test_qlora_run_trains_lora_through_the_runner_on_a_stand_in_model(task, monkeypatch):
+    """qlora_run's wiring without a GPU: a tiny causal LM with LoRA stands in for the 4-bit model.
+    Only LoRA and the head train (the frozen base stays bit for bit), the test error is read
+    once, and the same seed gives the same run."""
+    made = []
+
+    def classifier(name, num_labels):
+        model = SequenceClassifier(tiny_encoder("llama"), num_labels, "last", dropout=0.1)
+        LoRA(r=2, alpha=4).apply(model)
+        made.append(model)
+        return model
+
+    monkeypatch.setenv("TUTORIAL_PRECISION", "fp32")
+    monkeypatch.setattr(pf, "qlora_classifier", classifier)
+    monkeypatch.setattr(pf, "qlora_dtype", lambda: None)
+    monkeypatch.setattr(pf.AutoTokenizer, "from_pretrained", lambda name: _WordTokenizer())
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: 0)
+    start = dict(classifier("start", task.num_labels).named_parameters())
+    one, two = (pf.qlora_run("stand-in", task, BUDGET, steps=4, seed=1, lr=1e-2) for _ in range(2))
+    assert one["steps"] == 4 and 0.0 <= one["test_error"] <= 1.0
+    trained = {n for n, p in made[1].named_parameters() if p.requires_grad}
+    assert one["trained params"] == sum(start[n].numel() for n in trained)
+    assert trained and all("lora" in n or n.startswith("head") for n in trained)
+    after = dict(made[1].named_parameters())
+    assert all(torch.equal(after[n], p) for n, p in start.items() if n not in trained)
+    assert all(not torch.equal(after[n], start[n]) for n in trained if "lora_B" in n)  # from 0
+    assert {k: v for k, v in one.items() if k != "seconds"} == {
+        k: v for k, v in two.items() if k != "seconds"}
+    assert all(torch.equal(p, q) for p, q in zip(made[1].parameters(), made[2].parameters()))

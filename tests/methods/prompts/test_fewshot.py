@@ -8,7 +8,7 @@ import pytest
 import torch
 from tiny import tensors_equal
 
-from tutorial_lib import stats
+from tutorial_lib import checkpoints, stats
 from tutorial_lib.backbones import Backbone
 from tutorial_lib.finetuning import Run
 from tutorial_lib.methods.prompts import fewshot, prompting
@@ -75,7 +75,7 @@ def test_the_best_model_is_a_copy_kept_by_ignite_first_best_on_ties():
     from ignite.handlers import Checkpoint
 
     model = torch.nn.Linear(2, 1)
-    saver = fewshot.InMemorySaver()
+    saver = checkpoints.InMemorySaver()
     engine = Engine(lambda e, b: None)
     step = {"n": 0}
     handler = Checkpoint({"model": model}, saver, n_saved=1,
@@ -283,7 +283,7 @@ def test_pooled_features_come_in_the_rows_order(with_data):
 def test_trained_weights_checkpoint_holds_only_what_trains_and_restores_it():
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 1))
     model[0].requires_grad_(False)
-    weights = fewshot.TrainedWeights(model)
+    weights = checkpoints.TrainedWeights(model)
     saved = {k: v.clone() for k, v in weights.state_dict().items()}
     assert set(saved) == {"1.weight", "1.bias"}
     frozen = model[0].weight.clone()

@@ -33,16 +33,16 @@ from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 from torch import nn
 from transformers import AutoModel, AutoTokenizer, BitsAndBytesConfig
 
-from ... import data
+from ... import data, finetuning
 from ...backbones import Backbone, load_backbone
 from ...config import PRECISION_ENV_VAR, Scale
 from ...evaluation import evaluate
-from ...finetuning import Run, compare_methods, loaders
+from ...finetuning import Recipe, Run, Scored, compare_methods, loaders
 from ...models import SequenceClassifier, count_parameters
 from ...runtime import choose_precision, reset_cuda_peak, seed_everything
 from ...settings import Budget
 from ...tasks import Task
-from ...training import Batch, Method, eval_loader, fit, pad_collate, resumable_loader
+from ...training import Batch, Method, eval_loader, pad_collate
 from .peft_checks import checkpoint_bytes, roundtrip, snapshot, step_costs, weights_check
 from .peft_methods import PeftMethod, param_groups
 
@@ -263,10 +263,10 @@ def qlora_classifier(name: str, num_labels: int, r: int = 8, alpha: float = 16.0
 
 def qlora_run(name: str, task: Task, budget: Budget, *, steps: int, seed: int = 0,
               lr: float = 2e-4) -> dict:
-    """QLoRA on ``task``: ``steps`` steps of the one recipe (:func:`qlora_dtype` autocast: fp16 with
-    the gradient scaler on a T4, bf16 from an A100 on) on the 4-bit model,
-    then the test error, the trained parameters and the peak GPU memory (CUDA tensors)."""
-    seed_everything(seed)
+    """QLoRA on ``task``: ``steps`` steps of the one runner (:func:`qlora_dtype` autocast: fp16
+    with the gradient scaler on a T4, bf16 from an A100 on) on the 4-bit model at rate ``lr``
+    (warm-up: a tenth of the steps), then the test error, the trained parameters and the peak GPU
+    memory of the training and the test (CUDA tensors)."""
     tokenizer = AutoTokenizer.from_pretrained(name)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
@@ -275,17 +275,19 @@ def qlora_run(name: str, task: Task, budget: Budget, *, steps: int, seed: int = 
         return [{"input_ids": i[: 126] + [tokenizer.eos_token_id], "labels": y}
                 for i, y in zip(ids, data.column(split, "label"))]
 
-    model = qlora_classifier(name, task.num_labels)
-    amp = qlora_dtype()
-    train = resumable_loader(rows(task.train), seed=seed, batch_size=budget.batch_size,
-                             collate_fn=pad_collate(pad))
-    test = eval_loader(rows(task.test), budget.eval_batch_size, pad_collate(pad))
-    reset_cuda_peak()  # the notebook's own peak is kept (runtime.process_peak_memory)
-    run = fit(model, train, lr=lr, weight_decay=budget.weight_decay, steps=steps,
-              warmup=max(2, steps // 10), max_norm=budget.max_norm, amp_dtype=amp,
-              method=Method(param_groups=lambda m, _lr, wd: param_groups(m, wd)))
-    metrics = evaluate(model, test, num_labels=task.num_labels, amp_dtype=amp)
-    return {"model": name, "bits": 4, "steps": steps, "test_error": float(metrics["error"]),
-            "trained params": count_parameters(model, trainable_only=True),
+    def score(model: nn.Module, _: None) -> Scored:
+        test = eval_loader(rows(task.test), budget.eval_batch_size, pad_collate(pad))
+        metrics = evaluate(model, test, num_labels=task.num_labels, amp_dtype=qlora_dtype())
+        return Scored(metrics, {"test_error": float(metrics["error"])})
+
+    # the peak counts from the first step (the notebook's own is kept: process_peak_memory)
+    method = Method(param_groups=lambda m, _lr, wd: param_groups(m, wd),
+                    on_trainer=lambda *_: reset_cuda_peak())
+    run = finetuning.run(Recipe(
+        build=lambda _: qlora_classifier(name, task.num_labels), rows=lambda _: rows(task.train),
+        collate=lambda _: pad_collate(pad), method=method, steps=steps, score=score, name=name,
+        budget=budget.replace(lr=lr, warmup_frac=0.1, group_by_length=False)), seed)
+    return {"model": name, "bits": 4, "steps": steps, "test_error": run.columns["test_error"],
+            "trained params": run.trainable_params,
             "peak GPU memory (MiB)": torch.cuda.max_memory_allocated() / 2**20,
             "seconds": run.seconds}

@@ -11,8 +11,9 @@ Modules
     ``prompting.py`` — templates, verbalizers, ``PromptClassifier``.
     ``dart.py`` — DART's ``ExtendedEmbedding``, ``DARTClassifier``, its fluency term (masked LMs;
     on a causal LM with the label vector before the text) and the check that its vectors moved.
-    ``fewshot.py`` — the few-shot loop (train, choose on the few-shot dev set, test once; each run
-    a ``finetuning.Run`` with its ``lr``, ``best_step`` and dev evaluations: ``chosen``), each
+    ``fewshot.py`` — the few-shot loop (train, choose on the few-shot dev set, test once: a
+    ``recipe`` run by ``finetuning.run``; each run a ``finetuning.Run`` with its ``lr``,
+    ``best_step`` and dev evaluations: ``chosen``), each
     method's rate chosen once on a few splits' dev sets, and the comparison of every method on the
     same splits.
     ``probe.py`` — the logistic-regression probe on frozen features, and the same probe as head

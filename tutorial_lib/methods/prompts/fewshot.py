@@ -5,9 +5,10 @@ LM, the last token for a causal LM), manual-prompt fine-tuning (:mod:`.prompting
 prompts (:mod:`.dart`) — is a function from a :class:`~tutorial_lib.tasks.FewShotSplit` to a ``build``
 that makes a fresh :class:`FewShotModel` (model, encoder of rows, collate, and the
 :class:`~tutorial_lib.training.Method` it trains with). :func:`train_fewshot` trains a fixed
-number of steps with the one recipe (:func:`tutorial_lib.training.fit`) and keeps the checkpoint
-with the best few-shot **dev** accuracy (a :class:`~tutorial_lib.finetuning.Run`: its rate, the
-kept step, every dev evaluation in its history, :func:`chosen`); :func:`select_and_test` is
+number of steps with the one runner (its :func:`recipe` through
+:func:`tutorial_lib.finetuning.run`) and keeps the checkpoint with the best few-shot **dev**
+accuracy (a :class:`~tutorial_lib.finetuning.Run`: its rate, the kept step, every dev evaluation
+in its history, :func:`chosen`); :func:`select_and_test` is
 LM-BFF's per-split learning-rate grid (chosen on dev only); :func:`compare_fewshot` runs every
 method on every split.
 :func:`choose_rates` is the cheaper protocol notebook 09 runs: each method's rate chosen once, on
@@ -20,29 +21,24 @@ backbone's pooled features, its C chosen on dev. :func:`verdicts` guards every c
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
-from ignite.engine import Engine
-from ignite.handlers import Checkpoint
-from ignite.handlers.checkpoint import BaseSaveHandler
 from torch import nn
 
-from ... import stats
+from ... import finetuning, stats
 from ...anatomy import layer_groups
 from ...backbones import Backbone, load_backbone
 from ...config import Scale
 from ...evaluation import evaluate
-from ...finetuning import Run
-from ...models import count_parameters
+from ...finetuning import Recipe, Run
 from ...params import decay_groups, freeze, unfreeze
-from ...runtime import device, seed_everything
+from ...settings import Budget
 from ...tasks import FewShotSplit
-from ...training import PLAIN, History, Method, eval_loader, fit, pad_collate, resumable_loader
+from ...training import PLAIN, Method, eval_loader, pad_collate
 from .probe import (  # noqa: F401 (part of this module's face)
     LOGREG,
     head_start,
@@ -72,50 +68,45 @@ def chosen(run: Run) -> dict:
     return next(h for h in run.history.evals if h["step"] == run.best_step)
 
 
-class InMemorySaver(BaseSaveHandler):
-    """An Ignite save handler that keeps checkpoints in memory: a few-shot run's best model lives
-    only as long as the run, so ``Checkpoint(score_function=...)`` needs no file."""
-
-    def __init__(self) -> None:
-        self.saved: dict[str, tuple[dict, float]] = {}
-
-    def __call__(self, checkpoint: Mapping, filename: str, metadata: Mapping | None = None) -> None:
-        # a state_dict holds the live tensors: copy them, or the "best" would follow training
-        self.saved[filename] = copy.deepcopy(dict(checkpoint)), (metadata or {}).get("priority")
-
-    def remove(self, filename: str) -> None:
-        self.saved.pop(filename, None)
-
-    @property
-    def best(self) -> tuple[dict, float]:
-        """The one checkpoint an ``n_saved=1`` handler keeps, and its score."""
-        (checkpoint, score), = self.saved.values()
-        return checkpoint, score
-
-
-class TrainedWeights:
-    """What a checkpoint of a partly frozen model must hold: the parameters that train (a frozen
-    weight never changes, so copying it at every new best would only cost time — a 135M-parameter
-    LM with its top layers trained copies a few percent of itself). Ignite's ``Checkpoint`` saves
-    and loads it like a module."""
-
-    def __init__(self, model: nn.Module) -> None:
-        self.model = model
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return {n: p.detach() for n, p in self.model.named_parameters() if p.requires_grad}
-
-    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
-        params = dict(self.model.named_parameters())
-        with torch.no_grad():
-            for name, value in state.items():
-                params[name].copy_(value)
-
-
 def dev_score(metrics: Mapping[str, float]) -> float:
     """Dev accuracy first, lower loss breaking ties: accuracies differ by at least 1/|dev| and
     loss/10⁴ stays below that for any dev set under 1,000 examples and loss under 10."""
     return metrics["accuracy"] - metrics["loss"] / 1e4
+
+
+def recipe(build: Callable[[], FewShotModel], split: FewShotSplit, budget: Budget, *, steps: int,
+           eval_every: int, validate: Callable[[FewShotModel], Callable[[nn.Module], dict]] | None = None,
+           select: str = "best") -> tuple[Recipe, dict]:
+    """A few-shot method's run as a :class:`~tutorial_lib.finetuning.Recipe`: ``build()`` makes the
+    model with the encoder of its rows, its collate and its Method; ``steps`` steps on
+    ``split.train`` (whole batches only) under ``budget``; every ``eval_every`` steps
+    ``validate(built)``'s metrics (default: the dev set's ``dev_accuracy``, ``dev_loss``, the
+    step's ``train_loss`` and :func:`dev_score`: ``score``) go into the history (split "dev");
+    ``select``: the checkpoint kept ("best" on dev, or "last"). Returns the recipe and what its
+    latest run made (``"built"``: the :class:`FewShotModel`; ``"trainer"``)."""
+    made: dict = {}
+
+    def model(_: None) -> nn.Module:
+        made["built"] = build()
+        return made["built"].model
+
+    def method(_: nn.Module) -> Method:  # the trainer is kept: a dev row logs the step's loss
+        return made["built"].method.with_handlers(lambda trainer, *_: made.update(trainer=trainer))
+
+    def on_dev(built: FewShotModel) -> Callable[[nn.Module], dict]:
+        loader = eval_loader(built.encode(split.dev), budget.eval_batch_size, built.collate)
+
+        def check(trained: nn.Module) -> dict:
+            m = evaluate(trained, loader, num_labels=split.num_labels)
+            return {"dev_accuracy": m["accuracy"], "dev_loss": m["loss"],
+                    "train_loss": made["trainer"].state.output, "score": dev_score(m)}
+
+        return check
+
+    return Recipe(build=model, rows=lambda _: made["built"].encode(split.train),
+                  collate=lambda _: made["built"].collate, drop_last=True, budget=budget,
+                  method=method, steps=steps, validate=lambda _: (validate or on_dev)(made["built"]),
+                  validation_split="dev", evaluate_every=eval_every, select=select), made
 
 
 def train_fewshot(
@@ -133,52 +124,25 @@ def train_fewshot(
     eval_batch_size: int = 128,
     evaluate_test: bool = True,
 ) -> Run:
-    """Train ``steps`` AdamW steps on ``split.train``; every ``eval_every`` steps score the few-shot
-    dev set and keep the best checkpoint (accuracy, then lower loss); test that checkpoint once
+    """Train ``steps`` AdamW steps on ``split.train`` (:func:`recipe` through
+    :func:`~tutorial_lib.finetuning.run`); every ``eval_every`` steps score the few-shot dev set
+    and keep the best checkpoint (accuracy, then lower loss); test that checkpoint once
     (``evaluate_test``; else later, :func:`test_once`). Returns a
     :class:`~tutorial_lib.finetuning.Run`: its ``history`` holds every dev evaluation (split
     "dev"), ``best_step`` the kept checkpoint's (:func:`chosen`), ``lr`` the rate."""
     split.require("train", "dev", *(("test",) if evaluate_test else ()))
-    seed_everything(seed)
-    built = build()
-    model = built.model
-    model.to(device())
-    train_rows = built.encode(split.train)
-    loader = resumable_loader(train_rows, batch_size=min(batch_size, len(train_rows)), seed=seed,
-                              drop_last=True, collate_fn=built.collate)
-    dev_loader = eval_loader(built.encode(split.dev), eval_batch_size, built.collate)
-    history = History()
-    saver = InMemorySaver()
-    weights = TrainedWeights(model)
-    best = Checkpoint({"model": weights}, saver, n_saved=1,  # strictly better only: first best kept
-                      score_function=lambda _: history.evals[-1]["score"],
-                      global_step_transform=lambda engine, _: engine.state.iteration)
-
-    def score_dev(trainer: Engine) -> None:
-        m = evaluate(model, dev_loader, num_labels=split.num_labels)
-        history.log_eval(trainer.state.iteration, "dev",
-                         {"dev_accuracy": m["accuracy"], "dev_loss": m["loss"],
-                          "train_loss": trainer.state.output, "score": dev_score(m)})
-        best(trainer)
-
-    fitted = fit(model, loader, lr=lr, weight_decay=weight_decay, steps=steps, method=built.method,
-                 warmup=int(warmup_frac * steps), max_norm=max_norm, evaluate=score_dev,
-                 evaluate_every=eval_every, history=history)
-    checkpoint, score = saver.best
-    Checkpoint.load_objects({"model": weights}, checkpoint)
-    # the run is only scored from here on: its saved copy and its gradients would hold twice the
-    # trained weights for as long as the run is kept (choose_rates keeps several)
-    saver.saved.clear()
-    model.zero_grad(set_to_none=True)
+    budget = Budget(batch_size=batch_size, lr=lr, warmup_frac=warmup_frac,
+                    weight_decay=weight_decay, max_norm=max_norm, eval_batch_size=eval_batch_size)
+    few, made = recipe(build, split, budget, steps=steps, eval_every=eval_every)
+    run = finetuning.run(few, seed)
+    built = made["built"]  # kept where it trained (a shared frozen LM stays on the device)
+    run.backbone, run.model = built.backbone, built.model
 
     def score_rows(rows: Sequence[Mapping], batch_size: int) -> dict:
         loader = eval_loader(built.encode(rows), batch_size, built.collate)
-        return evaluate(model, loader, num_labels=split.num_labels)
+        return evaluate(built.model, loader, num_labels=split.num_labels)
 
-    run = Run(built.backbone, seed, {}, history, fitted.seconds,
-              count_parameters(model, trainable_only=True), count_parameters(model), model, lr=lr,
-              best_step=next(h for h in history.evals if h["score"] == score)["step"],
-              score_rows=score_rows)
+    run.score_rows = score_rows
     return test_once(run, split, eval_batch_size) if evaluate_test else run
 
 
