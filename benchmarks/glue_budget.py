@@ -46,10 +46,10 @@ def main(argv: list[str] | None = None) -> dict:
     runtime.quiet()
     scale = config.get_scale("classroom")
     base = SETTINGS[args.notebook].at(scale)
-    pretraining.ensure(scale, base)  # our LM, if the settings name it
+    pretraining.ensure(base)  # our LM, if the settings name it
     blob = json.loads(args.out.read_text()) if args.out.exists() else {"runs": []}
     rows = blob["runs"]
-    exp = multitask.Experiment(scale, base, args.tasks)
+    exp = multitask.Experiment(base, args.tasks)
     floors = exp.floors()
     for steps in args.steps:
         exp.settings = base.replace(steps_per_task=steps)

@@ -39,11 +39,11 @@ def main(argv: list[str] | None = None) -> dict:
     runtime.quiet()
     scale = config.get_scale("classroom")
     base = MultitaskSettings.at(scale)
-    pretraining.ensure(scale, base)  # our LM, if the settings name it
+    pretraining.ensure(base)  # our LM, if the settings name it
     start_time = time.perf_counter()
     done = json.loads(args.out.read_text())["runs"] if args.out.exists() else []
     rows = [r for r in done if r["steps"] in args.steps and r["seed"] in args.seeds]
-    exp = multitask.Experiment(scale, base, ["rte", "mnli"])
+    exp = multitask.Experiment(base, ["rte", "mnli"])
     majority = 100 * exp.data["rte"].task.majority_baseline()["score"]
     start = exp.intermediate("mnli", args.intermediate, args.seeds[0])
     out = {}

@@ -30,9 +30,9 @@ def ours_env(data_dir, tmp_path_factory):
         mp.setenv(DATA_ENV_VAR, str(data_dir))
         mp.setenv(CACHE_ENV_VAR, str(tmp_path_factory.mktemp("cache")))
         backbones.forget_loaded()
-        with pytest.raises(BackboneError, match=r"pretraining\.ensure\(scale, settings\)"):
+        with pytest.raises(BackboneError, match=r"pretraining\.ensure\(settings\)"):
             backbones.load_backbone("ours", SMOKE)  # loading never trains: an empty cache says so
-        assert pretraining.ensure(SMOKE, None, "ours", "scratch").keys() == {"causal"}
+        assert pretraining.ensure(SMOKE, "ours", "scratch").keys() == {"causal"}
         yield
         backbones.forget_loaded()  # prototypes from this cache must not serve other modules
 

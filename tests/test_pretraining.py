@@ -134,10 +134,10 @@ def test_ensure_pretrains_what_the_settings_name_and_nothing_else(monkeypatch):
     smoke = config.get_scale("smoke")
     probing = ProbingSettings.at(smoke)
     assert {"ours", "ours-mlm", "scratch"} <= set(probing.models)
-    assert pretraining.ensure(smoke, probing) == {"causal": "causal", "mlm": "mlm"}
+    assert pretraining.ensure(probing) == {"causal": "causal", "mlm": "mlm"}
     assert sorted(calls) == ["causal", "mlm", "tokenizer"]
     calls.clear()
-    assert pretraining.ensure(smoke, AdapterSettings.at(smoke)) == {} and calls == []  # MiniLM only
+    assert pretraining.ensure(AdapterSettings.at(smoke)) == {} and calls == []  # MiniLM only
 
 
 def test_pretraining_and_loading_hold_the_entrys_cache_lock(monkeypatch, tmp_path):

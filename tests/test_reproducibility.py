@@ -20,7 +20,7 @@ TIMING = ("seconds", "mean seconds / run", "seconds_per_epoch")
 def notebook_02_tables(scale: config.Scale, backbones=("ours",)) -> dict:
     """Notebook 02's saved tables for ``backbones``, as ``results.save`` writes them."""
     settings = AdaptationSettings.at(scale)
-    pretraining.ensure(scale, None, *backbones)  # as the notebook's setup does
+    pretraining.ensure(scale, *backbones)  # as the notebook's setup does
     task = tasks.load_task("trec", train_examples=settings.train_examples,
                            validation_examples=settings.validation_examples,
                            test_examples=settings.test_examples)

@@ -109,7 +109,7 @@ def load(scale: Scale, objective: str = "causal",
         if not _intact(directory):
             raise NotPretrained(
                 f"our {objective} LM at the {scale.name} scale is not in the cache ({directory}): run "
-                f"notebook 01, or `pretraining.ensure(scale, settings)` in this notebook (it pretrains "
+                f"notebook 01, or `pretraining.ensure(settings)` in this notebook (it pretrains "
                 f"what the settings need, once per scale and cache)")
         model = load_pretrained(directory, causal=objective == "causal")
         saved = json.loads((directory / HISTORY_FILE).read_text())

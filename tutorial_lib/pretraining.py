@@ -305,12 +305,14 @@ def load_or_pretrain(scale: Scale, objective: str = "causal",
         return load(scale, objective, settings)
 
 
-def ensure(scale: Scale, settings: Settings | None = None, *names: str) -> dict[str, PretrainResult]:
-    """Make sure our models that ``settings`` (its backbone fields and ``also_needs``) or ``names``
-    ask for are pretrained at ``scale``: loaded from the cache, or pretrained now (notebook 01's
-    recipe; minutes at classroom scale, once per scale and cache). Returns ``{objective: result}``;
-    ``scratch`` needs only our tokenizer. A notebook that uses our models calls this in its setup,
-    so that :func:`tutorial_lib.backbones.load_backbone` only ever loads."""
+def ensure(what: Settings | Scale, *names: str) -> dict[str, PretrainResult]:
+    """Make sure our models that a notebook's settings (``what``: its backbone fields and
+    ``also_needs``, at its scale) or ``names`` ask for are pretrained: loaded from the cache, or
+    pretrained now (notebook 01's recipe; minutes at classroom scale, once per scale and cache).
+    ``what`` may be a scale, for ``names`` alone. Returns ``{objective: result}``; ``scratch``
+    needs only our tokenizer. A notebook that uses our models calls this in its setup, so that
+    :func:`tutorial_lib.backbones.load_backbone` only ever loads."""
+    settings, scale = (what, what.scale) if isinstance(what, Settings) else (None, what)
     wanted = set(names)
     if settings is not None:
         wanted |= {name for marker, _, name in named(settings) if marker.what == BACKBONE}

@@ -414,7 +414,7 @@ def test_gradts_settings_end_to_end_on_real_glue_data(with_data, monkeypatch):
         backbone="scratch", seeds=(0, 1), tasks=("rte", "mrpc", "sst2"), trial_seeds=(0,),
         max_k=2, keep_fraction=0.5, threshold=None, steps_per_task=2, train_examples=24,
         dev_examples=16, test_examples=16)
-    exp = multitask.Experiment(scale, s, s.tasks)
+    exp = multitask.Experiment(s, s.tasks)
     single = {t: exp.single(t, 0, keep_model=True) for t in s.tasks}
     importance = {t: gradts.head_importance(single[t].model, exp.batches(t, limit=2),
                                             multitask.head_loss(single[t].model, t))
@@ -504,7 +504,7 @@ def test_floor_checks_and_the_pool(with_data, monkeypatch):
     s = GradTSSettings.at(scale).replace(
         backbone="scratch", seeds=(0,), tasks=("rte", "mrpc", "sst2"), trial_seeds=(0,), max_k=1,
         steps_per_task=2, train_examples=24, dev_examples=16, test_examples=64)
-    exp = multitask.Experiment(scale, s, s.tasks)
+    exp = multitask.Experiment(s, s.tasks)
     single = {t: exp.single(t, 0, keep_model=True) for t in ("rte", "sst2")}
     test = {t: torch.tensor([r["labels"] for r in exp.data[t].test]) for t in single}
     majority = {t: int(np.bincount(np.asarray(exp.data[t].task.train["label"])).argmax())

@@ -193,7 +193,7 @@ def test_experiment_runs_every_setting_on_real_glue_data(with_data):
     scale = config.get_scale("smoke")
     settings = MultitaskSettings.at(scale).replace(
         backbone="scratch", steps_per_task=2, train_examples=32, dev_examples=16, test_examples=16)
-    exp = multitask.Experiment(scale, settings, ["rte", "sst2"])
+    exp = multitask.Experiment(settings, ["rte", "sst2"])
     assert exp.split_table().loc["rte", "validation"] == 16  # the validation split is "dev"
     single = exp.single("rte", 0)
     assert isinstance(single, Run) and single.steps == {"rte": 2} and single.name == multitask.SINGLE
@@ -342,7 +342,7 @@ def test_a_hugging_face_backbone_keeps_its_word_embeddings_frozen(with_data):
     settings = MultitaskSettings.at(scale).replace(
         backbone="minilm", train_examples=8, dev_examples=8, test_examples=8)
     try:
-        exp = multitask.Experiment(scale, settings, ["rte"])
+        exp = multitask.Experiment(settings, ["rte"])
     except BackboneError:
         pytest.skip("offline MiniLM not installed")
     model = exp.new_model(load_backbone("minilm", scale), ["rte"])
@@ -351,7 +351,7 @@ def test_a_hugging_face_backbone_keeps_its_word_embeddings_frozen(with_data):
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     assert any(n.startswith("encoder.encoder.layer.") for n in trainable)
     assert any(n.startswith("heads.rte.") for n in trainable)
-    ours = multitask.Experiment(scale, settings.replace(backbone="scratch"), ["rte"])
+    ours = multitask.Experiment(settings.replace(backbone="scratch"), ["rte"])
     scratch = load_backbone("scratch", scale)
     assert ours.new_model(scratch, ["rte"]).encoder.tok_emb.weight.requires_grad  # ours: all trained
 

@@ -330,11 +330,11 @@ class SequentialTransfer:
     bb: Backbone = field(init=False, repr=False)
 
     @classmethod
-    def of(cls, settings: ForgettingSettings, scale: Scale, source: Task, target: Task
-           ) -> SequentialTransfer:
-        """The experiment that ``settings`` describe, on the loaded ``source`` and ``target``."""
+    def of(cls, settings: ForgettingSettings, source: Task, target: Task) -> SequentialTransfer:
+        """The experiment that ``settings`` describe (at their scale), on the loaded ``source``
+        and ``target``."""
         s = settings
-        return cls(scale, s.backbone, source, target, s.source_budget, s.target_budget,
+        return cls(s.scale, s.backbone, source, target, s.source_budget, s.target_budget,
                    s.fisher_examples, s.probe_c, s.probe_folds)
 
     def __post_init__(self) -> None:

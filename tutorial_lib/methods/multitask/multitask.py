@@ -41,7 +41,6 @@ from torch.utils.data import DataLoader
 from ... import stats
 from ...anatomy import anatomy
 from ...backbones import Backbone, load_backbone
-from ...config import Scale
 from ...evaluation import logits_step
 from ...finetuning import Recipe, Run, Scored, run
 from ...heads import HeadConfig, MultiHeadModel, causal_lm_targets, merge_batches, multihead_loss
@@ -216,10 +215,10 @@ class Experiment:
     ``steps``; every step's loss and task, and the learning curve, in its ``history``).
     """
 
-    def __init__(self, scale: Scale, settings: MultiTaskRuns, tasks: Sequence[str]):
-        self.scale, self.settings, self.backbone = scale, settings, settings.backbone
+    def __init__(self, settings: MultiTaskRuns, tasks: Sequence[str]):
+        self.scale, self.settings, self.backbone = settings.scale, settings, settings.backbone
         self.budget = settings.budget
-        bb: Backbone = load_backbone(self.backbone, scale)
+        bb: Backbone = load_backbone(self.backbone, self.scale)
         self.pad_id = bb.pad_id
         self.data: dict[str, EncodedTask] = {}
         for name in tasks:

@@ -17,7 +17,6 @@ import pandas as pd
 
 from ... import data, premises
 from ...backbones import Backbone, load_backbone
-from ...config import Scale
 from ...finetuning import Recipe, Run, classifier_scoring, floor_columns, run
 from ...settings import Budget
 from ...tasks import Task
@@ -74,7 +73,7 @@ def label_curve(starts: Mapping[str, Backbone], task: Task, s: UnlabelledSetting
     return pd.DataFrame(rows), runs
 
 
-def few_labels(task: Task, s: UnlabelledSettings, scale: Scale
+def few_labels(task: Task, s: UnlabelledSettings
                ) -> tuple[pd.DataFrame, dict[str, list[Run]], dict[str, object]]:
     """Part 2: supervised only, self-training and UDA on ``s.labels_per_class`` labels a class,
     ``s.semi_steps`` steps each, per seed. Returns (one row per run, the runs by method, the
@@ -84,7 +83,7 @@ def few_labels(task: Task, s: UnlabelledSettings, scale: Scale
     rows, runs = [], {SUPERVISED: [], SELF_TRAINING: [], UDA_NAME: []}
     pseudo_correct, masked, pool_gold = [], [], []
     floors = floor_columns(task)
-    backbone = load_backbone(s.semi_backbone, scale)  # every run trains a copy of it
+    backbone = load_backbone(s.semi_backbone, s.scale)  # every run trains a copy of it
     encoded = backbone.encode_rows(task.train, b.max_len)
     for seed in s.semi_seeds:
         labelled_idx, rest = per_class(labels, s.labels_per_class, seed)
