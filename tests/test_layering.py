@@ -318,3 +318,30 @@ def test_the_chapter_catalogue_names_each_chapters_notebooks():
         first, _, last = numbers.partition("-")
         table[name] = set(range(int(first), int(last or first) + 1))
     assert table == dict(actual)
+
+
+# The one runner: only finetuning.run calls training.fit; each exception is named with its reason.
+FIT_CALLERS = {
+    "tutorial_lib/finetuning.py": "the one runner",
+    "tutorial_lib/methods/peft/peft_checks.py": "step_costs, a timing probe of single steps",
+}
+
+
+def test_only_the_runner_calls_fit():
+    """Every training run goes through ``finetuning.run`` (a Recipe); a module that imports
+    ``fit`` (or calls ``training.fit``) outside :data:`FIT_CALLERS` assembles its own loop.
+    (``pretraining.pretrain``, 01's distributed loop, builds its trainer from the pieces: it calls
+    neither.)"""
+    repo = ROOT.parent
+    found = set()
+    for folder in ("tutorial_lib", "benchmarks", "scripts"):
+        for path in sorted((repo / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text())
+            for node in ast.walk(tree):
+                imports_fit = (isinstance(node, ast.ImportFrom) and (node.module or "").endswith("training")
+                               and any(a.name in ("fit", "fit_with") for a in node.names))
+                calls_fit = (isinstance(node, ast.Attribute) and node.attr in ("fit", "fit_with")
+                             and isinstance(node.value, ast.Name) and node.value.id == "training")
+                if imports_fit or calls_fit:
+                    found.add(path.relative_to(repo).as_posix())
+    assert found == set(FIT_CALLERS), sorted(found ^ set(FIT_CALLERS))

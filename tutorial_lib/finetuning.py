@@ -63,11 +63,11 @@ class Scored(NamedTuple):
 @dataclass
 class Run:
     """One training run, as every driver reports it — what ran, what it scored, what it cost —
-    with its one table row (:meth:`row`). :func:`run` makes it; the drivers that
-    cannot be its thin callers make it too: a multi-task run (notebooks 06–07) names its setting
-    (``name``) and keeps every scored task's dev and test metrics (``scores``) and each task's
-    steps (``steps``); a few-shot run (09) keeps its rate (``lr``), the checkpoint it chose on dev
-    (``best_step``) and how to test it later (``score_rows``). The history holds every step's
+    with its one table row (:meth:`row`). :func:`run` makes every one; a chapter may fill in more:
+    a multi-task run (notebooks 06–07) names its setting (``name``) and keeps every scored task's
+    dev and test metrics (``scores``) and each task's steps (``steps``); a few-shot run (09) keeps
+    how to test its kept checkpoint later (``score_rows``). ``lr`` is the rate it ran at,
+    ``best_step`` the checkpoint a best-on-dev recipe kept (None: the last). The history holds every step's
     loss (a multi-task step also its ``task``) and every evaluation during training."""
 
     backbone: str

@@ -59,7 +59,6 @@ from .models import IGNORE_INDEX  # re-exported: notebook 01 imports it from her
 from .params import make_optimizer
 from .runtime import autocast, autocast_dtype, grad_scaler
 from .runtime import device as default_device
-from .settings import Budget
 
 LossFn = Callable[[nn.Module, Batch], torch.Tensor]
 
@@ -414,17 +413,6 @@ def fit(
     return FitResult(trainer, optimizer, history, time.perf_counter() - start)
 
 
-
-def fit_with(model: nn.Module, loader: object, budget: Budget, *, method: Method = PLAIN,
-             steps: int | None = None, lr: float | None = None, **options: object) -> FitResult:
-    """:func:`fit` under a :class:`~tutorial_lib.settings.Budget` — the one place a budget becomes
-    fit's arguments: its rate (else ``lr``, else the method's), weight decay, epochs (or exactly
-    ``steps`` iterations), warm-up as a share of the run and clipping. ``options`` go to
-    :func:`fit` (evaluation, history, checkpoints …)."""
-    total = steps if steps is not None else budget.epochs * len(loader)
-    return fit(model, loader, lr=lr or method.lr or budget.lr, weight_decay=budget.weight_decay,
-               epochs=budget.epochs, steps=steps, method=method,
-               warmup=int(budget.warmup_frac * total), max_norm=budget.max_norm, **options)
 
 __all__ = [  # the names of tutorial_lib.batches (and models.IGNORE_INDEX) stay importable here
     "IGNORE_INDEX", "Batch", "ResumableBatchSampler", "eval_loader", "input_lengths", "mask_tokens",

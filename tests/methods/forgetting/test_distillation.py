@@ -17,7 +17,7 @@ from tutorial_lib.methods.forgetting import distillation
 from tutorial_lib.models import IGNORE_INDEX
 from tutorial_lib.runtime import seed_everything
 from tutorial_lib.settings import Budget
-from tutorial_lib.training import fit, fit_with, pad_collate, resumable_loader
+from tutorial_lib.training import fit, pad_collate, resumable_loader
 
 
 def _logits(seed: int, n: int = 6, c: int = 3) -> torch.Tensor:
@@ -131,7 +131,8 @@ def test_train_student_is_a_run_of_the_one_runner_with_the_numbers_of_its_own_lo
     model = student.classifier(3)
     loader = resumable_loader(list(rows), seed=7, batch_size=4,
                               collate_fn=distillation.teacher_collate(0))
-    fit_with(model, loader, budget, lr=1e-2, steps=5, method=method)
+    fit(model, loader, lr=1e-2, weight_decay=budget.weight_decay, steps=5, method=method,
+        warmup=int(budget.warmup_frac * 5), max_norm=budget.max_norm)
     mine, theirs = run.model.state_dict(), model.state_dict()
     assert mine.keys() == theirs.keys() and all(tensors_equal(mine[k], theirs[k]) for k in mine)
 
