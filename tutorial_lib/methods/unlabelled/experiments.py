@@ -47,12 +47,13 @@ def per_class(labels: Sequence[int], k: int, seed: int) -> tuple[list[int], list
 
 
 def classify(backbone: Backbone, task: Task, rows: list[dict], seed: int, *, steps: int,
-             budget: Budget, eval_every: int, **options: object) -> Run:
-    """A classifier on ``backbone`` trained for exactly ``steps`` batches of ``rows``."""
+             budget: Budget, eval_every: int, keep_model: bool = False, **recipe: object) -> Run:
+    """A classifier on ``backbone`` trained for exactly ``steps`` batches of ``rows`` (``recipe``:
+    more of its :class:`~tutorial_lib.finetuning.Recipe`, e.g. the method)."""
     validate, score = classifier_scoring(task, budget)
     return run(Recipe(build=lambda bb: bb.classifier(task.num_labels), backbone=backbone,
                       rows=lambda bb: rows, budget=budget, steps=steps, validate=validate,
-                      score=score, evaluate_every=eval_every, **options), seed)
+                      score=score, evaluate_every=eval_every, **recipe), seed, keep_model=keep_model)
 
 
 def label_curve(starts: Mapping[str, Backbone], task: Task, s: UnlabelledSettings
