@@ -11,9 +11,10 @@ import warnings
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
 
-from tutorial_lib import COLAB_REF, REPO_SLUG
+from tutorial_lib import COLAB_REF, REPO_SLUG, stats
 from tutorial_lib.methods import NOTEBOOK_SETTINGS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -158,3 +159,20 @@ def test_a_header_that_states_its_run_time_quotes_the_committed_run(path):
     times = json.loads((REPO / "results" / "classroom" / "wall_times.json").read_text())
     for quoted in RUN_TIME.findall(text):
         assert quoted == f"{times[path.stem] / 60:.1f}", (path.stem, quoted)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_one_holm_family_per_notebook(path):
+    """A notebook's Holm family is the effects it saves (``results.save`` names it, the report reads
+    it): a cell may show that family once (``results.holm_family``, or 18's closing table of the
+    same tests), never build a second one."""
+    nb = nbformat.read(path, as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    families = len(re.findall(r"\bholm(?:_family)?\(", code))
+    assert families <= 1, f"{path.stem} computes {families} Holm families"
+
+
+def test_no_table_adjusts_over_its_own_tests():
+    table = stats.compare(pd.DataFrame({"method": ["a"] * 2 + ["b"] * 2, "seed": [0, 1] * 2,
+                                        "test_error": [0.1, 0.2, 0.3, 0.35]}), "a", floor=False)
+    assert "Holm p" not in table and "Holm" not in stats.sentences(table)

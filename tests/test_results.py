@@ -461,3 +461,31 @@ def test_memory_table_from_the_main_jobs_files(tmp_path):
     assert table[2] == ("| 01_pretraining | 312 s | peak GPU memory 3.00 GiB reserved (2.00 GiB "
                         "allocated, GPU X; fits a 15 GiB T4: yes) | yes |")
     assert table[3] == "| 02_adaptation | 95 s | not recorded | not measured on a GPU |"
+
+
+def test_holm_family_adjusts_over_every_saved_test_and_says_what_survives():
+    effects = [{"method": "a", "baseline": "b", "metric": "err", "delta": -2.0, "p": 0.01,
+                "verdict": "better"},
+               {"method": "c", "baseline": "b", "metric": "err", "delta": 1.0, "p": 0.04,
+                "verdict": "worse"},
+               {"method": "d", "baseline": "b", "metric": "err", "delta": 0.1, "p": 0.5,
+                "verdict": "within noise"},
+               {"method": "e", "baseline": "b", "metric": "err", "delta": 0.0, "p": None,
+                "verdict": "untestable"}]
+    family = results.holm_family(effects)
+    assert family["Holm p"].tolist()[:3] == pytest.approx(stats.holm([0.01, 0.04, 0.5]))
+    assert family["Holm"].tolist() == ["survives", "does not survive", "", ""]
+    assert family.attrs["tests"] == 3
+    assert results.holm_text(family) == ("One Holm family: the 3 tests this notebook saves; 2 "
+                                         "better/worse on the raw p, 1 of them survive Holm: a vs b (err).")
+
+
+def test_saving_effects_names_the_notebooks_one_holm_family(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(config.RESULTS_ENV_VAR, str(tmp_path))
+    effects = [{"method": "a", "baseline": "b", "metric": "err", "delta": -2.0, "p": 0.01,
+                "verdict": "better"}]
+    results.save("04_x", {}, seeds=[0], effects=effects, scale=config.get_scale("smoke"))
+    assert capsys.readouterr().out == ("One Holm family: the 1 test this notebook saves; 1 better/worse "
+                                       "on the raw p, 1 of them survive Holm: a vs b (err).\n")
+    results.save("04_x", {}, seeds=[0], scale=config.get_scale("smoke"))
+    assert capsys.readouterr().out == ""

@@ -84,6 +84,38 @@ def effects(comparison: pd.DataFrame, *, metric: str, backbone: str, expected: s
     return out
 
 
+def holm_family(effects: Sequence[Mapping]) -> pd.DataFrame:
+    """A notebook's one Holm family: every test it saves (the records of :func:`effects`), each
+    with its raw p, its Holm-adjusted p over all of them, the verdict (the raw p's, as
+    everywhere) and, for a better/worse verdict, whether it survives Holm — the family the report
+    (``RESULTS.md``, "Multiplicity") reads. Untested rows (p None) are listed, not counted."""
+    ps = [e.get("p") for e in effects]
+    tested = [i for i, p in enumerate(ps) if p is not None]
+    adjusted = dict(zip(tested, stats.holm([ps[i] for i in tested])))
+    rows = []
+    for i, e in enumerate(effects):
+        q = adjusted.get(i)
+        claimed = e.get("verdict") in ("better", "worse")
+        rows.append({"method": e["method"], "baseline": e["baseline"], "metric": e["metric"],
+                     "Δ": e.get("delta"), "p": ps[i], "Holm p": q, "verdict": e.get("verdict"),
+                     "Holm": ("survives" if q is not None and q < stats.ALPHA else "does not survive")
+                     if claimed else ""})
+    out = pd.DataFrame(rows)
+    out.attrs["tests"] = len(tested)
+    return out
+
+
+def holm_text(family: pd.DataFrame) -> str:
+    """One line that names the family (how many tests) and what survives it."""
+    claimed = family[family["verdict"].isin(["better", "worse"])]
+    kept = claimed[claimed["Holm"] == "survives"]
+    n = family.attrs.get("tests", len(family))
+    return (f"One Holm family: the {n} test{'' if n == 1 else 's'} this notebook "
+            f"saves; {len(claimed)} better/worse on the raw p, {len(kept)} of them survive Holm"
+            + (": " + "; ".join(f"{r.method} vs {r.baseline} ({r.metric})" for r in kept.itertuples())
+               if len(kept) else "") + ".")
+
+
 def _premise_records(row: pd.Series) -> list[dict]:
     """The premises a comparison row rests on (``stats.compare``'s ``premise records``); a row of a
     table concatenated with others that had none holds NaN there."""
@@ -150,7 +182,8 @@ def save(notebook: Settings | str, tables: dict[str, pd.DataFrame], notes: str =
 
     ``seeds``: the seeds (or few-shot splits) the numbers come from, a list or
     ``{"what": [...]}``; every notebook passes them (``seeds_of`` reads them off a table).
-    ``effects``: the notebook's main comparisons (see :func:`effects`).
+    ``effects``: the notebook's main comparisons (see :func:`effects`): they are the notebook's
+    one Holm family, named here once (:func:`holm_text` is printed).
     """
     if scale is None:
         if not isinstance(notebook, Settings):
@@ -177,6 +210,8 @@ def save(notebook: Settings | str, tables: dict[str, pd.DataFrame], notes: str =
         },
     }
     path = results_dir(scale) / f"{notebook}.json"
+    if effects:
+        print(holm_text(holm_family(effects)))
     return atomic_write(path, json.dumps(payload, indent=1))
 
 

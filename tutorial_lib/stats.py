@@ -328,8 +328,9 @@ def compare(
     premises: Mapping[str, Premise | Sequence[Premise]] | None = None,
 ) -> pd.DataFrame:
     """Every group of ``table[by]`` against ``baseline`` on ``column``: one row each with Δ, its
-    95 % CI, the effect size, the test, p, its Holm-adjusted value over this table's tests
-    (``Holm p``: the verdict stays the raw p's), the verdict, the minimum detectable effect ``MDE``
+    95 % CI, the effect size, the test, p (no Holm adjustment here: a notebook has one Holm
+    family, every test it saves, :func:`tutorial_lib.results.holm_family`), the verdict, the
+    minimum detectable effect ``MDE``
     (:meth:`Comparison.mde`, in Δ's units) and ``n`` (runs, pairs when paired) with the test's
     degrees of freedom ``df`` (in points when ``percent``). The baseline's own row comes
     first, with its mean. ``pair_on``: the column that pairs runs.
@@ -400,7 +401,6 @@ def compare(
             row["premise records"] = json.dumps([p.record() for p in premises.get(name, ())])
         rows.append(row)
     out = pd.DataFrame(rows).set_index(by)
-    out.insert(list(out.columns).index("p") + 1, "Holm p", holm(out["p"].tolist()))
     unused = [c for name, given in (("floor", floor is not None), ("start", bool(starts)))
               if not given for c in (name, f"{name} p", f"{name} MDE")]
     return out.drop(columns=[c for c in unused if c in out])
@@ -427,7 +427,6 @@ def sentences(comparison: pd.DataFrame, metric: str = "test error") -> str:
     mean_col = next(c for c in comparison.columns if c.startswith("mean"))
     unit = unit_col[unit_col.index("(") + 1: -1]
     baseline = comparison.index[0]
-    tests = int(comparison["p"].notna().sum())
     lines = []
     for name, r in comparison.iterrows():
         for guard in ("floor", "start"):
@@ -439,8 +438,6 @@ def sentences(comparison: pd.DataFrame, metric: str = "test error") -> str:
     for name, r in comparison.iloc[1:].iterrows():
         ci = f", 95% CI {r['95% CI']}" if r["95% CI"] else ""
         p = "" if math.isnan(r["p"]) else f", {r['test']} p = {r['p']:.3f}"
-        if tests > 1 and not math.isnan(r.get("Holm p", math.nan)):
-            p += f" (Holm p = {r['Holm p']:.3f} over the {tests} tests here)"
         lines.append(f"{name}: {r[unit_col]:+.2f} {unit} of {metric} vs {baseline}{ci}{p} → "
                      f"{r['verdict']}{null_text(r, unit)}")
     return "\n".join(lines)

@@ -446,7 +446,8 @@ def compare_each(table: pd.DataFrame, against: Mapping[str, Sequence[str] | None
                  ) -> dict[str, pd.DataFrame]:
     """:func:`compare_settings` once per baseline: ``against[baseline]`` lists the settings
     compared with it (None: every other setting of the table), e.g. ``{SINGLE: None,
-    EQUAL_STEPS: ["multi-task (all)"]}``. Each table has its own Holm column (its own tests)."""
+    EQUAL_STEPS: ["multi-task (all)"]}``. No Holm here: the notebook's one family is what it
+    saves (``results.holm_family``)."""
     out = {}
     for baseline, others in against.items():
         rows = table if others is None else table[table["setting"].isin([baseline, *others])]
