@@ -489,3 +489,18 @@ def test_saving_effects_names_the_notebooks_one_holm_family(tmp_path, monkeypatc
                                        "on the raw p, 1 of them survive Holm: a vs b (err).\n")
     results.save("04_x", {}, seeds=[0], scale=config.get_scale("smoke"))
     assert capsys.readouterr().out == ""
+
+
+def test_headline_reads_one_verdict_with_its_mde_and_the_sources_number():
+    rng = np.random.default_rng(3)
+    runs = pd.DataFrame({"method": ["base"] * 3 + ["m"] * 3, "seed": [0, 1, 2] * 2,
+                         "test_error": [*rng.normal(0.30, 0.02, 3), *rng.normal(0.30, 0.02, 3)]})
+    table = stats.compare(runs, "base", floor=False)
+    text = results.headline(table, "m", metric="test error", source="the paper", source_delta=-0.5)
+    first, reading = text.split("\n")
+    assert first.startswith("Headline — m vs base, test error: ") and "→ within noise (MDE" in first
+    assert reading.startswith(f"Within noise: these runs could have seen |Δ| ≥ {table.loc['m', 'MDE']:.2f}")
+    assert reading.endswith(f"The source's -0.5 points (the paper): {results.SOURCE_BELOW}.")
+    runs.loc[runs.method == "m", "test_error"] = [0.6, 0.62, 0.61]
+    worse = results.headline(stats.compare(runs, "base", floor=False), "m", metric="test error")
+    assert "→ worse." in worse and "Beyond noise in this run (worse on the raw p" in worse

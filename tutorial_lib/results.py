@@ -242,6 +242,40 @@ def source_status(verdict: str, delta: float, ci95: object, mde: float | None,
     return SOURCE_BELOW if mde is not None and abs(source_delta) < mde else SOURCE_NOT_SEEN
 
 
+def headline(comparison: pd.DataFrame, method: str, *, metric: str, source: str = "",
+             source_delta: float | None = None) -> str:
+    """A notebook's headline, first: one verdict of a :func:`tutorial_lib.stats.compare` table
+    (``method`` against the table's baseline) and its reading — beyond noise or not, what a null
+    could have seen (its MDE), a guard that voided it, and where the source's own number
+    ``source_delta`` (in Δ's units) lies (:func:`source_status`)."""
+    unit_col = next(c for c in comparison.columns if c.startswith("Δ"))
+    mean_col = next(c for c in comparison.columns if c.startswith("mean"))
+    unit, baseline = unit_col[unit_col.index("(") + 1: -1], comparison.index[0]
+    r = comparison.loc[method]
+    verdict = str(r["verdict"])
+    ci = f" [{str(r['95% CI']).strip('[]')}]" if r.get("95% CI") else ""
+    p = "" if pd.isna(r["p"]) else f", p = {r['p']:.3f}"
+    line = (f"Headline — {method} vs {baseline}, {metric}: {r[mean_col]:.2f} vs "
+            f"{comparison.loc[baseline, mean_col]:.2f}, Δ {r[unit_col]:+.2f} {unit}{ci}{p} → "
+            f"{verdict}{stats.null_text(r, unit)}.")
+    if verdict.startswith(GUARD_PREFIXES):
+        reading = "A guard failed, so Δ is not read as the method's effect."
+    elif verdict in ("better", "worse"):
+        reading = f"Beyond noise in this run ({verdict} on the raw p; replicate before quoting it)."
+    else:
+        reading = (f"Within noise: these runs could have seen |Δ| ≥ {r['MDE']:.2f} {unit}, not a "
+                   "smaller effect.")
+    theirs = (f"The source's {source_delta:+g} {unit}{f' ({source})' if source else ''}"
+              if source_delta is not None else "")
+    if source_delta is not None and verdict.startswith(GUARD_PREFIXES):
+        reading += f" {theirs} has nothing here to stand beside."
+    elif source_delta is not None:
+        status = source_status(verdict, float(r[unit_col]), r.get("95% CI"), _number(r.get("MDE")),
+                               source_delta)
+        reading += f" {theirs}: {status}."
+    return f"{line}\n{reading}"
+
+
 def effect_key(effect: Mapping) -> str:
     """What pairs an effect of one seed set with its twin in another."""
     return " | ".join(str(effect.get(k, "")) for k in ("notebook", "backbone", "metric", "method",
