@@ -259,7 +259,7 @@ def headline(comparison: pd.DataFrame, method: str, *, metric: str, source: str 
             f"{comparison.loc[baseline, mean_col]:.2f}, Δ {r[unit_col]:+.2f} {unit}{ci}{p} → "
             f"{verdict}{stats.null_text(r, unit)}.")
     if verdict.startswith(GUARD_PREFIXES):
-        reading = "A guard failed, so Δ is not read as the method's effect."
+        reading = "Δ is not read as the method's effect here: the verdict says why."
     elif verdict in ("better", "worse"):
         reading = f"Beyond noise in this run ({verdict} on the raw p; replicate before quoting it)."
     else:
