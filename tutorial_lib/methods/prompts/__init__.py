@@ -28,5 +28,5 @@ The notebook calls
     ``moved_premise``, ``paper_table``; ``fewshot.choose_rates``, ``compare_fewshot``,
     ``prompt_method``, ``cls_method``, ``head_start``, ``fresh``, ``zero_shot``, ``logreg_probe``,
     ``LOGREG``, ``majority_floors``, ``summarize``, ``verdicts``, ``verdict_lines``;
-    ``prompt_lms.FrozenPrefix``, ``FrozenStates``; ``plots.plot_methods_by_task``.
+    ``prompt_lms.FrozenPrefix``, ``FrozenStates``; ``papers.PAPER_K16``; ``plots.plot_methods_by_task``.
 """
