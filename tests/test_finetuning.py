@@ -313,3 +313,20 @@ def test_a_recipes_method_may_be_made_for_the_model_just_built():
     assert made.trainable_params == given.trainable_params < made.total_params
     assert all(tensors_equal(v, given.model.state_dict()[k])
                for k, v in made.model.state_dict().items())
+
+
+def test_a_finished_run_frees_its_optimizer_without_the_cycle_collector():
+    import gc
+
+    import torch
+
+    gc.collect()
+    gc.disable()
+    try:
+        done = finetuning.run(_tiny_recipe(validate=lambda _: (lambda m: {"score": 0.5}),
+                                           evaluate_every=2, select="best"), 0, keep_model=True)
+        held = [o for o in gc.get_objects() if isinstance(o, torch.optim.Optimizer) and o.state]
+    finally:
+        gc.enable()
+    assert done.model is not None and held == []  # no optimizer state outlives its run
+    assert all(p.grad is None for p in done.model.parameters())

@@ -391,3 +391,24 @@ def test_zero_shot_and_the_probe_can_fill_the_caches_the_runs_read():
     assert texts.states
     with pytest.raises(ValueError, match="trained layers"):
         fewshot.prompt_method(lm, TEMPLATES, VERBALIZERS, trainable_layers=2, frozen_states=cache)
+
+
+def test_a_finished_few_shot_run_frees_its_optimizer_without_the_cycle_collector(with_data):
+    """A kept run must not hold its optimizer state (09's rate choice keeps several runs; a cycle
+    through the dev hook once held 5 GiB more at classroom until Python's collector ran)."""
+    import gc
+
+    import torch
+
+    from tutorial_lib import config
+
+    split = toy_split()
+    build = fewshot.cls_method("scratch", config.get_scale("smoke"))(split)
+    gc.collect()
+    gc.disable()
+    try:
+        run = fewshot.train_fewshot(build, split, steps=2, batch_size=2, lr=1e-3, eval_every=1)
+        held = [o for o in gc.get_objects() if isinstance(o, torch.optim.Optimizer) and o.state]
+    finally:
+        gc.enable()
+    assert run.model is not None and held == []  # no optimizer state outlives its run
