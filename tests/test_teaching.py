@@ -381,11 +381,11 @@ def _edits():
         ("01's users misnamed", check_named_notebooks, "02, 06, 10, 15 and 18 load",
          "02, 06, 10, 14 and 18 load"),
         ("the gpu record misnamed", check_named_notebooks, "(today 01 only,", "(today 01 and 02 only,"),
-        ("a run's date changed", check_provenance, "08, 12 and 17 on 2026-12-07",
-         "08 and 17 on 2026-12-07, 12 on 2026-12-06"),
+        ("a run's date changed", check_provenance, "06, 09, 13, 16 and 18 on 2026-12-08",
+         "06, 09, 13 and 16 on 2026-12-08, 18 on 2026-12-06"),
         ("a run's precision changed", check_provenance, "and 11 on 2026-12-07 in fp32",
          "and 11 on 2026-12-07"),
-        ("a notebook left out", check_provenance, "Xeon: 05, 10 and 13–16", "Xeon: 05, 10 and 13, 15, 16"),
+        ("a notebook left out", check_provenance, "Xeon: 05, 10, 14 and 15", "Xeon: 05, 10 and 15"),
     ]
 
 
