@@ -385,8 +385,8 @@ def test_a_crashed_notebook_keeps_the_others_results_and_resume_reruns_only_it(t
         destination.write_text("{}")
         if notebook.stem in crash:
             return 1.0, {"cells": []}, "KeyboardInterrupt: simulated crash"
-        results.save(notebook.stem, config.get_scale("smoke"),
-                     {"t": pd.DataFrame({"x": [1]})}, seeds=[0])
+        results.save(notebook.stem, {"t": pd.DataFrame({"x": [1]})}, seeds=[0],
+                     scale=config.get_scale("smoke"))
         return 1.0, {"cells": []}, None
 
     monkeypatch.setattr(rn, "run", fake_run)
@@ -427,8 +427,8 @@ def test_start_within_starts_no_notebook_after_its_minutes_and_resume_goes_on(tm
         ran.append(notebook.stem)
         destination.parent.mkdir(parents=True, exist_ok=True)
         destination.write_text("{}")
-        results.save(notebook.stem, config.get_scale("smoke"), {"t": pd.DataFrame({"x": [1]})},
-                     seeds=[0])
+        results.save(notebook.stem, {"t": pd.DataFrame({"x": [1]})}, seeds=[0],
+                     scale=config.get_scale("smoke"))
         return 50.0, {"cells": []}, None
 
     monkeypatch.setattr(rn, "run", fake_run)
@@ -451,7 +451,7 @@ import os, uuid
 import pandas as pd
 from tutorial_lib import config, results
 display({"image/png": uuid.uuid4().hex}, raw=True)  # a figure whose bytes differ on every run
-results.save(NAME, config.get_scale("smoke"), {"t": pd.DataFrame({"x": [1]})}, seeds=[0],
+results.save(NAME, {"t": pd.DataFrame({"x": [1]})}, seeds=[0], scale=config.get_scale("smoke"),
              notes=f"run {uuid.uuid4()}")  # results whose bytes differ on every run"""
 MIDWAY = """\
 import time
