@@ -249,9 +249,9 @@ class BestCheckpoint:
 
     def restore(self) -> int:
         """Load the best weights into the model; return the step they were saved at. The saved copy
-        and the gradients are dropped (a kept run would otherwise hold its weights three times)."""
+        is dropped (a kept run would otherwise hold its weights twice; the runner drops the
+        gradients and the optimizer state of every run)."""
         checkpoint, score = self.saver.best
         Checkpoint.load_objects({"model": self.weights}, checkpoint)
         self.saver.saved.clear()
-        self.model.zero_grad(set_to_none=True)
         return next(h for h in self.history.evals if h["score"] == score)["step"]

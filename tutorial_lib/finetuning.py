@@ -184,13 +184,11 @@ def run(recipe: Recipe, seed: int, *, scale: Scale | None = None, progress: bool
                                   batch_size=min(budget.batch_size, len(training_rows)),
                                   collate_fn=r.collate(backbone.pad_id if backbone else 0),
                                   group_by_length=budget.group_by_length)
-    history, options, keep = History(), {}, None
+    history, options, keep, per_pass = History(), {}, None, len(loader)
     if r.validate is not None:
         check = r.validate(backbone)
         if r.select == "best":
             keep = BestCheckpoint(model, history)
-
-        per_pass = len(loader)  # not the loader itself: the hook must not close a cycle through it
 
         def log(engine: Engine) -> None:
             row = history.log_eval(engine.state.iteration, r.validation_split, check(model))
@@ -200,8 +198,9 @@ def run(recipe: Recipe, seed: int, *, scale: Scale | None = None, progress: bool
 
         every = r.evaluate_every or max(1, per_pass // r.evals_per_epoch)
         options = {"evaluate": log, "evaluate_every": every}
-    total = r.steps if r.steps is not None else budget.epochs * len(loader)
-    fitted = fit(model, loader, lr=method.lr if method.lr is not None else budget.lr,
+    total = r.steps if r.steps is not None else budget.epochs * per_pass
+    lr = method.lr if method.lr is not None else budget.lr  # the one precedence
+    fitted = fit(model, loader, lr=lr,
                  weight_decay=budget.weight_decay, epochs=budget.epochs, steps=r.steps,
                  method=method, warmup=int(budget.warmup_frac * total), max_norm=budget.max_norm,
                  schedule=r.schedule, history=history, checkpoint_dir=checkpoint_dir,
@@ -217,7 +216,7 @@ def run(recipe: Recipe, seed: int, *, scale: Scale | None = None, progress: bool
     return Run(name, seed, scored.test, history, fitted.seconds,
                count_parameters(model, trainable_only=True), count_parameters(model),
                model.cpu() if keep_model else None, list(scored.predictions), scored.columns,
-               lr=method.lr if method.lr is not None else budget.lr, best_step=best_step)
+               lr=lr, best_step=best_step)
 
 
 def loaders(backbone: Backbone, task: Task, batch_size: int, eval_batch_size: int, seed: int,
